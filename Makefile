@@ -1,0 +1,91 @@
+# tensorfs: `make` builds ./tensorfs; `make check` installs what is missing,
+# builds, and runs every test; `make demo` mounts a small example.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR = $(PREFIX)/bin
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+CFLAGS ?= -O2 -g
+WARN = -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral
+DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c 2>/dev/null)
+DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c 2>/dev/null)
+ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAGS)
+
+# The format layer: no FUSE includes, unit-tested and fuzzed on its own.
+CORE_SRC = src/tfs_err.c src/tfs_source.c src/tfs_hash.c src/tfs_header.c \
+	   src/tfs_names.c src/tfs_tree.c
+FUSE_SRC = src/tfs_fuse.c src/tfs_main.c
+HDRS = $(wildcard src/*.h)
+
+BUILD = build
+CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)
+FUSE_OBJ = $(FUSE_SRC:src/%.c=$(BUILD)/%.o)
+
+SAN = build-san
+SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+PYTHON = /usr/bin/python3
+FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS ?= 20
+
+.PHONY: all deps check unit integration san-check fuzz fuzz-build demo install uninstall clean
+
+all: tensorfs
+
+tensorfs: $(CORE_OBJ) $(FUSE_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS) -lpthread -lm
+
+$(BUILD)/%.o: src/%.c $(HDRS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD) $(SAN):
+	mkdir -p $@
+
+# ---- tests ----
+
+$(BUILD)/test_format: tests/unit/test_format.c $(CORE_OBJ) $(HDRS)
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(DEPS_LIBS) -lm
+
+$(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
+	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) \
+		-o $@ $(CORE_SRC) $(FUSE_SRC) $(DEPS_LIBS) -lpthread -lm
+
+$(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
+	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
+		-o $@ tests/unit/test_format.c $(CORE_SRC) $(DEPS_LIBS) -lm
+
+$(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(CORE_SRC) $(HDRS) | $(BUILD)
+	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(DEPS_LIBS) -lm
+
+deps:
+	@scripts/install-deps.sh
+
+check: deps
+	$(MAKE) all $(BUILD)/test_format $(SAN)/tensorfs $(SAN)/test_format $(BUILD)/fuzz_header
+	scripts/run-checks.sh
+
+unit: $(BUILD)/test_format
+	$(BUILD)/test_format
+
+fuzz-build: $(BUILD)/fuzz_header
+
+fuzz: deps $(BUILD)/fuzz_header
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+demo: deps
+	$(MAKE) all
+	scripts/demo.sh
+
+install: tensorfs
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 tensorfs $(DESTDIR)$(BINDIR)/tensorfs
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/tensorfs
+
+clean:
+	rm -rf $(BUILD) $(SAN) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__

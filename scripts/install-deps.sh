@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building, testing and the demo need.
+# Idempotent: asks dpkg first and calls apt-get only for what is missing,
+# so `make check` on a machine that already has everything never touches
+# the network.
+set -euo pipefail
+
+PKGS=(
+  gcc make pkg-config libc6-dev   # the build
+  libfuse3-dev fuse3              # FUSE headers, library, fusermount3
+  libjson-c-dev                   # __metadata__ and emitted JSON
+  python3 python3-pytest python3-numpy  # integration tests
+  attr                            # getfattr / setfattr for tests and the demo
+  bsdextrautils                   # hexdump for the demo and tests
+  clang libclang-rt-14-dev        # libFuzzer target and ASan/UBSan runtime
+  valgrind                        # memcheck runs
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/install-deps.sh: missing Debian packages: ${missing[*]}" >&2
+  echo "scripts/install-deps.sh: run as root, or: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "scripts/install-deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,81 @@
+#include "tfs_err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *tfs_err_str(tfs_err e)
+{
+	switch (e) {
+	case TFS_OK: return "success";
+	case TFS_ERR_NOMEM: return "out of memory";
+	case TFS_ERR_IO: return "I/O error";
+	case TFS_ERR_SHORT: return "source is shorter than at mount time";
+	case TFS_ERR_CHANGED: return "source changed since mount";
+	case TFS_ERR_OPEN: return "cannot open source";
+	case TFS_ERR_NOTREG: return "not a regular file";
+	case TFS_ERR_FORMAT: return "invalid safetensors file";
+	case TFS_ERR_NOENT: return "no such entry";
+	case TFS_ERR_RANGE: return "buffer too small";
+	case TFS_ERR_NODATA: return "no such attribute";
+	case TFS_ERR_TOOBIG: return "value too large";
+	case TFS_ERR_ROFS: return "read-only";
+	case TFS_ERR_INVAL: return "invalid argument";
+	}
+	return "unknown error";
+}
+
+tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap)
+{
+	if (d)
+		vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+	return e;
+}
+
+tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tfs_vfail(d, e, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+	/* Room for the closing quote, "..." and the NUL. */
+	size_t limit = outsz > 8 ? outsz - 6 : 0;
+
+	if (outsz < 3) {
+		if (outsz)
+			out[0] = 0;
+		return;
+	}
+	out[o++] = '\'';
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		int esc = c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
+		if (o + (esc ? 4 : 1) > limit)
+			break;
+		if (esc) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	if (i < len) {
+		/* Do not leave half of a UTF-8 sequence before the ellipsis. */
+		while (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
+			o--;
+		if (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
+			o--;
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o++] = '\'';
+	out[o] = 0;
+}

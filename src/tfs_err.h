@@ -1,0 +1,49 @@
+/* Error codes and human-readable diagnostics shared by every layer.
+ *
+ * Internal functions return a tfs_err; only the FUSE glue turns one into an
+ * errno, and only the CLI turns one into an exit status. A failing function
+ * may also fill a tfs_diag with one line that says what is wrong, so that the
+ * CLI can print it after "tensorfs: FILE: ". */
+#ifndef TFS_ERR_H
+#define TFS_ERR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef enum tfs_err {
+	TFS_OK = 0,
+	TFS_ERR_NOMEM,     /* allocation failed */
+	TFS_ERR_IO,        /* the source could not be read */
+	TFS_ERR_SHORT,     /* the source holds fewer bytes than it did at mount */
+	TFS_ERR_CHANGED,   /* the source is no longer the file that was mounted */
+	TFS_ERR_OPEN,      /* the source could not be opened */
+	TFS_ERR_NOTREG,    /* the source is not a regular file */
+	TFS_ERR_FORMAT,    /* the source is not a valid safetensors file */
+	TFS_ERR_NOENT,     /* no such entry */
+	TFS_ERR_RANGE,     /* a caller's buffer is too small */
+	TFS_ERR_NODATA,    /* no such attribute */
+	TFS_ERR_TOOBIG,    /* a value is too large to hand out */
+	TFS_ERR_ROFS,      /* the request would write */
+	TFS_ERR_INVAL,     /* bad argument */
+} tfs_err;
+
+const char *tfs_err_str(tfs_err e);
+
+#define TFS_DIAG_MAX 768
+
+struct tfs_diag {
+	char msg[TFS_DIAG_MAX];
+};
+
+/* Sets the message and returns `e`, so callers can `return tfs_fail(...)`. */
+tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap);
+
+/* Writes `name` as a single-quoted, printable, bounded rendering for messages:
+ * bytes that could break a one-line message (control characters, quotes,
+ * backslashes) become \xNN and long names are cut with "...". Hostile tensor
+ * names must never be able to forge or split an error line. */
+void tfs_quote(char *out, size_t outsz, const char *name, size_t len);
+
+#endif

@@ -1,0 +1,533 @@
+#include "tfs_fuse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <stdio.h>
+#include <sys/xattr.h>
+
+/* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
+#define TFS_XATTR_MAX 65536
+
+int tfs_errno(tfs_err e)
+{
+	switch (e) {
+	case TFS_OK: return 0;
+	case TFS_ERR_NOMEM: return ENOMEM;
+	case TFS_ERR_NOENT: return ENOENT;
+	case TFS_ERR_RANGE: return ERANGE;
+	case TFS_ERR_NODATA: return ENODATA;
+	case TFS_ERR_TOOBIG: return E2BIG;
+	case TFS_ERR_ROFS: return EROFS;
+	case TFS_ERR_INVAL: return EINVAL;
+	case TFS_ERR_IO:
+	case TFS_ERR_SHORT:
+	case TFS_ERR_CHANGED:
+	case TFS_ERR_OPEN:
+	case TFS_ERR_NOTREG:
+	case TFS_ERR_FORMAT:
+		return EIO;
+	}
+	return EIO;
+}
+
+static inline struct tfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static const struct tfs_node *node_of(const struct tfs_fs *fs, fuse_ino_t ino)
+{
+	if (ino < 1 || ino >= fs->tree->nnodes)
+		return NULL;
+	return &fs->tree->nodes[ino];
+}
+
+static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
+		      const struct tfs_node *n, struct stat *st)
+{
+	const struct tfs_identity *id = &fs->src->id;
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_mtim.tv_sec = id->mtime_sec;
+	st->st_mtim.tv_nsec = id->mtime_nsec;
+	st->st_atim = st->st_mtim;
+	st->st_ctim.tv_sec = id->ctime_sec;
+	st->st_ctim.tv_nsec = id->ctime_nsec;
+	st->st_blksize = 4096;
+	if (n->kind == TFS_NODE_DIR) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		for (uint32_t i = 0; i < n->count; i++)
+			if (fs->tree->nodes[fs->tree->children[n->first + i]].kind == TFS_NODE_DIR)
+				st->st_nlink++;
+	} else {
+		uint64_t size = tfs_node_size(fs->tree, n);
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)size;
+		st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	}
+}
+
+static void fill_entry(const struct tfs_fs *fs, fuse_ino_t ino,
+		       const struct tfs_node *n, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = ino;
+	e->generation = 1;
+	e->attr_timeout = fs->timeout;
+	e->entry_timeout = fs->timeout;
+	fill_stat(fs, ino, n, &e->attr);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* Reads are served with pread + fuse_reply_buf, which fails a read
+	 * cleanly with EIO when the source lost bytes; splice is not used,
+	 * so it is not asked for (see docs/fuse-notes.md). */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* The tree never changes: let the kernel keep directory pages. */
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *p = node_of(fs, parent);
+	struct fuse_entry_param e;
+	if (!p || p->kind != TFS_NODE_DIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	uint32_t ni = tfs_tree_lookup(fs->tree, (uint32_t)parent, name, strlen(name));
+	if (!ni) {
+		/* Cache the miss too: nothing can ever appear. */
+		memset(&e, 0, sizeof e);
+		e.entry_timeout = fs->timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	fill_entry(fs, ni, &fs->tree->nodes[ni], &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *n = node_of(fs, ino);
+	struct stat st;
+	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_stat(fs, ino, n, &st);
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	const struct tfs_node *n = node_of(fs_of(req), ino);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind != TFS_NODE_DIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* Offsets: 1 is ".", 2 is "..", 3 + i is child i. They index the static
+ * child array, so they stay valid for the life of the mount. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       int plus)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *dir = node_of(fs, ino);
+	if (!dir || dir->kind != TFS_NODE_DIR) {
+		fuse_reply_err(req, dir ? ENOTDIR : ENOENT);
+		return;
+	}
+	if (size > 1 << 20)
+		size = 1 << 20;
+	char *buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	uint64_t total = (uint64_t)dir->count + 2;
+	for (uint64_t o = off < 0 ? 0 : (uint64_t)off; o < total; o++) {
+		const char *name;
+		fuse_ino_t cino;
+		const struct tfs_node *cn;
+		if (o == 0) {
+			name = ".";
+			cino = ino;
+		} else if (o == 1) {
+			name = "..";
+			cino = dir->parent;
+		} else {
+			cino = fs->tree->children[dir->first + (o - 2)];
+			name = fs->tree->nodes[cino].fname;
+		}
+		cn = &fs->tree->nodes[cino];
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param e;
+			fill_entry(fs, cino, cn, &e);
+			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+						      (off_t)(o + 1));
+		} else {
+			struct stat st;
+			memset(&st, 0, sizeof st);
+			st.st_ino = cino;
+			st.st_mode = cn->kind == TFS_NODE_DIR ? S_IFDIR : S_IFREG;
+			need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+						 (off_t)(o + 1));
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 1);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *n = node_of(fs, ino);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind == TFS_NODE_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->direct_io = fs->direct_io;
+	fuse_reply_open(req, fi);
+}
+
+/* One read buffer per FUSE worker thread, grown to the largest request seen
+ * and freed when the thread ends: no allocation per read. */
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+struct tbuf {
+	size_t cap;
+	char data[];
+};
+
+static void buf_key_make(void)
+{
+	pthread_key_create(&buf_key, free);
+}
+
+static char *thread_buf(size_t need)
+{
+	pthread_once(&buf_once, buf_key_make);
+	struct tbuf *b = pthread_getspecific(buf_key);
+	if (b && b->cap >= need)
+		return b->data;
+	size_t cap = need < (128u << 10) ? (128u << 10) : need;
+	struct tbuf *nb = malloc(sizeof *nb + cap);
+	if (!nb)
+		return NULL;
+	nb->cap = cap;
+	free(b);
+	pthread_setspecific(buf_key, nb);
+	return nb->data;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *n = node_of(fs, ino);
+	(void)fi;
+	if (!n || n->kind == TFS_NODE_DIR) {
+		fuse_reply_err(req, n ? EISDIR : ENOENT);
+		return;
+	}
+	uint64_t fsize = tfs_node_size(fs->tree, n);
+	if (off < 0 || (uint64_t)off >= fsize || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	uint64_t avail = fsize - (uint64_t)off;
+	size_t len = avail < size ? (size_t)avail : size;
+	if (n->kind == TFS_NODE_BLOB) {
+		fuse_reply_buf(req, fs->tree->blobs[n->ref].data + off, len);
+		return;
+	}
+	const struct tfs_tensor *t = &fs->h->t[n->ref];
+	char *buf = thread_buf(len);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	tfs_err e = tfs_source_pread(fs->src, buf, len,
+				     fs->h->data_start + t->begin + (uint64_t)off);
+	if (e) {
+		fuse_reply_err(req, tfs_errno(e));
+		return;
+	}
+	fuse_reply_buf(req, buf, len);
+}
+
+/* ---- extended attributes ---- */
+
+enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_COUNT };
+static const char *const xa_names[XA_COUNT] = {
+	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
+};
+
+/* Hands a value to the kernel following the getxattr size protocol. */
+static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
+{
+	if (len > TFS_XATTR_MAX)
+		fuse_reply_err(req, E2BIG);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *n = node_of(fs, ino);
+	int which = -1;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	for (int i = 0; i < XA_COUNT; i++)
+		if (strcmp(name, xa_names[i]) == 0)
+			which = i;
+	if (n->kind != TFS_NODE_TENSOR || which < 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	const struct tfs_header *h = fs->h;
+	const struct tfs_tensor *t = &h->t[n->ref];
+	size_t len;
+	const char *v;
+	char small[64];
+	switch (which) {
+	case XA_DTYPE:
+		v = tfs_tensor_dtype(h, t, &len);
+		reply_value(req, size, v, len);
+		return;
+	case XA_NAME:
+		reply_value(req, size, tfs_tensor_name(h, t), t->name_len);
+		return;
+	case XA_SOURCE:
+		reply_value(req, size, fs->src->location, strlen(fs->src->location));
+		return;
+	case XA_OFFSETS:
+		len = (size_t)snprintf(small, sizeof small, "[%llu,%llu]",
+				       (unsigned long long)(h->data_start + t->begin),
+				       (unsigned long long)(h->data_start + t->end));
+		reply_value(req, size, small, len);
+		return;
+	case XA_SHAPE: {
+		/* 21 bytes per dimension at most; shapes are small but not
+		 * bounded by the format, so size the buffer per request. */
+		size_t cap = 3 + (size_t)t->ndim * 21;
+		char *b = malloc(cap);
+		if (!b) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		size_t o = 0;
+		b[o++] = '[';
+		for (uint32_t i = 0; i < t->ndim; i++)
+			o += (size_t)snprintf(b + o, cap - o, "%s%llu", i ? "," : "",
+					      (unsigned long long)h->dims[t->dims_off + i]);
+		b[o++] = ']';
+		reply_value(req, size, b, o);
+		free(b);
+		return;
+	}
+	}
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct tfs_fs *fs = fs_of(req);
+	const struct tfs_node *n = node_of(fs, ino);
+	char list[128];
+	size_t len = 0;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->kind == TFS_NODE_TENSOR) {
+		for (int i = 0; i < XA_COUNT; i++) {
+			size_t l = strlen(xa_names[i]) + 1;
+			memcpy(list + len, xa_names[i], l);
+			len += l;
+		}
+	}
+	reply_value(req, size, list, len);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct statvfs sv;
+	(void)ino;
+	memset(&sv, 0, sizeof sv);
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (fsblkcnt_t)((fs->tree->total_bytes + 4095) / 4096);
+	sv.f_files = fs->tree->nnodes - 1;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- everything that would write ---- */
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino; (void)attr; (void)to_set; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)p; (void)name; (void)mode; (void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode)
+{
+	(void)p; (void)name; (void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *name)
+{
+	(void)p; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t p, const char *name)
+{
+	(void)link; (void)p; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *name, fuse_ino_t np,
+		      const char *nn, unsigned int flags)
+{
+	(void)p; (void)name; (void)np; (void)nn; (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t np, const char *nn)
+{
+	(void)ino; (void)np; (void)nn;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	(void)ino; (void)buf; (void)size; (void)off; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)ino; (void)name; (void)value; (void)size; (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)p; (void)name; (void)mode; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			 off_t len, struct fuse_file_info *fi)
+{
+	(void)ino; (void)mode; (void)off; (void)len; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops tfs_fuse_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.open = op_open,
+	.read = op_read,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.statfs = op_statfs,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.write = op_write,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+};

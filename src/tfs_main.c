@@ -1,0 +1,346 @@
+/* The command line: parse options, validate the whole source, mount, and
+ * only then detach, so that every failure is reported in the foreground. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tfs_fuse.h"
+#include "tfs_hash.h"
+
+#ifndef TFS_VERSION
+#define TFS_VERSION "0.1.0"
+#endif
+
+/* Exit codes, one per class of failure (README, "Exit codes"). */
+enum {
+	EXIT_OK = 0,
+	EXIT_INTERNAL = 1, /* out of memory, unexpected library failure */
+	EXIT_USAGE = 2,    /* bad arguments or options */
+	EXIT_SOURCE = 3,   /* the source cannot be opened or read */
+	EXIT_FORMAT = 4,   /* the source is not a valid safetensors file */
+	EXIT_MOUNT = 5,    /* the mount point or FUSE itself failed */
+};
+
+struct cli {
+	const char *source;
+	const char *mountpoint;
+	int nonopt;
+	int strict;
+	int direct_io;
+	char *uid, *gid;
+	int bad_extra;
+	const char *extra;
+};
+
+#define CLI_OPT(t, p, v) { t, offsetof(struct cli, p), v }
+static const struct fuse_opt cli_opts[] = {
+	CLI_OPT("strict", strict, 1),
+	CLI_OPT("direct_io", direct_io, 1),
+	CLI_OPT("uid=%s", uid, 0),
+	CLI_OPT("gid=%s", gid, 0),
+	FUSE_OPT_END,
+};
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct cli *c = data;
+	(void)out;
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	switch (c->nonopt++) {
+	case 0:
+		c->source = arg;
+		return 0; /* not for libfuse */
+	case 1:
+		/* Kept from fuse_parse_cmdline, which would refuse a bad mount
+		 * point with its own message and exit code. */
+		c->mountpoint = arg;
+		return 0;
+	default:
+		c->bad_extra = 1;
+		c->extra = arg;
+		return 0;
+	}
+}
+
+static const char *source_label;
+
+static void warn_cb(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", source_label, msg);
+}
+
+/* libfuse prints its own messages, sometimes a line in several calls:
+ * gather each line and print it once with our prefix. */
+static void log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static char line[1024];
+	static size_t len;
+	if (level > FUSE_LOG_NOTICE)
+		return;
+	if (len < sizeof line - 1)
+		vsnprintf(line + len, sizeof line - len, fmt, ap);
+	len = strlen(line);
+	if (!len || line[len - 1] != '\n')
+		return;
+	while (len && line[len - 1] == '\n')
+		line[--len] = 0;
+	for (char *p = line; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	fprintf(stderr, "tensorfs: %s\n", strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line);
+	len = 0;
+	line[0] = 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		"\n"
+		"Mounts a .safetensors file read-only: one file per tensor, with\n"
+		"user.dtype, user.shape, user.name, user.offsets and user.source xattrs,\n"
+		"and __metadata__.json.\n"
+		"\n"
+		"options:\n"
+		"    -h, --help            print this help and exit\n"
+		"    -V, --version         print the version and exit\n"
+		"    -f                    stay in the foreground\n"
+		"    -d                    debug output (implies -f)\n"
+		"    -s                    single-threaded\n"
+		"    -o opt[,opt...]       mount options:\n"
+		"       uid=N, gid=N       owner of every file (default: the caller)\n"
+		"       strict             refuse dtypes the reference reader does not know\n"
+		"       direct_io          bypass the page cache (no shared mmap)\n"
+		"       max_threads=N      worker threads (default 10)\n"
+		"       allow_other, ...   standard FUSE mount options pass through\n"
+		"\n"
+		"exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
+		"4 invalid safetensors file, 5 mount failed.\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+static int check_mountpoint(const char *mp)
+{
+	struct stat st;
+	if (stat(mp, &st) != 0) {
+		int e = errno;
+		if (e == ENOTCONN)
+			fprintf(stderr,
+				"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
+				mp, mp);
+		else if (e == ENOENT)
+			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
+		else
+			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp,
+				strerror(e));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
+		return -1;
+	}
+	if (access("/dev/fuse", R_OK | W_OK) != 0) {
+		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_id(const char *s, unsigned long *v)
+{
+	char *end;
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	*v = strtoul(s, &end, 10);
+	if (errno || *end || *v > 0xfffffffeul || s[0] == '-')
+		return -1;
+	return 0;
+}
+
+static int exit_of(tfs_err e)
+{
+	switch (e) {
+	case TFS_ERR_FORMAT: return EXIT_FORMAT;
+	case TFS_ERR_OPEN:
+	case TFS_ERR_NOTREG:
+	case TFS_ERR_IO:
+	case TFS_ERR_SHORT:
+	case TFS_ERR_CHANGED: return EXIT_SOURCE;
+	default: return EXIT_INTERNAL;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts fo;
+	struct cli c;
+	struct tfs_diag d = {{0}};
+	struct tfs_source *src = NULL;
+	struct tfs_header h;
+	struct tfs_tree tree;
+	struct tfs_fs fs;
+	struct fuse_session *se = NULL;
+	int rc = EXIT_INTERNAL;
+	tfs_err e;
+
+	memset(&c, 0, sizeof c);
+	memset(&fo, 0, sizeof fo);
+	memset(&h, 0, sizeof h);
+	memset(&tree, 0, sizeof tree);
+	fuse_set_log_func(log_cb);
+
+	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0) {
+		fuse_opt_free_args(&args);
+		return EXIT_USAGE;
+	}
+	if (fuse_parse_cmdline(&args, &fo) != 0) {
+		fuse_opt_free_args(&args);
+		return EXIT_USAGE;
+	}
+	if (fo.show_help) {
+		usage(stdout);
+		rc = EXIT_OK;
+		goto out_args;
+	}
+	if (fo.show_version) {
+		printf("tensorfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
+		rc = EXIT_OK;
+		goto out_args;
+	}
+	if (c.bad_extra) {
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n", c.extra);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (!c.source || !c.mountpoint) {
+		fprintf(stderr, "tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+			!c.source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	unsigned long uid = getuid(), gid = getgid();
+	if ((c.uid && parse_id(c.uid, &uid)) || (c.gid && parse_id(c.gid, &gid))) {
+		fprintf(stderr, "tensorfs: -o uid= and gid= take a decimal number\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
+	tfs_hash_seed_init();
+	source_label = c.source;
+
+	e = tfs_source_open_file(c.source, &src, &d);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
+		rc = exit_of(e);
+		goto out_args;
+	}
+	struct tfs_parse_opts po = {
+		.flags = c.strict ? TFS_PARSE_STRICT : 0,
+		.warn = warn_cb,
+	};
+	e = tfs_header_read(src, &po, &h, &d);
+	if (!e)
+		e = tfs_tree_build(&h, &tree, &d);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
+		rc = exit_of(e);
+		goto out_src;
+	}
+
+	if (check_mountpoint(c.mountpoint)) {
+		rc = EXIT_MOUNT;
+		goto out_tree;
+	}
+
+	/* Read-only at the kernel too, and named so findmnt and mount show
+	 * what is mounted: fuse.tensorfs, with the source as the device. */
+	if (fuse_opt_add_arg(&args, "-oro,default_permissions,subtype=tensorfs") != 0)
+		goto out_tree;
+	{
+		char *fsname = NULL;
+		if (fuse_opt_add_opt_escaped(&fsname, src->location) != 0)
+			goto out_tree;
+		char *opt = malloc(strlen(fsname) + 16);
+		if (!opt) {
+			free(fsname);
+			goto out_tree;
+		}
+		sprintf(opt, "-ofsname=%s", fsname);
+		free(fsname);
+		int r = fuse_opt_add_arg(&args, opt);
+		free(opt);
+		if (r != 0)
+			goto out_tree;
+	}
+
+	fs.src = src;
+	fs.h = &h;
+	fs.tree = &tree;
+	fs.uid = (uid_t)uid;
+	fs.gid = (gid_t)gid;
+	fs.direct_io = c.direct_io;
+	fs.timeout = 86400.0 * 365;
+
+	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof tfs_fuse_ops, &fs);
+	if (!se) {
+		rc = EXIT_USAGE; /* libfuse said which option it refused */
+		goto out_tree;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = EXIT_INTERNAL;
+		goto out_session;
+	}
+	if (fuse_session_mount(se, c.mountpoint) != 0) {
+		rc = EXIT_MOUNT;
+		goto out_signals;
+	}
+	/* The mount is live: only now may the caller's command return. */
+	if (fuse_daemonize(fo.foreground) != 0) {
+		rc = EXIT_INTERNAL;
+		goto out_unmount;
+	}
+	int r;
+	if (fo.singlethread) {
+		r = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc) {
+			rc = EXIT_INTERNAL;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, fo.max_threads);
+		fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
+		r = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	rc = r == 0 ? EXIT_OK : EXIT_INTERNAL;
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_tree:
+	tfs_tree_free(&tree);
+	tfs_header_free(&h);
+out_src:
+	tfs_source_close(src);
+out_args:
+	free(fo.mountpoint);
+	free(c.uid);
+	free(c.gid);
+	fuse_opt_free_args(&args);
+	return rc;
+}
