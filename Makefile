@@ -11,6 +11,7 @@ CFLAGS ?= -O2 -g
 WARN = -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral
 DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c 2>/dev/null)
 DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c 2>/dev/null)
+JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null)
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAGS)
 
 # The format layer: no FUSE includes, unit-tested and fuzzed on its own.
@@ -46,7 +47,7 @@ $(BUILD) $(SAN):
 # ---- tests ----
 
 $(BUILD)/test_format: tests/unit/test_format.c $(CORE_OBJ) $(HDRS)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(DEPS_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(JSONC_LIBS) -lm
 
 $(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) \
@@ -54,12 +55,12 @@ $(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
 
 $(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
-		-o $@ tests/unit/test_format.c $(CORE_SRC) $(DEPS_LIBS) -lm
+		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lm
 
 $(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(CORE_SRC) $(HDRS) | $(BUILD)
 	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(DEPS_LIBS) -lm
+		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(JSONC_LIBS) -lm
 
 deps:
 	@scripts/install-deps.sh

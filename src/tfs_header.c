@@ -1004,7 +1004,8 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 		sp[i].end = h->t[i].end;
 		sp[i].i = i;
 	}
-	qsort(sp, h->n, sizeof *sp, span_cmp);
+	if (h->n)
+		qsort(sp, h->n, sizeof *sp, span_cmp);
 
 	for (uint32_t k = 0; k < h->n; k++) {
 		const struct tfs_tensor *t = &h->t[sp[k].i];
@@ -1031,7 +1032,7 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 		prev = t;
 
 		char shp[200];
-		const uint64_t *dims = h->dims + t->dims_off;
+		const uint64_t *dims = t->ndim ? h->dims + t->dims_off : NULL;
 		if (t->dtype == TFS_DT_UNKNOWN) {
 			if (opts && opts->warn) {
 				char q[160], dq[80], msg[TFS_DIAG_MAX];

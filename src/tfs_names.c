@@ -5,6 +5,8 @@
 
 static const char HEX[] = "0123456789ABCDEF";
 
+uint64_t (*tfs_name_hash_hook)(const char *name, size_t len);
+
 static inline int must_escape(unsigned char c)
 {
 	return c == '%' || c == '/' || c < 0x20 || c == 0x7f;
@@ -101,7 +103,8 @@ size_t tfs_name_map(const char *name, size_t len, char *out, int *hashed)
 			o = j - 1;
 	}
 	o += (size_t)snprintf(out + o, TFS_NAME_MAX + 1 - o, "%%~%016llx",
-			      (unsigned long long)tfs_name_hash(name, len));
+			      (unsigned long long)(tfs_name_hash_hook ? tfs_name_hash_hook
+					       : tfs_name_hash)(name, len));
 	*hashed = 1;
 	return o;
 }

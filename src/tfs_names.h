@@ -37,4 +37,8 @@ long tfs_name_unmap(const char *fn, size_t len, char *out, size_t outsz);
 /* A stable (unseeded) 64-bit hash for the long-name form. */
 uint64_t tfs_name_hash(const char *name, size_t len);
 
+/* Tests replace the hash to force the collisions that 64 bits make too
+ * rare to meet by chance; NULL means tfs_name_hash. */
+extern uint64_t (*tfs_name_hash_hook)(const char *name, size_t len);
+
 #endif

@@ -1,0 +1,82 @@
+/* libFuzzer target for the header parser. The input is a whole file.
+ * Besides crashes, leaks and UB, it checks what the parser promises:
+ * an accepted file has every tensor inside the data buffer, a header that
+ * json-c also parses with the same top-level keys, and a file table whose
+ * names are valid and each found again by lookup. */
+#include <json.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tfs_header.h"
+#include "tfs_names.h"
+#include "tfs_tree.h"
+
+static void noop_warn(void *ctx, const char *msg)
+{
+	(void)ctx;
+	(void)msg;
+}
+
+static void check_json_c(const uint8_t *data, size_t size, const struct tfs_header *h)
+{
+	uint64_t n = h->header_len;
+	struct json_tokener *tok = json_tokener_new_ex(TFS_NESTING_MAX + 1);
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	json_object *o = json_tokener_parse_ex(tok, (const char *)data + 8, (int)n);
+	if (!o)
+		abort(); /* we accepted what json-c refuses */
+	int names_have_nul = 0;
+	for (uint32_t i = 0; i < h->n; i++)
+		if (memchr(tfs_tensor_name(h, &h->t[i]), 0, h->t[i].name_len))
+			names_have_nul = 1;
+	if (!names_have_nul) {
+		/* json-c also keeps the last of duplicate keys. */
+		size_t keys = (size_t)json_object_object_length(o);
+		size_t want = h->n + (json_object_object_get_ex(o, "__metadata__", NULL) ? 1 : 0);
+		if (keys != want)
+			abort();
+		for (uint32_t i = 0; i < h->n; i++)
+			if (!json_object_object_get_ex(o, tfs_tensor_name(h, &h->t[i]), NULL))
+				abort();
+	}
+	json_object_put(o);
+	json_tokener_free(tok);
+	(void)size;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tfs_source *src;
+	struct tfs_header h;
+	struct tfs_tree tr;
+	struct tfs_diag d;
+	struct tfs_parse_opts o = {.flags = 0, .warn = noop_warn};
+
+	if (tfs_source_open_mem(data, size, "fuzz", &src))
+		return 0;
+	if (size > 0 && (data[0] & 1))
+		o.flags = TFS_PARSE_STRICT;
+	if (tfs_header_read(src, &o, &h, &d) == TFS_OK) {
+		for (uint32_t i = 0; i < h.n; i++) {
+			const struct tfs_tensor *t = &h.t[i];
+			if (t->end < t->begin || h.data_start + t->end > size)
+				abort();
+		}
+		check_json_c(data, size, &h);
+		if (tfs_tree_build(&h, &tr, &d) == TFS_OK) {
+			for (uint32_t i = 2; i < tr.nnodes; i++) {
+				const struct tfs_node *nd = &tr.nodes[i];
+				if (nd->fname_len == 0 || nd->fname_len > TFS_NAME_MAX ||
+				    memchr(nd->fname, '/', nd->fname_len) ||
+				    strlen(nd->fname) != nd->fname_len ||
+				    tfs_tree_lookup(&tr, 1, nd->fname, nd->fname_len) != i)
+					abort();
+			}
+			tfs_tree_free(&tr);
+		}
+		tfs_header_free(&h);
+	}
+	tfs_source_close(src);
+	return 0;
+}
