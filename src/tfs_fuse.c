@@ -1,4 +1,5 @@
 #include "tfs_fuse.h"
+#include "tfs_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,7 +109,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	uint32_t ni = tfs_tree_lookup(fs->tree, (uint32_t)parent, name, strlen(name));
+	size_t len = strlen(name);
+	/* The kernel passes FUSE names of up to 1024 bytes; none of ours is
+	 * over NAME_MAX, and saying so beats a plain ENOENT. */
+	if (len > TFS_NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	uint32_t ni = tfs_tree_lookup(fs->tree, (uint32_t)parent, name, len);
 	if (!ni) {
 		/* Cache the miss too: nothing can ever appear. */
 		memset(&e, 0, sizeof e);

@@ -140,6 +140,10 @@ struct sc {
 
 static tfs_err jerr(struct sc *s, const char *what)
 {
+	if (s->p >= s->end)
+		return tfs_fail(s->d, TFS_ERR_FORMAT,
+				"invalid header JSON: it ends at byte %zu, in the middle of a value",
+				(size_t)(s->end - s->base));
 	return tfs_fail(s->d, TFS_ERR_FORMAT,
 			"invalid header JSON at byte %zu of the header: %s",
 			(size_t)(s->p - s->base), what);
@@ -564,6 +568,8 @@ static tfs_err tensor_fail(struct sc *s, const struct tfs_tensor *t,
 			   const char *what)
 {
 	char q[160];
+	if (s->p >= s->end)
+		return jerr(s, what);
 	tfs_quote(q, sizeof q, s->h->arena + t->name_off, t->name_len);
 	return tfs_fail(s->d, TFS_ERR_FORMAT,
 			"tensor %s: %s (at byte %zu of the header)", q, what,

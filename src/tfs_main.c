@@ -324,7 +324,9 @@ int main(int argc, char **argv)
 		r = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
-	rc = r == 0 ? EXIT_OK : EXIT_INTERNAL;
+	/* The loops return 0 after an unmount, the signal number after
+	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
+	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
 
 out_unmount:
 	fuse_session_unmount(se);

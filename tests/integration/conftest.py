@@ -1,0 +1,26 @@
+import glob
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_reports():
+    """Under the ASan+UBSan build, every report the daemon writes (it has
+    no terminal once detached) fails the test that caused it."""
+    logdir = os.environ.get("TENSORFS_SAN_LOGDIR")
+    before = set(glob.glob(os.path.join(logdir, "*"))) if logdir else set()
+    yield
+    if logdir:
+        new = sorted(set(glob.glob(os.path.join(logdir, "*"))) - before)
+        if new:
+            text = "".join(open(p, errors="replace").read()[:4000] for p in new)
+            pytest.fail(f"sanitizer reports: {new}\n{text}")
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    return str(tmp_path)

@@ -1,0 +1,161 @@
+"""Helpers for the integration tests: writing safetensors files, the name
+mapping written again independently of the C code, and real mounts."""
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("TENSORFS_BIN", os.path.join(REPO, "tensorfs"))
+SHARED = os.environ.get("TENSORFS_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
+REAL = os.path.join(SHARED, "data", "real")
+
+DTYPE_BYTES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
+    "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "C64": 8, "F64": 8, "I64": 8, "U64": 8,
+}
+
+# Exit codes, as documented in the README.
+EXIT_USAGE, EXIT_SOURCE, EXIT_FORMAT, EXIT_MOUNT = 2, 3, 4, 5
+
+
+def write_raw(path, header, data=b"", n=None):
+    """Writes N, the header bytes and the data; N defaults to len(header)."""
+    if isinstance(header, str):
+        header = header.encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header) if n is None else n))
+        f.write(header)
+        f.write(data)
+
+
+def write_st(path, tensors, metadata=None, pad=True):
+    """tensors: list of (name, dtype, shape, bytes) in data order."""
+    hdr = {}
+    if metadata is not None:
+        hdr["__metadata__"] = metadata
+    data = bytearray()
+    for name, dtype, shape, raw in tensors:
+        hdr[name] = {"dtype": dtype, "shape": list(shape),
+                     "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(hdr, ensure_ascii=False).encode()
+    if pad == "odd":
+        text += b" " * (1 - len(text) % 2)  # data starts at an odd offset
+    elif pad:
+        text += b" " * (-len(text) % 8)
+    write_raw(path, text, bytes(data))
+    return 8 + len(text)
+
+
+def fname(name):
+    """The documented mapping from a tensor name (str) to a file name."""
+    b = name.encode("utf-8", "surrogatepass")
+    if b == b"":
+        return "%empty"
+    if b == b".":
+        return "%2E"
+    if b == b"..":
+        return "%2E%2E"
+    out = bytearray()
+    start = 0
+    if len(b) >= 9 and b.startswith(b"__") and b.endswith(b"__.json"):
+        out += b"%5F"
+        start = 1
+    for c in b[start:]:
+        if c in (0x25, 0x2F) or c < 0x20 or c == 0x7F:
+            out += b"%%%02X" % c
+        else:
+            out.append(c)
+    if len(out) <= 255:
+        return out.decode()
+    return None  # hashed: checked through user.name instead
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fuse_ok():
+    if os.path.exists("/dev/fuse") and shutil.which("fusermount3"):
+        return True
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI=true but /dev/fuse or fusermount3 is missing: FUSE is required in CI")
+    pytest.skip("no /dev/fuse or fusermount3 on this machine: mounting tests skipped")
+
+
+def run(args, **kw):
+    return subprocess.run([BIN] + list(args), capture_output=True, text=True,
+                          timeout=60, **kw)
+
+
+def daemon_pids(mnt):
+    out = subprocess.run(["pgrep", "-f", f"tensorfs.* {mnt}$"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def is_mounted(mnt):
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == mnt for line in f)
+
+
+def alive(pid):
+    """True while the process runs; a zombie has finished (the init of some
+    containers reaps late)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(l.startswith("State:") and "Z" in l for l in f)
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pid, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def unmount(mnt, pids=()):
+    if is_mounted(mnt):
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+    for pid in pids:
+        assert wait_gone(pid), f"daemon {pid} still running after unmount"
+
+
+@contextlib.contextmanager
+def mounted(source, *opts, mnt=None):
+    """Mounts with tensorfs (daemon mode), yields the mount point, unmounts."""
+    fuse_ok()
+    own = mnt is None
+    if own:
+        mnt = tempfile.mkdtemp(prefix="tfs-mnt-")
+    r = run(list(opts) + [source, mnt])
+    assert r.returncode == 0, f"mount failed ({r.returncode}): {r.stderr}"
+    assert is_mounted(mnt), "tensorfs exited 0 but nothing is mounted"
+    pids = daemon_pids(mnt)
+    try:
+        yield mnt
+    finally:
+        unmount(mnt, pids)
+        assert not is_mounted(mnt)
+        if own:
+            os.rmdir(mnt)
