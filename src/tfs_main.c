@@ -1,6 +1,7 @@
 /* The command line: parse options, validate the whole source, mount, and
  * only then detach, so that every failure is reported in the foreground. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -320,7 +321,10 @@ int main(int argc, char **argv)
 		}
 		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
 		fuse_loop_cfg_set_max_threads(lc, fo.max_threads);
-		fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
+		/* UINT_MAX means "not given"; Debian's 3.14 warns if it is
+		 * passed on. */
+		if (fo.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
 		r = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}

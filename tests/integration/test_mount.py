@@ -467,6 +467,7 @@ def test_foreground_exit_status(model, tmp):
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=5) == 0
     assert not is_mounted(mnt)
+    assert p.stderr.read() == b""  # a clean mount says nothing
     # an external unmount also ends the daemon cleanly
     p = subprocess.Popen([BIN, "-f", "-s", path, mnt], stderr=subprocess.PIPE)
     while not is_mounted(mnt) and time.time() < deadline:
@@ -481,3 +482,25 @@ def test_loop_modes_read_right(model, opts):
     with mounted(path, *opts) as mnt:
         for name, t in tensors.items():
             assert open(os.path.join(mnt, name), "rb").read() == t[3]
+
+
+def test_demo_script(tmp):
+    """make demo's script mounts the example and shows it."""
+    fuse_ok()
+    env = dict(os.environ, TENSORFS_DEMO_DIR=tmp)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if BIN != os.path.join(repo, "tensorfs"):
+        pytest.skip("the demo runs ./tensorfs, not the sanitizer build")
+    r = subprocess.run([os.path.join(repo, "scripts", "demo.sh")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    mnt = os.path.join(tmp, "mnt")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert "model.embed_tokens.weight" in r.stdout
+        assert 'user.dtype="BF16"' in r.stdout
+        assert "00000000  00 00 00 00" in r.stdout
+        assert "fusermount3 -u " + mnt in r.stdout
+        assert is_mounted(mnt)
+        assert json.load(open(os.path.join(mnt, "__metadata__.json")))["format"] == "pt"
+    finally:
+        unmount(mnt, daemon_pids(mnt))
