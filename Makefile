@@ -31,7 +31,7 @@ PYTHON = /usr/bin/python3
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps check unit integration san-check fuzz fuzz-build demo install uninstall clean
+.PHONY: bench all deps check unit integration san-check fuzz fuzz-build demo install uninstall clean
 
 all: tensorfs
 
@@ -90,3 +90,8 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD) $(SAN) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
+
+# Not part of check: prints ratios against baselines from the same run.
+bench: deps
+	$(MAKE) all
+	$(PYTHON) scripts/bench.py

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""make bench: every figure as a ratio against a baseline run side by side on
+the same machine, in the same run. It builds its own fixtures (in
+$TENSORFS_BENCH_DIR, default /var/tmp/tensorfs-bench; about 4.2 GiB) and
+asserts nothing about time. Rows (see issue 4 and the README):
+
+  read1  first dd bs=1M of a 1 GiB tensor through a fresh mount / dd of the same bytes from the source (warm)
+  read2  the second such read / the same baseline
+  mount  time until a 500,000-tensor checkpoint is mounted / python3 json.loads of its header
+  rss    the daemon's peak RSS for that mount / that python's peak RSS
+  ls     ls -l of a 100,000-tensor mount, first listing / ls -l of 100,000 empty files on tmpfs
+  par    8 concurrent dd of 8 different 256 MiB tensors / 8 concurrent dd of the same ranges
+  rand   4 KiB reads at random offsets across a 4 GiB checkpoint / the same offsets from the source
+
+Higher is better for read1, read2, par and rand (throughput ratios); lower is
+better for mount, rss and ls (time or memory ratios).
+
+Usage: bench.py [--rows read1,mount,...] [--reps N]
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("TENSORFS_BIN", os.path.join(REPO, "tensorfs"))
+DIR = os.environ.get("TENSORFS_BENCH_DIR", "/var/tmp/tensorfs-bench")
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def write_checkpoint(path, tensors, fill):
+    """tensors: [(name, dtype, shape, nbytes)]. fill: write real bytes."""
+    hdr = {}
+    off = 0
+    for name, dtype, shape, nbytes in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    text = json.dumps(hdr).encode()
+    text += b" " * (-len(text) % 8) + b"   "  # an odd start: unaligned data, as in real files
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        if fill:
+            block = os.urandom(8 * MiB)
+            left = off
+            while left:
+                n = min(left, len(block))
+                f.write(block[:n])
+                left -= n
+        else:
+            f.truncate(8 + len(text) + off)
+    os.replace(path + ".tmp", path)
+    return 8 + len(text), hdr
+
+
+def many_fixture(n):
+    path = os.path.join(DIR, f"{n}-tensors.safetensors")
+    if not os.path.exists(path):
+        print("writing", path, file=sys.stderr)
+        spec = [(f"model.layers.{i // 10}.mlp.experts.{i % 10}.down_proj.weight", "BF16", [2, 2], 8)
+                for i in range(n)]
+        write_checkpoint(path, spec, fill=False)
+    return path
+
+
+def fixtures(mount_tensors):
+    os.makedirs(DIR, exist_ok=True)
+    big = os.path.join(DIR, "big.safetensors")
+    # one 1 GiB tensor, eight 256 MiB tensors, and 1 GiB of 1 MiB tensors: 4 GiB
+    spec = [("big.weight", "BF16", [512 * MiB], GiB)]
+    spec += [(f"layers.{i}.weight", "F32", [64 * MiB], 256 * MiB) for i in range(8)]
+    spec += [(f"small.{i}", "U8", [MiB], MiB) for i in range(1024)]
+    if not os.path.exists(big):
+        print("writing", big, "(4 GiB)", file=sys.stderr)
+        write_checkpoint(big, spec, fill=True)
+    many = many_fixture(mount_tensors)
+    hundred = os.path.join(DIR, "100k.safetensors")
+    if not os.path.exists(hundred):
+        spec = [(f"model.layers.{i // 10}.w{i % 10}", "U8", [1], 1) for i in range(100000)]
+        write_checkpoint(hundred, spec, fill=False)
+    return big, many, hundred
+
+
+def header_info(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return 8 + n, json.loads(f.read(n))
+
+
+class Mount:
+    def __init__(self, src, *opts):
+        self.src, self.opts = src, opts
+
+    def __enter__(self):
+        self.mnt = tempfile.mkdtemp(prefix="tfs-bench-")
+        t0 = time.perf_counter()
+        subprocess.run([BIN, *self.opts, self.src, self.mnt], check=True)
+        self.mount_time = time.perf_counter() - t0
+        pids = subprocess.run(["pgrep", "-f", f"tensorfs.* {self.mnt}$"], capture_output=True,
+                              text=True).stdout.split()
+        self.pid = int(pids[0])
+        return self
+
+    def __exit__(self, *a):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+        os.rmdir(self.mnt)
+
+
+def vm_hwm_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def dd(path, skip=0, count=None):
+    args = ["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"]
+    if skip or count is not None:
+        args.append("iflag=skip_bytes,count_bytes")
+        args.append(f"skip={skip}")
+        if count is not None:
+            args.append(f"count={count}")
+    t0 = time.perf_counter()
+    subprocess.run(args, check=True)
+    return time.perf_counter() - t0
+
+
+def warm(path):
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M", "status=none"], check=True)
+
+
+def best(f, reps):
+    return min(f() for _ in range(reps))
+
+
+def row_read(big, reps):
+    start, hdr = header_info(big)
+    b, e = hdr["big.weight"]["data_offsets"]
+    warm(big)
+    base = best(lambda: dd(big, start + b, e - b), reps)
+    firsts, seconds = [], []
+    for _ in range(reps):
+        with Mount(big) as m:
+            p = os.path.join(m.mnt, "big.weight")
+            firsts.append(dd(p))
+            seconds.append(dd(p))
+    return [("read1", base / min(firsts), f"{GiB / min(firsts) / 1e9:.2f} GB/s vs {GiB / base / 1e9:.2f} GB/s", "higher"),
+            ("read2", base / min(seconds), f"{GiB / min(seconds) / 1e9:.2f} GB/s vs {GiB / base / 1e9:.2f} GB/s", "higher")]
+
+
+def row_mount_rss(many, reps):
+    code = ("import json,struct,sys,resource;f=open(sys.argv[1],'rb');"
+            "n=struct.unpack('<Q',f.read(8))[0];json.loads(f.read(n));"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    warm(many)
+    py_t, py_rss = [], 0
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = subprocess.run(["/usr/bin/python3", "-c", code, many], capture_output=True, text=True, check=True)
+        py_t.append(time.perf_counter() - t0)
+        py_rss = int(out.stdout)
+    ts, rss = [], 0
+    for _ in range(reps):
+        with Mount(many) as m:
+            ts.append(m.mount_time)
+            rss = max(rss, vm_hwm_kb(m.pid))
+    return [("mount", min(ts) / min(py_t), f"{min(ts) * 1e3:.0f} ms vs {min(py_t) * 1e3:.0f} ms", "lower"),
+            ("rss", rss / py_rss, f"{rss / 1024:.0f} MiB vs {py_rss / 1024:.0f} MiB", "lower")]
+
+
+def row_ls(hundred, reps):
+    shm = tempfile.mkdtemp(prefix="tfs-bench-ls-", dir="/dev/shm")
+    try:
+        for i in range(100000):
+            open(os.path.join(shm, f"model.layers.{i // 10}.w{i % 10}"), "w").close()
+
+        def ls(d):
+            t0 = time.perf_counter()
+            subprocess.run(["ls", "-l", d], stdout=subprocess.DEVNULL, check=True)
+            return time.perf_counter() - t0
+        ls(shm)
+        base = best(lambda: ls(shm), reps)
+        firsts = []
+        for _ in range(reps):
+            with Mount(hundred) as m:
+                firsts.append(ls(m.mnt))
+    finally:
+        shutil.rmtree(shm)
+    return [("ls", min(firsts) / base, f"{min(firsts) * 1e3:.0f} ms vs {base * 1e3:.0f} ms", "lower")]
+
+
+def par(paths_ranges):
+    t0 = time.perf_counter()
+    procs = []
+    for path, skip, count in paths_ranges:
+        args = ["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"]
+        if count is not None:
+            args += ["iflag=skip_bytes,count_bytes", f"skip={skip}", f"count={count}"]
+        procs.append(subprocess.Popen(args))
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - t0
+
+
+def row_par(big, reps):
+    start, hdr = header_info(big)
+    names = [f"layers.{i}.weight" for i in range(8)]
+    ranges = [(big, start + hdr[n]["data_offsets"][0], 256 * MiB) for n in names]
+    warm(big)
+    base = best(lambda: par(ranges), reps)
+    ts = []
+    for _ in range(reps):
+        with Mount(big) as m:
+            ts.append(par([(os.path.join(m.mnt, n), 0, None) for n in names]))
+    total = 8 * 256 * MiB
+    return [("par", base / min(ts), f"{total / min(ts) / 1e9:.2f} GB/s vs {total / base / 1e9:.2f} GB/s", "higher")]
+
+
+def row_rand(big, reps, n=20000):
+    start, hdr = header_info(big)
+    rng = random.Random(7)
+    names = list(hdr)
+    picks = []
+    for _ in range(n):
+        name = rng.choice(names)
+        b, e = hdr[name]["data_offsets"]
+        off = rng.randrange(0, e - b - 4096)
+        picks.append((name, off, start + b + off))
+    warm(big)
+
+    def direct():
+        fd = os.open(big, os.O_RDONLY)
+        t0 = time.perf_counter()
+        for _, _, absoff in picks:
+            os.pread(fd, 4096, absoff)
+        t = time.perf_counter() - t0
+        os.close(fd)
+        return t
+
+    base = best(direct, reps)
+    ts = []
+    for _ in range(reps):
+        with Mount(big) as m:
+            fds = {name: os.open(os.path.join(m.mnt, name), os.O_RDONLY) for name in names}
+            t0 = time.perf_counter()
+            for name, off, _ in picks:
+                os.pread(fds[name], 4096, off)
+            ts.append(time.perf_counter() - t0)
+            for fd in fds.values():
+                os.close(fd)
+    return [("rand", base / min(ts), f"{n / min(ts) / 1e3:.0f}k reads/s vs {n / base / 1e3:.0f}k reads/s", "higher")]
+
+
+TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
+           "rss": ("<=", 0.5, 0.25), "ls": ("<=", 1.5, 1.0), "par": (">=", 0.25, 0.5),
+           "rand": (">=", 0.2, 0.5)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="read1,read2,mount,rss,ls,par,rand")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--mount-tensors", type=int, default=500000,
+                    help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
+    a = ap.parse_args()
+    want = set(a.rows.split(","))
+    big, many, hundred = fixtures(a.mount_tensors)
+    rows = []
+    if want & {"read1", "read2"}:
+        rows += row_read(big, a.reps)
+    if want & {"mount", "rss"}:
+        rows += row_mount_rss(many, a.reps)
+    if "ls" in want:
+        rows += row_ls(hundred, a.reps)
+    if "par" in want:
+        rows += row_par(big, a.reps)
+    if "rand" in want:
+        rows += row_rand(big, a.reps)
+    cpu = "unknown"
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except Exception:
+        pass
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, {cpu}, kernel {platform.release()}")
+    print(f"best of {a.reps} runs each; ratio = tensorfs / baseline "
+          f"(throughput rows: baseline time / tensorfs time)")
+    print(f"| row | ratio | must | aim | tensorfs vs baseline |")
+    print(f"|---|---|---|---|---|")
+    for name, ratio, detail, _ in rows:
+        if name not in want:
+            continue
+        op, must, aim = TARGETS[name]
+        ok = ratio >= must if op == ">=" else ratio <= must
+        print(f"| {name} | {ratio:.2f} | {op} {must} {'(met)' if ok else '(MISSED)'} | {op} {aim} | {detail} |")
+
+
+if __name__ == "__main__":
+    main()
