@@ -16,7 +16,7 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAG
 
 # The format layer: no FUSE includes, unit-tested and fuzzed on its own.
 CORE_SRC = src/tfs_err.c src/tfs_source.c src/tfs_hash.c src/tfs_header.c \
-	   src/tfs_names.c src/tfs_tree.c
+	   src/tfs_names.c src/tfs_tree.c src/tfs_model.c
 FUSE_SRC = src/tfs_fuse.c src/tfs_main.c
 HDRS = $(wildcard src/*.h)
 
@@ -47,7 +47,7 @@ $(BUILD) $(SAN):
 # ---- tests ----
 
 $(BUILD)/test_format: tests/unit/test_format.c $(CORE_OBJ) $(HDRS)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(JSONC_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
 $(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) \
@@ -55,12 +55,12 @@ $(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
 
 $(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
-		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lm
+		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
 $(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(CORE_SRC) $(HDRS) | $(BUILD)
 	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(JSONC_LIBS) -lm
+		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
 deps:
 	@scripts/install-deps.sh

@@ -11,6 +11,8 @@ asserts nothing about time. Rows (see issue 4 and the README):
   ls     ls -l of a 100,000-tensor mount, first listing / ls -l of 100,000 empty files on tmpfs
   par    8 concurrent dd of 8 different 256 MiB tensors / 8 concurrent dd of the same ranges
   rand   4 KiB reads at random offsets across a 4 GiB checkpoint / the same offsets from the source
+  shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
+         json.loads of the same 500 headers and the index, in one process
 
 Higher is better for read1, read2, par and rand (throughput ratios); lower is
 better for mount, rss and ls (time or memory ratios).
@@ -212,6 +214,43 @@ def par(paths_ranges):
     return time.perf_counter() - t0
 
 
+def shards_fixture(nshards=500, per=1000):
+    d = os.path.join(DIR, f"shards-{nshards}x{per}")
+    idx = os.path.join(d, "model.safetensors.index.json")
+    if not os.path.exists(idx):
+        print("writing", d, file=sys.stderr)
+        os.makedirs(d, exist_ok=True)
+        wm = {}
+        for s in range(nshards):
+            name = f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
+            spec = [(f"model.layers.{s}.experts.{k}.w", "BF16", [2, 2], 8) for k in range(per)]
+            write_checkpoint(os.path.join(d, name), spec, fill=False)
+            for t in spec:
+                wm[t[0]] = name
+        with open(idx + ".tmp", "w") as f:
+            json.dump({"metadata": {"total_size": 8 * nshards * per}, "weight_map": wm}, f, indent=2)
+        os.replace(idx + ".tmp", idx)
+    return d
+
+
+def row_shards(reps):
+    d = shards_fixture()
+    code = ("import json,struct,sys,glob;d=sys.argv[1];json.load(open(d+'/model.safetensors.index.json'))\n"
+            "for p in sorted(glob.glob(d+'/*.safetensors')):\n"
+            " f=open(p,'rb');n=struct.unpack('<Q',f.read(8))[0];json.loads(f.read(n))")
+    subprocess.run(["cat"] + [os.path.join(d, f) for f in os.listdir(d)], stdout=subprocess.DEVNULL)
+    py = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(["/usr/bin/python3", "-c", code, d], check=True)
+        py.append(time.perf_counter() - t0)
+    ts = []
+    for _ in range(reps):
+        with Mount(d) as m:
+            ts.append(m.mount_time)
+    return [("shards", min(ts) / min(py), f"{min(ts) * 1e3:.0f} ms vs {min(py) * 1e3:.0f} ms", "lower")]
+
+
 def row_par(big, reps):
     start, hdr = header_info(big)
     names = [f"layers.{i}.weight" for i in range(8)]
@@ -263,12 +302,12 @@ def row_rand(big, reps, n=20000):
 
 TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
            "rss": ("<=", 0.5, 0.25), "ls": ("<=", 1.5, 1.0), "par": (">=", 0.25, 0.5),
-           "rand": (">=", 0.2, 0.5)}
+           "rand": (">=", 0.2, 0.5), "shards": ("<=", 0.3, 0.1)}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="read1,read2,mount,rss,ls,par,rand")
+    ap.add_argument("--rows", default="read1,read2,mount,rss,ls,par,rand,shards")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
@@ -286,6 +325,8 @@ def main():
         rows += row_par(big, a.reps)
     if "rand" in want:
         rows += row_rand(big, a.reps)
+    if "shards" in want:
+        rows += row_shards(a.reps)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))

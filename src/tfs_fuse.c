@@ -51,7 +51,10 @@ static const struct tfs_node *node_of(const struct tfs_fs *fs, fuse_ino_t ino)
 static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
 		      const struct tfs_node *n, struct stat *st)
 {
-	const struct tfs_identity *id = &fs->src->id;
+	/* A tensor carries its shard's times; the rest, the source's. */
+	const struct tfs_identity *id = n->kind == TFS_NODE_TENSOR
+						? &fs->m->shards[n->shard].src->id
+						: &fs->m->id;
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
 	st->st_uid = fs->uid;
@@ -64,10 +67,7 @@ static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
 	st->st_blksize = 4096;
 	if (n->kind == TFS_NODE_DIR) {
 		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2;
-		for (uint32_t i = 0; i < n->count; i++)
-			if (fs->tree->nodes[fs->tree->children[n->first + i]].kind == TFS_NODE_DIR)
-				st->st_nlink++;
+		st->st_nlink = 2 + n->ref; /* ref: number of subdirectories */
 	} else {
 		uint64_t size = tfs_node_size(fs->tree, n);
 		st->st_mode = S_IFREG | 0444;
@@ -302,14 +302,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, fs->tree->blobs[n->ref].data + off, len);
 		return;
 	}
-	const struct tfs_tensor *t = &fs->h->t[n->ref];
+	const struct tfs_shard *sh = &fs->m->shards[n->shard];
+	const struct tfs_tensor *t = &sh->h.t[n->ref];
 	char *buf = thread_buf(len);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	tfs_err e = tfs_source_pread(fs->src, buf, len,
-				     fs->h->data_start + t->begin + (uint64_t)off);
+	tfs_err e = tfs_source_pread(sh->src, buf, len,
+				     sh->h.data_start + t->begin + (uint64_t)off);
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));
 		return;
@@ -353,7 +354,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	const struct tfs_header *h = fs->h;
+	const struct tfs_shard *sh = &fs->m->shards[n->shard];
+	const struct tfs_header *h = &sh->h;
 	const struct tfs_tensor *t = &h->t[n->ref];
 	size_t len;
 	const char *v;
@@ -367,7 +369,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_value(req, size, tfs_tensor_name(h, t), t->name_len);
 		return;
 	case XA_SOURCE:
-		reply_value(req, size, fs->src->location, strlen(fs->src->location));
+		reply_value(req, size, sh->location, strlen(sh->location));
 		return;
 	case XA_OFFSETS:
 		len = (size_t)snprintf(small, sizeof small, "[%llu,%llu]",

@@ -7,13 +7,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "tfs_header.h"
-#include "tfs_source.h"
+#include "tfs_model.h"
 #include "tfs_tree.h"
 
 struct tfs_fs {
-	struct tfs_source *src;
-	const struct tfs_header *h;
+	const struct tfs_model *m;
 	const struct tfs_tree *tree;
 	uid_t uid;
 	gid_t gid;

@@ -33,6 +33,7 @@ struct cli {
 	int nonopt;
 	int strict;
 	int direct_io;
+	char *layout;
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
@@ -42,6 +43,7 @@ struct cli {
 static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("strict", strict, 1),
 	CLI_OPT("direct_io", direct_io, 1),
+	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
 	FUSE_OPT_END,
@@ -69,12 +71,10 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	}
 }
 
-static const char *source_label;
-
-static void warn_cb(void *ctx, const char *msg)
+static void warn_cb(void *ctx, const char *where, const char *msg)
 {
 	(void)ctx;
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", source_label, msg);
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
 }
 
 /* libfuse prints its own messages, sometimes a line in several calls:
@@ -105,9 +105,11 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
 		"\n"
-		"Mounts a .safetensors file read-only: one file per tensor, with\n"
+		"Mounts a safetensors checkpoint read-only: one file per tensor, with\n"
 		"user.dtype, user.shape, user.name, user.offsets and user.source xattrs,\n"
-		"and __metadata__.json.\n"
+		"and __metadata__.json. SOURCE is a .safetensors file, a\n"
+		"*.safetensors.index.json file, a directory holding one index, or a\n"
+		"directory of .safetensors files (all of them, as one model).\n"
 		"\n"
 		"options:\n"
 		"    -h, --help            print this help and exit\n"
@@ -118,6 +120,8 @@ static void usage(FILE *f)
 		"    -o opt[,opt...]       mount options:\n"
 		"       uid=N, gid=N       owner of every file (default: the caller)\n"
 		"       strict             refuse dtypes the reference reader does not know\n"
+		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
+		"                          tree: names split on '.' into directories\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       max_threads=N      worker threads (default 10)\n"
 		"       allow_other, ...   standard FUSE mount options pass through\n"
@@ -186,8 +190,8 @@ int main(int argc, char **argv)
 	struct fuse_cmdline_opts fo;
 	struct cli c;
 	struct tfs_diag d = {{0}};
-	struct tfs_source *src = NULL;
-	struct tfs_header h;
+	struct tfs_model_diag md;
+	struct tfs_model model;
 	struct tfs_tree tree;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
@@ -196,7 +200,7 @@ int main(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
-	memset(&h, 0, sizeof h);
+	memset(&model, 0, sizeof model);
 	memset(&tree, 0, sizeof tree);
 	fuse_set_log_func(log_cb);
 
@@ -236,26 +240,31 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
-	tfs_hash_seed_init();
-	source_label = c.source;
+	enum tfs_layout layout = TFS_LAYOUT_FLAT;
+	if (c.layout && strcmp(c.layout, "tree") == 0) {
+		layout = TFS_LAYOUT_TREE;
+	} else if (c.layout && strcmp(c.layout, "flat") != 0) {
+		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c.layout);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
 
-	e = tfs_source_open_file(c.source, &src, &d);
+	tfs_hash_seed_init();
+	struct tfs_model_opts mo = {
+		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
+		.warn = warn_cb,
+	};
+	e = tfs_model_open(c.source, &mo, &model, &md);
 	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
+		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		rc = exit_of(e);
 		goto out_args;
 	}
-	struct tfs_parse_opts po = {
-		.flags = c.strict ? TFS_PARSE_STRICT : 0,
-		.warn = warn_cb,
-	};
-	e = tfs_header_read(src, &po, &h, &d);
-	if (!e)
-		e = tfs_tree_build(&h, &tree, &d);
+	e = tfs_tree_build(&model, layout, &tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
 		rc = exit_of(e);
-		goto out_src;
+		goto out_model;
 	}
 
 	if (check_mountpoint(c.mountpoint)) {
@@ -268,8 +277,10 @@ int main(int argc, char **argv)
 	if (fuse_opt_add_arg(&args, "-oro,default_permissions,subtype=tensorfs") != 0)
 		goto out_tree;
 	{
-		char *fsname = NULL;
-		if (fuse_opt_add_opt_escaped(&fsname, src->location) != 0)
+		char *fsname = NULL, *abs = realpath(c.source, NULL);
+		int r0 = fuse_opt_add_opt_escaped(&fsname, abs ? abs : c.source);
+		free(abs);
+		if (r0 != 0)
 			goto out_tree;
 		char *opt = malloc(strlen(fsname) + 16);
 		if (!opt) {
@@ -284,8 +295,7 @@ int main(int argc, char **argv)
 			goto out_tree;
 	}
 
-	fs.src = src;
-	fs.h = &h;
+	fs.m = &model;
 	fs.tree = &tree;
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
@@ -340,13 +350,13 @@ out_session:
 	fuse_session_destroy(se);
 out_tree:
 	tfs_tree_free(&tree);
-	tfs_header_free(&h);
-out_src:
-	tfs_source_close(src);
+out_model:
+	tfs_model_free(&model);
 out_args:
 	free(fo.mountpoint);
 	free(c.uid);
 	free(c.gid);
+	free(c.layout);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -7,7 +7,7 @@
 #include "tfs_hash.h"
 #include "tfs_names.h"
 
-static tfs_err buf_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
 	if (*len + n + 1 > *cap) {
 		size_t nc = *cap ? *cap : 256;
@@ -29,7 +29,7 @@ tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i = 0, run = 0;
-	if (buf_put(buf, len, cap, "\"", 1))
+	if (tfs_json_put(buf, len, cap, "\"", 1))
 		return TFS_ERR_NOMEM;
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -55,11 +55,11 @@ tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t
 			run++;
 			continue;
 		}
-		if (buf_put(buf, len, cap, s + i - run, run) || buf_put(buf, len, cap, esc, el))
+		if (tfs_json_put(buf, len, cap, s + i - run, run) || tfs_json_put(buf, len, cap, esc, el))
 			return TFS_ERR_NOMEM;
 		run = 0;
 	}
-	if (buf_put(buf, len, cap, s + n - run, run) || buf_put(buf, len, cap, "\"", 1))
+	if (tfs_json_put(buf, len, cap, s + n - run, run) || tfs_json_put(buf, len, cap, "\"", 1))
 		return TFS_ERR_NOMEM;
 	return TFS_OK;
 }
@@ -70,23 +70,23 @@ tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *outlen)
 	size_t len = 0, cap = 0;
 	tfs_err e = TFS_OK;
 	if (!h->has_metadata || h->nmeta == 0) {
-		e = buf_put(&b, &len, &cap, "{}\n", 3);
+		e = tfs_json_put(&b, &len, &cap, "{}\n", 3);
 	} else {
-		e = buf_put(&b, &len, &cap, "{\n", 2);
+		e = tfs_json_put(&b, &len, &cap, "{\n", 2);
 		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
 			const struct tfs_meta_pair *m = &h->meta[i];
-			e = buf_put(&b, &len, &cap, "  ", 2);
+			e = tfs_json_put(&b, &len, &cap, "  ", 2);
 			if (!e)
 				e = tfs_json_str(&b, &len, &cap, h->arena + m->key_off, m->key_len);
 			if (!e)
-				e = buf_put(&b, &len, &cap, ": ", 2);
+				e = tfs_json_put(&b, &len, &cap, ": ", 2);
 			if (!e)
 				e = tfs_json_str(&b, &len, &cap, h->arena + m->val_off, m->val_len);
 			if (!e)
-				e = buf_put(&b, &len, &cap, i + 1 < h->nmeta ? ",\n" : "\n", i + 1 < h->nmeta ? 2 : 1);
+				e = tfs_json_put(&b, &len, &cap, i + 1 < h->nmeta ? ",\n" : "\n", i + 1 < h->nmeta ? 2 : 1);
 		}
 		if (!e)
-			e = buf_put(&b, &len, &cap, "}\n", 2);
+			e = tfs_json_put(&b, &len, &cap, "}\n", 2);
 	}
 	if (e) {
 		free(b);
@@ -137,7 +137,7 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 {
 	switch (n->kind) {
 	case TFS_NODE_TENSOR:
-		return tfs_tensor_size(&t->h->t[n->ref]);
+		return tfs_tensor_size(tfs_node_tensor(t, n));
 	case TFS_NODE_BLOB:
 		return t->blobs[n->ref].len;
 	default:
@@ -158,121 +158,304 @@ void tfs_tree_free(struct tfs_tree *t)
 	memset(t, 0, sizeof *t);
 }
 
-tfs_err tfs_tree_build(const struct tfs_header *h, struct tfs_tree *t,
-		       struct tfs_diag *d)
+/* Building state: names before they are mapped, and the directory index
+ * keyed by raw component bytes (two components must never share a directory
+ * because their mapped names happen to meet). */
+struct build {
+	struct tfs_tree *t;
+	const char **raw;      /* per node: raw name bytes (not NUL-terminated) */
+	uint32_t *raw_len;
+	uint8_t *conflict;     /* per node: tensor whose name a directory has */
+	size_t cap;
+	uint32_t *dslots;      /* directory node keyed by (parent, raw) */
+	size_t ndslots, ndirs;
+};
+
+static tfs_err node_new(struct build *b, uint32_t *out)
 {
+	struct tfs_tree *t = b->t;
+	if (t->nnodes == UINT32_MAX)
+		return TFS_ERR_NOMEM;
+	if (t->nnodes >= b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 1024;
+		struct tfs_node *n = realloc(t->nodes, nc * sizeof *n);
+		if (n)
+			t->nodes = n;
+		const char **r = realloc(b->raw, nc * sizeof *r);
+		if (r)
+			b->raw = r;
+		uint32_t *rl = realloc(b->raw_len, nc * sizeof *rl);
+		if (rl)
+			b->raw_len = rl;
+		uint8_t *c = realloc(b->conflict, nc);
+		if (c)
+			b->conflict = c;
+		if (!n || !r || !rl || !c)
+			return TFS_ERR_NOMEM;
+		b->cap = nc;
+	}
+	uint32_t i = t->nnodes++;
+	memset(&t->nodes[i], 0, sizeof t->nodes[i]);
+	b->raw[i] = "";
+	b->raw_len[i] = 0;
+	b->conflict[i] = 0;
+	*out = i;
+	return TFS_OK;
+}
+
+static uint32_t *dir_slot(struct build *b, uint32_t parent, const char *raw, size_t len)
+{
+	size_t j = key_hash(parent, raw, len) & (b->ndslots - 1);
+	while (b->dslots[j]) {
+		uint32_t d = b->dslots[j];
+		if (b->t->nodes[d].parent == parent && b->raw_len[d] == len &&
+		    memcmp(b->raw[d], raw, len) == 0)
+			break;
+		j = (j + 1) & (b->ndslots - 1);
+	}
+	return &b->dslots[j];
+}
+
+static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t len,
+		       uint32_t *out)
+{
+	if ((b->ndirs + 1) * 2 > b->ndslots) {
+		size_t ns = b->ndslots ? b->ndslots * 2 : 1024;
+		uint32_t *old = b->dslots;
+		size_t olds = b->ndslots;
+		b->dslots = calloc(ns, sizeof *b->dslots);
+		if (!b->dslots) {
+			b->dslots = old;
+			return TFS_ERR_NOMEM;
+		}
+		b->ndslots = ns;
+		for (size_t k = 0; k < olds; k++)
+			if (old[k]) {
+				uint32_t d = old[k];
+				*dir_slot(b, b->t->nodes[d].parent, b->raw[d], b->raw_len[d]) = d;
+			}
+		free(old);
+	}
+	uint32_t *slot = dir_slot(b, parent, raw, len);
+	if (*slot) {
+		*out = *slot;
+		return TFS_OK;
+	}
+	uint32_t d;
+	tfs_err e = node_new(b, &d);
+	if (e)
+		return e;
+	b->t->nodes[d].kind = TFS_NODE_DIR;
+	b->t->nodes[d].parent = parent;
+	b->raw[d] = raw;
+	b->raw_len[d] = (uint32_t)len;
+	*slot = d;
+	b->ndirs++;
+	*out = d;
+	return TFS_OK;
+}
+
+static tfs_err add_blob(struct build *b, const char *name, char *data, size_t len)
+{
+	struct tfs_tree *t = b->t;
+	uint32_t i;
+	tfs_err e = node_new(b, &i);
+	if (e) {
+		free(data);
+		return e;
+	}
+	t->nodes[i].kind = TFS_NODE_BLOB;
+	t->nodes[i].parent = 1;
+	t->nodes[i].fname = name;
+	t->nodes[i].fname_len = (uint32_t)strlen(name);
+	t->nodes[i].ref = t->nblobs;
+	t->blobs[t->nblobs].data = data;
+	t->blobs[t->nblobs++].len = len;
+	t->total_bytes += len;
+	return TFS_OK;
+}
+
+static void free_build(struct build *b)
+{
+	free(b->raw);
+	free(b->raw_len);
+	free(b->conflict);
+	free(b->dslots);
+}
+
+tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
+		       struct tfs_tree *t, struct tfs_diag *d)
+{
+	struct build b;
 	tfs_err e;
-	size_t fcap = 0, flen = 0;
-	/* Offsets into t->fnames until it stops moving; then pointers. */
+	uint32_t root, first_user;
 	uint64_t *foff = NULL;
-	const uint32_t first_tensor = 3;
+	size_t fcap = 0, flen = 0;
+	uint32_t *late = NULL, nlate = 0;
 
 	memset(t, 0, sizeof *t);
-	t->h = h;
-	if ((uint64_t)h->n + first_tensor > UINT32_MAX)
-		return tfs_fail(d, TFS_ERR_NOMEM, "too many tensors");
-	t->nnodes = h->n + first_tensor;
-	t->nodes = calloc(t->nnodes, sizeof *t->nodes);
-	t->children = malloc(((size_t)h->n + 1) * sizeof *t->children);
-	foff = malloc(((size_t)h->n + 1) * sizeof *foff);
+	memset(&b, 0, sizeof b);
+	b.t = t;
+	t->m = m;
+	/* Node 0 is never used: inode 0 means nothing to FUSE. */
+	if (node_new(&b, &root) || node_new(&b, &root))
+		goto nomem;
+	t->nodes[root].kind = TFS_NODE_DIR;
+	t->nodes[root].parent = root;
+	t->nodes[root].fname = "";
+
+	char *json;
+	size_t jl;
+	if (tfs_model_meta_json(m, &json, &jl) || add_blob(&b, TFS_META_NAME, json, jl))
+		goto nomem;
+	if (m->index_json) {
+		char *copy = malloc(m->index_len + 1);
+		if (!copy)
+			goto nomem;
+		memcpy(copy, m->index_json, m->index_len + 1);
+		if (add_blob(&b, TFS_INDEX_NAME, copy, m->index_len))
+			goto nomem;
+	}
+	first_user = t->nnodes;
+
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_header *h = &m->shards[s].h;
+		for (uint32_t i = 0; i < h->n; i++) {
+			const struct tfs_tensor *ts = &h->t[i];
+			const char *name = tfs_tensor_name(h, ts);
+			uint32_t parent = root, ni;
+			size_t start = 0;
+			if (layout == TFS_LAYOUT_TREE) {
+				for (size_t k = 0; k < ts->name_len; k++) {
+					if (name[k] != '.')
+						continue;
+					if (dir_get(&b, parent, name + start, k - start, &parent))
+						goto nomem;
+					start = k + 1;
+				}
+			}
+			if (node_new(&b, &ni))
+				goto nomem;
+			t->nodes[ni].kind = TFS_NODE_TENSOR;
+			t->nodes[ni].parent = parent;
+			t->nodes[ni].shard = s;
+			t->nodes[ni].ref = i;
+			b.raw[ni] = name + start;
+			b.raw_len[ni] = (uint32_t)(ts->name_len - start);
+			t->total_bytes += tfs_tensor_size(ts);
+		}
+	}
+
+	/* A tensor whose name a directory also has ("a.b" beside "a.b.c"). */
+	if (b.ndirs) {
+		for (uint32_t i = first_user; i < t->nnodes; i++)
+			if (t->nodes[i].kind == TFS_NODE_TENSOR &&
+			    *dir_slot(&b, t->nodes[i].parent, b.raw[i], b.raw_len[i]))
+				b.conflict[i] = 1;
+	}
+
+	/* File names. Plain flat names are the tensor names themselves (they
+	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
+	foff = malloc(((size_t)t->nnodes + 1) * sizeof *foff);
+	if (!foff)
+		goto nomem;
+	for (uint32_t i = first_user; i < t->nnodes; i++) {
+		struct tfs_node *n = &t->nodes[i];
+		char buf[TFS_NAME_MAX + 1 + sizeof TFS_CONFLICT_SUFFIX];
+		int hashed;
+		foff[i] = UINT64_MAX;
+		if (layout == TFS_LAYOUT_FLAT && tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
+			n->fname = b.raw[i];
+			n->fname_len = b.raw_len[i];
+			continue;
+		}
+		size_t len = tfs_name_map(b.raw[i], b.raw_len[i], buf, &hashed);
+		if (b.conflict[i]) {
+			/* Keep within NAME_MAX: the hashed form is short enough. */
+			if (len + strlen(TFS_CONFLICT_SUFFIX) > TFS_NAME_MAX)
+				len = TFS_NAME_MAX - strlen(TFS_CONFLICT_SUFFIX);
+			memcpy(buf + len, TFS_CONFLICT_SUFFIX, sizeof TFS_CONFLICT_SUFFIX);
+			len += strlen(TFS_CONFLICT_SUFFIX);
+		}
+		foff[i] = flen;
+		n->fname_len = (uint32_t)len;
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
+			goto nomem;
+	}
+	for (uint32_t i = first_user; i < t->nnodes; i++)
+		if (foff[i] != UINT64_MAX)
+			t->nodes[i].fname = t->fnames + foff[i];
+
+	/* Children, in creation order, and each directory's subdirectories. */
+	t->children = malloc(((size_t)t->nnodes + 1) * sizeof *t->children);
+	if (!t->children)
+		goto nomem;
+	for (uint32_t i = 2; i < t->nnodes; i++) {
+		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+		p->count++;
+		if (t->nodes[i].kind == TFS_NODE_DIR)
+			p->ref++;
+	}
+	uint32_t at = 0;
+	for (uint32_t i = 1; i < t->nnodes; i++) {
+		if (t->nodes[i].kind != TFS_NODE_DIR)
+			continue;
+		t->nodes[i].first = at;
+		at += t->nodes[i].count;
+		t->nodes[i].count = 0;
+	}
+	for (uint32_t i = 2; i < t->nnodes; i++) {
+		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+		t->children[p->first + p->count++] = i;
+	}
+
+	/* The lookup index by mapped name. */
 	t->nslots = 16;
 	while (t->nslots < (size_t)t->nnodes * 2)
 		t->nslots *= 2;
 	t->slots = calloc(t->nslots, sizeof *t->slots);
-	if (!t->nodes || !t->children || !foff || !t->slots)
+	if (!t->slots)
 		goto nomem;
-
-	if (tfs_meta_json(h, &t->blobs[0].data, &t->blobs[0].len))
-		goto nomem;
-	t->nblobs = 1;
-
-	struct tfs_node *root = &t->nodes[1];
-	root->kind = TFS_NODE_DIR;
-	root->fname = "";
-	root->parent = 1;
-	root->first = 0;
-	root->count = h->n + 1;
-
-	struct tfs_node *meta = &t->nodes[2];
-	meta->kind = TFS_NODE_BLOB;
-	meta->fname = TFS_META_NAME;
-	meta->fname_len = (uint32_t)strlen(TFS_META_NAME);
-	meta->parent = 1;
-	meta->ref = 0;
-	t->children[0] = 2;
-	t->total_bytes = t->blobs[0].len;
-
-	for (uint32_t i = 0; i < h->n; i++) {
-		const struct tfs_tensor *ts = &h->t[i];
-		struct tfs_node *n = &t->nodes[first_tensor + i];
-		const char *name = tfs_tensor_name(h, ts);
-		n->kind = TFS_NODE_TENSOR;
-		n->parent = 1;
-		n->ref = i;
-		t->children[i + 1] = first_tensor + i;
-		t->total_bytes += tfs_tensor_size(ts);
-		if (tfs_name_is_plain(name, ts->name_len)) {
-			n->fname = name;
-			n->fname_len = ts->name_len;
-			foff[i] = UINT64_MAX;
-			continue;
-		}
-		char buf[TFS_NAME_MAX + 1];
-		int hashed;
-		size_t len = tfs_name_map(name, ts->name_len, buf, &hashed);
-		foff[i] = flen;
-		n->fname_len = (uint32_t)len;
-		if (buf_put(&t->fnames, &flen, &fcap, buf, len + 1))
-			goto nomem;
-	}
-	for (uint32_t i = 0; i < h->n; i++)
-		if (foff[i] != UINT64_MAX)
-			t->nodes[first_tensor + i].fname = t->fnames + foff[i];
-
-	uint32_t *late = NULL, nlate = 0;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
 		uint32_t other = slot_insert(t, ni);
 		if (!other)
 			continue;
 		struct tfs_node *n = &t->nodes[ni];
-		/* Only the hashed long form can meet another name. */
-		if (n->fname_len < 18 || memcmp(n->fname + n->fname_len - 18, "%~", 2) != 0) {
+		/* Only hashed long forms can meet another name. */
+		if (!memmem(n->fname, n->fname_len, "%~", 2)) {
 			char q1[120], q2[120];
 			tfs_quote(q1, sizeof q1, n->fname, n->fname_len);
 			tfs_quote(q2, sizeof q2, t->nodes[other].fname, t->nodes[other].fname_len);
 			e = tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)", q1, q2);
-			free(late);
 			goto fail;
 		}
-		if (!late && !(late = malloc((size_t)h->n * sizeof *late)))
+		if (!late && !(late = malloc((size_t)t->nnodes * sizeof *late)))
 			goto nomem;
 		late[nlate++] = ni;
 	}
-	/* A hashed name that meets another gets "-N", N being its place in the
-	 * header: unique in the mount, so crafted hash collisions cost one
+	/* A hashed name that meets another gets "-N", N being its inode
+	 * number: unique in the mount, so crafted hash collisions cost one
 	 * insert each and can never make this quadratic. */
 	for (uint32_t k = 0; k < nlate; k++) {
 		struct tfs_node *n = &t->nodes[late[k]];
-		char buf[TFS_NAME_MAX + 16];
+		char buf[TFS_NAME_MAX + 32];
 		/* Read through the offset: an earlier append may have moved
 		 * the arena under n->fname. */
 		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)n->fname_len,
-				   t->fnames + foff[late[k] - first_tensor],
-				   late[k] - first_tensor);
-		foff[late[k] - first_tensor] = flen;
+				   t->fnames + foff[late[k]], late[k]);
+		foff[late[k]] = flen;
 		n->fname_len = (uint32_t)len;
-		if (buf_put(&t->fnames, &flen, &fcap, buf, (size_t)len + 1)) {
-			free(late);
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, (size_t)len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
 			goto nomem;
-		}
 	}
 	if (nlate) {
-		for (uint32_t i = 0; i < h->n; i++)
+		for (uint32_t i = first_user; i < t->nnodes; i++)
 			if (foff[i] != UINT64_MAX)
-				t->nodes[first_tensor + i].fname = t->fnames + foff[i];
+				t->nodes[i].fname = t->fnames + foff[i];
 		for (uint32_t k = 0; k < nlate; k++) {
 			if (slot_insert(t, late[k])) {
-				free(late);
 				e = tfs_fail(d, TFS_ERR_FORMAT, "file name collision after hashing (a bug in tensorfs)");
 				goto fail;
 			}
@@ -280,11 +463,14 @@ tfs_err tfs_tree_build(const struct tfs_header *h, struct tfs_tree *t,
 	}
 	free(late);
 	free(foff);
+	free_build(&b);
 	return TFS_OK;
 nomem:
 	e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
 fail:
+	free(late);
 	free(foff);
+	free_build(&b);
 	tfs_tree_free(t);
 	return e;
 }

@@ -10,7 +10,16 @@
 #include "tfs_err.h"
 #include "tfs_header.h"
 
+#include "tfs_model.h"
+
 #define TFS_META_NAME "__metadata__.json"
+#define TFS_INDEX_NAME "__index__.json"
+/* Appended to a tensor's file name in the tree layout when a directory has
+ * the same name (tensors "a.b" and "a.b.c"). Components never hold '.', so
+ * no component can produce it. */
+#define TFS_CONFLICT_SUFFIX ".tensor"
+
+enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
 enum tfs_node_kind {
 	TFS_NODE_DIR = 1,
@@ -22,7 +31,9 @@ struct tfs_node {
 	const char *fname;  /* NUL-terminated; never holds '/' or NUL */
 	uint32_t fname_len;
 	uint32_t parent;
-	uint32_t ref;       /* tensor: index in the header; blob: blob index */
+	uint32_t shard;     /* tensor: which shard */
+	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
+			     * index; dir: number of subdirectories */
 	uint32_t first;     /* dir: first index into children */
 	uint32_t count;     /* dir: number of children */
 	uint8_t kind;
@@ -34,20 +45,20 @@ struct tfs_blob {
 };
 
 struct tfs_tree {
-	const struct tfs_header *h;
+	const struct tfs_model *m;
 	struct tfs_node *nodes; /* [0] unused, [1] root */
 	uint32_t nnodes;
 	uint32_t *children;
-	char *fnames;           /* mapped names that differ from tensor names */
+	char *fnames;           /* mapped names that are not the tensor names */
 	uint32_t *slots;        /* node index keyed by (parent, fname); 0 empty */
 	size_t nslots;
-	struct tfs_blob blobs[4];
+	struct tfs_blob blobs[2];
 	uint32_t nblobs;
 	uint64_t total_bytes;   /* sum of all file sizes, for statfs */
 };
 
-tfs_err tfs_tree_build(const struct tfs_header *h, struct tfs_tree *out,
-		       struct tfs_diag *d);
+tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
+		       struct tfs_tree *out, struct tfs_diag *d);
 void tfs_tree_free(struct tfs_tree *t);
 
 /* Returns the child's node index, or 0. */
@@ -57,12 +68,19 @@ uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
 /* The size of the file that a node shows. */
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n);
 
+static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
+						       const struct tfs_node *n)
+{
+	return &t->m->shards[n->shard].h.t[n->ref];
+}
+
 /* __metadata__ as pretty-printed JSON ("{}" when absent or null), with a
  * trailing newline. Written here rather than with json-c because json-c
  * keys are C strings: a key holding U+0000 would be cut short. */
 tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *len);
 
-/* Appends a JSON string literal for `s` to a growing buffer. */
+/* Appends bytes, or a JSON string literal for `s`, to a growing buffer. */
+tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
 tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
 
 #endif

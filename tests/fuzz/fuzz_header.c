@@ -58,24 +58,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 0 && (data[0] & 1))
 		o.flags = TFS_PARSE_STRICT;
 	if (tfs_header_read(src, &o, &h, &d) == TFS_OK) {
+		/* The tree is built over a second view of the same bytes: the
+		 * model owns its source. */
 		for (uint32_t i = 0; i < h.n; i++) {
 			const struct tfs_tensor *t = &h.t[i];
 			if (t->end < t->begin || h.data_start + t->end > size)
 				abort();
 		}
 		check_json_c(data, size, &h);
-		if (tfs_tree_build(&h, &tr, &d) == TFS_OK) {
+		struct tfs_model m;
+		struct tfs_source *keep;
+		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
+			abort();
+		for (int layout = 0; layout < 2; layout++) {
+			if (tfs_tree_build(&m, (enum tfs_layout)layout, &tr, &d) != TFS_OK)
+				continue;
 			for (uint32_t i = 2; i < tr.nnodes; i++) {
 				const struct tfs_node *nd = &tr.nodes[i];
 				if (nd->fname_len == 0 || nd->fname_len > TFS_NAME_MAX ||
 				    memchr(nd->fname, '/', nd->fname_len) ||
 				    strlen(nd->fname) != nd->fname_len ||
-				    tfs_tree_lookup(&tr, 1, nd->fname, nd->fname_len) != i)
+				    (nd->fname_len <= 2 && strspn(nd->fname, ".") == nd->fname_len) ||
+				    tfs_tree_lookup(&tr, nd->parent, nd->fname, nd->fname_len) != i)
 					abort();
 			}
 			tfs_tree_free(&tr);
 		}
-		tfs_header_free(&h);
+		tfs_model_free(&m);
 	}
 	tfs_source_close(src);
 	return 0;

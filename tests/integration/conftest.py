@@ -1,5 +1,6 @@
 import glob
 import os
+import subprocess
 import sys
 
 import pytest
@@ -23,4 +24,13 @@ def no_sanitizer_reports():
 
 @pytest.fixture
 def tmp(tmp_path):
-    return str(tmp_path)
+    """A temporary directory; any tensorfs mount a test leaves under it
+    (say, a refusal that did not happen) is taken down afterwards, so one
+    failure cannot leak into later tests."""
+    yield str(tmp_path)
+    root = os.path.realpath(str(tmp_path))
+    with open("/proc/self/mounts") as f:
+        left = [line.split()[1] for line in f if line.split()[2] == "fuse.tensorfs"]
+    for m in left:
+        if m.startswith(root + "/") or m == root:
+            subprocess.run(["fusermount3", "-uz", m], capture_output=True)

@@ -421,8 +421,10 @@ def test_usage_and_source_errors(model, tmp):
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("tensorfs: "), (args, r.stderr)
     r = run([os.path.join(tmp, "missing.safetensors"), mnt])
     assert r.returncode == EXIT_SOURCE and "No such file" in r.stderr
-    r = run([tmp, mnt])
-    assert r.returncode == EXIT_SOURCE and "directory" in r.stderr
+    empty_dir = os.path.join(tmp, "nothing-here")
+    os.mkdir(empty_dir)
+    r = run([empty_dir, mnt])
+    assert r.returncode == EXIT_FORMAT and "no .safetensors file" in r.stderr, r.stderr
     r = run(["/dev/null", mnt])
     assert r.returncode == EXIT_SOURCE and "not a regular file" in r.stderr
     r = run([path, os.path.join(tmp, "nowhere")])

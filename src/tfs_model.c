@@ -1,0 +1,731 @@
+#include "tfs_model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <json.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tfs_hash.h"
+#include "tfs_tree.h"
+
+#define INDEX_SUFFIX ".safetensors.index.json"
+#define ST_SUFFIX ".safetensors"
+#define INDEX_MAX ((size_t)1 << 31)
+
+static int ends_with(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+static tfs_err mfail(struct tfs_model_diag *md, const char *where, tfs_err e,
+		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static tfs_err mfail(struct tfs_model_diag *md, const char *where, tfs_err e,
+		     const char *fmt, ...)
+{
+	va_list ap;
+	snprintf(md->where, sizeof md->where, "%s", where);
+	va_start(ap, fmt);
+	tfs_vfail(&md->d, e, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = malloc(a + b + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+/* The absolute path with the directory part resolved and the file name kept
+ * as given: a Hugging Face cache shard shows as snapshots/REV/NAME, not as
+ * its blob. */
+static char *location_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+	const char *base = slash ? slash + 1 : path;
+	if (!dir)
+		return NULL;
+	char *rdir = realpath(*dir ? dir : "/", NULL);
+	free(dir);
+	if (!rdir)
+		return NULL;
+	char *out = strcmp(rdir, "/") == 0 ? join("", base) : join(rdir, base);
+	free(rdir);
+	return out;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- reading the shard headers, in parallel ---- */
+
+struct warn_buf {
+	char *text;
+	size_t len, cap;
+};
+
+static void warn_collect(void *ctx, const char *msg)
+{
+	struct warn_buf *w = ctx;
+	size_t n = strlen(msg) + 1;
+	if (w->len + n > w->cap) {
+		size_t nc = w->cap ? w->cap * 2 : 1024;
+		while (nc < w->len + n)
+			nc *= 2;
+		char *q = realloc(w->text, nc);
+		if (!q)
+			return;
+		w->text = q;
+		w->cap = nc;
+	}
+	memcpy(w->text + w->len, msg, n);
+	w->len += n;
+}
+
+struct job {
+	struct tfs_model *m;
+	const struct tfs_model_opts *o;
+	uint32_t next;
+	tfs_err *errs;
+	struct tfs_diag *diags;
+	struct warn_buf *warns;
+};
+
+static void read_one(struct job *j, uint32_t i)
+{
+	struct tfs_shard *s = &j->m->shards[i];
+	struct tfs_parse_opts po = {
+		.flags = j->o ? j->o->parse_flags : 0,
+		.warn = warn_collect,
+		.warn_ctx = &j->warns[i],
+	};
+	j->errs[i] = tfs_source_open_file(s->path, &s->src, &j->diags[i]);
+	if (!j->errs[i])
+		j->errs[i] = tfs_header_read(s->src, &po, &s->h, &j->diags[i]);
+}
+
+static void *reader(void *arg)
+{
+	struct job *j = arg;
+	for (;;) {
+		uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		if (i >= j->m->nshards)
+			return NULL;
+		read_one(j, i);
+	}
+}
+
+static tfs_err read_headers(struct tfs_model *m, const struct tfs_model_opts *o,
+			    const char *where, struct tfs_model_diag *md)
+{
+	struct job j = {.m = m, .o = o};
+	tfs_err e = TFS_OK;
+	uint32_t n = m->nshards;
+	j.errs = calloc(n, sizeof *j.errs);
+	j.diags = calloc(n, sizeof *j.diags);
+	j.warns = calloc(n, sizeof *j.warns);
+	if (!j.errs || !j.diags || !j.warns) {
+		e = mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	unsigned nt = o && o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (nt < 1)
+		nt = 1;
+	if (nt > 8)
+		nt = 8;
+	if (nt > n)
+		nt = n;
+	pthread_t th[8];
+	unsigned started = 0;
+	for (unsigned t = 1; t < nt; t++)
+		if (pthread_create(&th[started], NULL, reader, &j) == 0)
+			started++;
+	reader(&j);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+
+	/* Report in shard order, so the outcome does not depend on threads. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		if (j.warns[i].len && o && o->warn) {
+			for (size_t k = 0; k < j.warns[i].len; k += strlen(j.warns[i].text + k) + 1)
+				o->warn(o->warn_ctx, m->kind == TFS_MODEL_FILE ? s->path : where,
+					j.warns[i].text + k);
+		}
+		if (j.errs[i] && !e) {
+			if (m->kind == TFS_MODEL_FILE)
+				e = mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
+			else
+				e = mfail(md, where, j.errs[i], "shard '%s': %s", s->name, j.diags[i].msg);
+		}
+		m->ntensors += s->h.n;
+	}
+out:
+	if (j.warns)
+		for (uint32_t i = 0; i < n; i++)
+			free(j.warns[i].text);
+	free(j.errs);
+	free(j.diags);
+	free(j.warns);
+	return e;
+}
+
+/* ---- consistency across shards ---- */
+
+struct where_t {
+	uint32_t shard, t;
+};
+
+struct names {
+	struct where_t *slots; /* shard == UINT32_MAX: empty */
+	size_t n;
+};
+
+static const char *tname(const struct tfs_model *m, struct where_t w, size_t *len)
+{
+	const struct tfs_header *h = &m->shards[w.shard].h;
+	*len = h->t[w.t].name_len;
+	return tfs_tensor_name(h, &h->t[w.t]);
+}
+
+static struct where_t *names_find(const struct tfs_model *m, const struct names *nt,
+				  const char *name, size_t len)
+{
+	size_t j = tfs_hash(name, len, tfs_hash_seed) & (nt->n - 1);
+	while (nt->slots[j].shard != UINT32_MAX) {
+		size_t l;
+		const char *s = tname(m, nt->slots[j], &l);
+		if (l == len && memcmp(s, name, len) == 0)
+			return &nt->slots[j];
+		j = (j + 1) & (nt->n - 1);
+	}
+	return &nt->slots[j];
+}
+
+static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *where,
+			    struct tfs_model_diag *md)
+{
+	nt->n = 16;
+	while (nt->n < m->ntensors * 2)
+		nt->n *= 2;
+	nt->slots = malloc(nt->n * sizeof *nt->slots);
+	if (!nt->slots)
+		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_header *h = &m->shards[s].h;
+		for (uint32_t i = 0; i < h->n; i++) {
+			struct where_t w = {s, i};
+			size_t len;
+			const char *name = tname(m, w, &len);
+			struct where_t *slot = names_find(m, nt, name, len);
+			if (slot->shard != UINT32_MAX) {
+				char q[200];
+				tfs_quote(q, sizeof q, name, len);
+				return mfail(md, where, TFS_ERR_FORMAT,
+					     "tensor %s is in two shards, '%s' and '%s'", q,
+					     m->shards[slot->shard].name, m->shards[s].name);
+			}
+			*slot = w;
+		}
+	}
+	return TFS_OK;
+}
+
+static tfs_err check_index(struct tfs_model *m, json_object *wm, const struct names *nt,
+			   const char *where, struct tfs_model_diag *md)
+{
+	uint32_t *listed = calloc(m->nshards, sizeof *listed);
+	if (!listed)
+		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = TFS_OK;
+	json_object_object_foreach(wm, key, val) {
+		const char *shard = json_object_get_string(val);
+		size_t len = strlen(key);
+		struct where_t *w = names_find(m, nt, key, len);
+		char q[200];
+		tfs_quote(q, sizeof q, key, len);
+		if (w->shard == UINT32_MAX) {
+			e = mfail(md, where, TFS_ERR_FORMAT,
+				  "weight_map puts tensor %s in shard '%s', which does not hold it (no shard does)",
+				  q, shard);
+			goto out;
+		}
+		if (strcmp(m->shards[w->shard].name, shard) != 0) {
+			e = mfail(md, where, TFS_ERR_FORMAT,
+				  "weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
+				  q, shard, m->shards[w->shard].name);
+			goto out;
+		}
+		listed[w->shard]++;
+	}
+	/* Every entry was found in its shard and names are unique, so a shard
+	 * whose count differs holds a tensor the index does not list. */
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_header *h = &m->shards[s].h;
+		if (listed[s] == h->n)
+			continue;
+		for (uint32_t i = 0; i < h->n; i++) {
+			const char *name = tfs_tensor_name(h, &h->t[i]);
+			json_object *v;
+			if (json_object_object_get_ex(wm, name, &v) &&
+			    strcmp(json_object_get_string(v), m->shards[s].name) == 0)
+				continue;
+			char q[200];
+			tfs_quote(q, sizeof q, name, h->t[i].name_len);
+			e = mfail(md, where, TFS_ERR_FORMAT,
+				  "shard '%s' holds tensor %s, which weight_map does not list for it",
+				  m->shards[s].name, q);
+			goto out;
+		}
+		e = mfail(md, where, TFS_ERR_FORMAT,
+			  "shard '%s' holds %u tensors but weight_map lists %u for it",
+			  m->shards[s].name, h->n, listed[s]);
+		goto out;
+	}
+out:
+	free(listed);
+	return e;
+}
+
+/* ---- building the shard list ---- */
+
+static tfs_err add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
+			  const char *where, struct tfs_model_diag *md)
+{
+	m->shards = calloc(n ? n : 1, sizeof *m->shards);
+	if (!m->shards)
+		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	m->nshards = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		s->name = strdup(names[i]);
+		s->path = dir ? join(dir, names[i]) : strdup(names[i]);
+		if (!s->name || !s->path)
+			return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		s->location = location_of(s->path);
+		if (!s->location)
+			return mfail(md, where, TFS_ERR_OPEN, "shard '%s': cannot open: %s",
+				     names[i], strerror(errno));
+	}
+	return TFS_OK;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+static tfs_err open_index(struct tfs_model *m, const char *path, const struct tfs_model_opts *o,
+			  struct tfs_model_diag *md)
+{
+	tfs_err e = TFS_OK;
+	char *text = NULL, **names = NULL, *dir = NULL;
+	json_object *root = NULL;
+	struct json_tokener *tok = NULL;
+	struct names nt = {0};
+	uint32_t nnames = 0;
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+
+	m->kind = TFS_MODEL_INDEX;
+	m->index_path = strdup(path);
+	if (!m->index_path)
+		return mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	if (!f)
+		return mfail(md, path, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
+	if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > INDEX_MAX) {
+		fclose(f);
+		return mfail(md, path, TFS_ERR_FORMAT, "index file too large");
+	}
+	text = malloc((size_t)st.st_size + 1);
+	if (!text) {
+		fclose(f);
+		return mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	}
+	size_t got = fread(text, 1, (size_t)st.st_size, f);
+	fclose(f);
+	if (got != (size_t)st.st_size) {
+		e = mfail(md, path, TFS_ERR_IO, "read error");
+		goto out;
+	}
+	text[got] = 0;
+	tok = json_tokener_new();
+	if (!tok) {
+		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	root = json_tokener_parse_ex(tok, text, (int)got);
+	if (!root || json_tokener_get_parse_end(tok) < got) {
+		/* Trailing whitespace is fine; anything else is not. */
+		size_t k = json_tokener_get_parse_end(tok);
+		while (root && k < got && strchr(" \t\r\n", text[k]))
+			k++;
+		if (!root || k < got) {
+			e = mfail(md, path, TFS_ERR_FORMAT, "invalid index JSON at byte %zu: %s",
+				  json_tokener_get_parse_end(tok),
+				  root ? "unexpected text after the object"
+				       : json_tokener_error_desc(json_tokener_get_error(tok)));
+			goto out;
+		}
+	}
+	json_object *wm, *meta;
+	if (!json_object_is_type(root, json_type_object) ||
+	    !json_object_object_get_ex(root, "weight_map", &wm) ||
+	    !json_object_is_type(wm, json_type_object)) {
+		e = mfail(md, path, TFS_ERR_FORMAT, "not a safetensors index: no \"weight_map\" object");
+		goto out;
+	}
+	/* The shards: the distinct file names weight_map mentions, sorted. */
+	json_object_object_foreach(wm, key, val) {
+		char q[200];
+		tfs_quote(q, sizeof q, key, strlen(key));
+		if (!json_object_is_type(val, json_type_string)) {
+			e = mfail(md, path, TFS_ERR_FORMAT, "weight_map entry %s is not a shard file name", q);
+			goto out;
+		}
+		const char *sh = json_object_get_string(val);
+		if (!*sh || strchr(sh, '/') || strcmp(sh, ".") == 0 || strcmp(sh, "..") == 0) {
+			char sq[200];
+			tfs_quote(sq, sizeof sq, sh, strlen(sh));
+			e = mfail(md, path, TFS_ERR_FORMAT,
+				  "weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
+				  q, sq);
+			goto out;
+		}
+	}
+	/* Collect unique names with a sort: indexes list each shard many times. */
+	{
+		size_t total = (size_t)json_object_object_length(wm), k = 0;
+		char **all = malloc((total ? total : 1) * sizeof *all);
+		if (!all) {
+			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		json_object_object_foreach(wm, key2, val2) {
+			(void)key2;
+			all[k++] = (char *)json_object_get_string(val2);
+		}
+		qsort(all, k, sizeof *all, name_cmp);
+		names = malloc((k ? k : 1) * sizeof *names);
+		if (!names) {
+			free(all);
+			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < k; i++)
+			if (i == 0 || strcmp(all[i], all[i - 1]) != 0)
+				names[nnames++] = all[i];
+		free(all);
+	}
+	dir = dir_of(path);
+	if (!dir) {
+		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((e = add_shards(m, dir, names, nnames, path, md)))
+		goto out;
+	if ((e = read_headers(m, o, path, md)))
+		goto out;
+	if ((e = check_unique(m, &nt, path, md)))
+		goto out;
+	if ((e = check_index(m, wm, &nt, path, md)))
+		goto out;
+
+	if (json_object_object_get_ex(root, "metadata", &meta) &&
+	    json_object_is_type(meta, json_type_object)) {
+		json_object *ts;
+		if (json_object_object_get_ex(meta, "total_size", &ts) &&
+		    (json_object_is_type(ts, json_type_int) || json_object_is_type(ts, json_type_double))) {
+			uint64_t sum = 0;
+			for (uint32_t s = 0; s < m->nshards; s++)
+				for (uint32_t i = 0; i < m->shards[s].h.n; i++)
+					sum += tfs_tensor_size(&m->shards[s].h.t[i]);
+			uint64_t want = json_object_is_type(ts, json_type_int)
+						? (uint64_t)json_object_get_uint64(ts)
+						: (uint64_t)json_object_get_double(ts);
+			if (want != sum && o && o->warn) {
+				char msg[256];
+				snprintf(msg, sizeof msg,
+					 "metadata.total_size is %llu but the shards' tensors hold %llu bytes",
+					 (unsigned long long)want, (unsigned long long)sum);
+				o->warn(o->warn_ctx, path, msg);
+			}
+		}
+	}
+	const char *pretty = json_object_to_json_string_ext(
+		root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+	size_t plen = strlen(pretty);
+	m->index_json = malloc(plen + 2);
+	if (!m->index_json) {
+		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(m->index_json, pretty, plen);
+	m->index_json[plen] = '\n';
+	m->index_json[plen + 1] = 0;
+	m->index_len = plen + 1;
+out:
+	free(nt.slots);
+	free(names);
+	free(dir);
+	free(text);
+	json_object_put(root);
+	if (tok)
+		json_tokener_free(tok);
+	return e;
+}
+
+static tfs_err open_dir(struct tfs_model *m, const char *path, const struct tfs_model_opts *o,
+			struct tfs_model_diag *md)
+{
+	DIR *d = opendir(path);
+	char **idx = NULL, **st = NULL;
+	size_t nidx = 0, nst = 0, cidx = 0, cst = 0;
+	tfs_err e = TFS_OK;
+	struct names nt = {0};
+	if (!d)
+		return mfail(md, path, TFS_ERR_OPEN, "cannot open directory: %s", strerror(errno));
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char ***list;
+		size_t *n, *c;
+		if (de->d_name[0] == '.')
+			continue;
+		if (ends_with(de->d_name, INDEX_SUFFIX)) {
+			list = &idx, n = &nidx, c = &cidx;
+		} else if (ends_with(de->d_name, ST_SUFFIX)) {
+			list = &st, n = &nst, c = &cst;
+		} else {
+			continue;
+		}
+		if (*n == *c) {
+			*c = *c ? *c * 2 : 64;
+			char **q = realloc(*list, *c * sizeof **list);
+			if (!q) {
+				e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			*list = q;
+		}
+		if (!((*list)[(*n)++] = strdup(de->d_name))) {
+			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if (nidx > 1) {
+		char list[768];
+		size_t o2 = 0;
+		qsort(idx, nidx, sizeof *idx, name_cmp);
+		for (size_t i = 0; i < nidx && o2 < sizeof list - 64; i++)
+			o2 += (size_t)snprintf(list + o2, sizeof list - o2, "%s%s", i ? ", " : "", idx[i]);
+		e = mfail(md, path, TFS_ERR_FORMAT,
+			  "the directory holds %zu index files (%s); pass the one to mount", nidx, list);
+		goto out;
+	}
+	if (nidx == 1) {
+		char *ip = join(path, idx[0]);
+		if (!ip) {
+			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		e = open_index(m, ip, o, md);
+		free(ip);
+		goto out;
+	}
+	if (nst == 0) {
+		e = mfail(md, path, TFS_ERR_FORMAT, "the directory holds no .safetensors file and no index");
+		goto out;
+	}
+	qsort(st, nst, sizeof *st, name_cmp);
+	m->kind = TFS_MODEL_DIR;
+	if ((e = add_shards(m, path, st, (uint32_t)nst, path, md)) ||
+	    (e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
+		goto out;
+out:
+	closedir(d);
+	for (size_t i = 0; i < nidx; i++)
+		free(idx[i]);
+	for (size_t i = 0; i < nst; i++)
+		free(st[i]);
+	free(idx);
+	free(st);
+	free(nt.slots);
+	return e;
+}
+
+tfs_err tfs_model_open(const char *source, const struct tfs_model_opts *o,
+		       struct tfs_model *m, struct tfs_model_diag *md)
+{
+	struct stat st;
+	tfs_err e;
+	memset(m, 0, sizeof *m);
+	memset(md, 0, sizeof *md);
+	if (stat(source, &st) != 0)
+		return mfail(md, source, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
+	m->id.size = (uint64_t)st.st_size;
+	m->id.dev = st.st_dev;
+	m->id.ino = st.st_ino;
+	m->id.mtime_sec = st.st_mtim.tv_sec;
+	m->id.mtime_nsec = st.st_mtim.tv_nsec;
+	m->id.ctime_sec = st.st_ctim.tv_sec;
+	m->id.ctime_nsec = st.st_ctim.tv_nsec;
+	if (S_ISDIR(st.st_mode)) {
+		e = open_dir(m, source, o, md);
+	} else if (S_ISREG(st.st_mode) && ends_with(source, ".json")) {
+		e = open_index(m, source, o, md);
+	} else {
+		char *name = (char *)source;
+		m->kind = TFS_MODEL_FILE;
+		e = add_shards(m, NULL, &name, 1, source, md);
+		if (!e)
+			e = read_headers(m, o, source, md);
+	}
+	if (e)
+		tfs_model_free(m);
+	return e;
+}
+
+void tfs_model_free(struct tfs_model *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		tfs_header_free(&s->h);
+		tfs_source_close(s->src);
+		free(s->name);
+		free(s->path);
+		free(s->location);
+	}
+	free(m->shards);
+	free(m->index_path);
+	free(m->index_json);
+	memset(m, 0, sizeof *m);
+}
+
+tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
+			 struct tfs_header *h)
+{
+	memset(m, 0, sizeof *m);
+	m->kind = TFS_MODEL_FILE;
+	m->shards = calloc(1, sizeof *m->shards);
+	if (!m->shards)
+		return TFS_ERR_NOMEM;
+	m->nshards = 1;
+	m->shards[0].name = strdup(src->location);
+	m->shards[0].path = strdup(src->location);
+	m->shards[0].location = strdup(src->location);
+	m->shards[0].src = src;
+	m->shards[0].h = *h;
+	memset(h, 0, sizeof *h);
+	m->id = src->id;
+	m->ntensors = m->shards[0].h.n;
+	if (!m->shards[0].name || !m->shards[0].path || !m->shards[0].location) {
+		tfs_model_free(m);
+		return TFS_ERR_NOMEM;
+	}
+	return TFS_OK;
+}
+
+/* ---- __metadata__.json ---- */
+
+static int pair_cmp(const void *a, const void *b, void *arena)
+{
+	const struct tfs_meta_pair *x = a, *y = b;
+	const char *ar = arena;
+	size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+	int c = memcmp(ar + x->key_off, ar + y->key_off, n);
+	return c ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+/* Do two shards carry the same __metadata__, in whatever key order? */
+static int meta_equal(const struct tfs_header *a, const struct tfs_header *b)
+{
+	if (a->nmeta != b->nmeta)
+		return 0;
+	if (a->nmeta == 0)
+		return 1;
+	struct tfs_meta_pair *x = malloc(a->nmeta * sizeof *x), *y = malloc(b->nmeta * sizeof *y);
+	int eq = x && y;
+	if (eq) {
+		memcpy(x, a->meta, a->nmeta * sizeof *x);
+		memcpy(y, b->meta, b->nmeta * sizeof *y);
+		qsort_r(x, a->nmeta, sizeof *x, pair_cmp, a->arena);
+		qsort_r(y, b->nmeta, sizeof *y, pair_cmp, b->arena);
+		for (uint32_t i = 0; eq && i < a->nmeta; i++)
+			eq = x[i].key_len == y[i].key_len && x[i].val_len == y[i].val_len &&
+			     memcmp(a->arena + x[i].key_off, b->arena + y[i].key_off, x[i].key_len) == 0 &&
+			     memcmp(a->arena + x[i].val_off, b->arena + y[i].val_off, x[i].val_len) == 0;
+	}
+	free(x);
+	free(y);
+	return eq;
+}
+
+tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
+{
+	int agree = 1;
+	for (uint32_t i = 1; agree && i < m->nshards; i++)
+		agree = meta_equal(&m->shards[0].h, &m->shards[i].h);
+	if (agree)
+		return tfs_meta_json(&m->shards[0].h, out, len);
+	/* Each shard's object, indented one level more, under its name. */
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	tfs_err e = tfs_json_put(&b, &n, &cap, "{\n", 2);
+	for (uint32_t i = 0; !e && i < m->nshards; i++) {
+		char *one;
+		size_t ol;
+		e = tfs_json_put(&b, &n, &cap, "  ", 2);
+		if (!e)
+			e = tfs_json_str(&b, &n, &cap, m->shards[i].name, strlen(m->shards[i].name));
+		if (!e)
+			e = tfs_json_put(&b, &n, &cap, ": ", 2);
+		if (!e)
+			e = tfs_meta_json(&m->shards[i].h, &one, &ol);
+		if (e)
+			break;
+		/* Re-indent the shard's own lines; drop its final newline. */
+		for (size_t k = 0; !e && k + 1 < ol; k++) {
+			e = tfs_json_put(&b, &n, &cap, one + k, 1);
+			if (!e && one[k] == '\n')
+				e = tfs_json_put(&b, &n, &cap, "  ", 2);
+		}
+		free(one);
+		if (!e)
+			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n", i + 1 < m->nshards ? 2 : 1);
+	}
+	if (!e)
+		e = tfs_json_put(&b, &n, &cap, "}\n", 2);
+	if (e) {
+		free(b);
+		return e;
+	}
+	*out = b;
+	*len = n;
+	return TFS_OK;
+}

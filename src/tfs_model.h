@@ -1,0 +1,63 @@
+/* What a mount shows, before any FUSE: one safetensors file, or the shards
+ * of a sharded checkpoint (an index file, a directory holding one index, or a
+ * directory of .safetensors files), each header read and validated, and the
+ * shards checked against each other and against the index. */
+#ifndef TFS_MODEL_H
+#define TFS_MODEL_H
+
+#include <stdint.h>
+
+#include "tfs_err.h"
+#include "tfs_header.h"
+#include "tfs_source.h"
+
+struct tfs_shard {
+	char *name;        /* file name as the index or directory gives it */
+	char *path;        /* path used to open it, for messages */
+	char *location;    /* absolute path, final symlink kept: user.source */
+	struct tfs_source *src;
+	struct tfs_header h;
+};
+
+enum tfs_model_kind { TFS_MODEL_FILE, TFS_MODEL_INDEX, TFS_MODEL_DIR };
+
+struct tfs_model {
+	enum tfs_model_kind kind;
+	struct tfs_shard *shards;
+	uint32_t nshards;
+	char *index_path;   /* the index file, when there is one */
+	char *index_json;   /* the index, pretty-printed, or NULL */
+	size_t index_len;
+	struct tfs_identity id; /* of the file, index or directory given */
+	uint64_t ntensors;
+};
+
+/* Where a message is about, so the CLI can print "tensorfs: WHERE: MSG". */
+struct tfs_model_diag {
+	char where[1024];
+	struct tfs_diag d;
+};
+
+typedef void (*tfs_model_warn_fn)(void *ctx, const char *where, const char *msg);
+
+struct tfs_model_opts {
+	unsigned parse_flags;        /* TFS_PARSE_* */
+	tfs_model_warn_fn warn;
+	void *warn_ctx;
+	unsigned threads;            /* header readers; 0 picks one per core, up to 8 */
+};
+
+tfs_err tfs_model_open(const char *source, const struct tfs_model_opts *o,
+		       struct tfs_model *m, struct tfs_model_diag *md);
+void tfs_model_free(struct tfs_model *m);
+
+/* A one-file model over an already parsed header (tests, the fuzzer). It
+ * takes ownership of `src` and of the header's contents. */
+tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
+			 struct tfs_header *h);
+
+/* __metadata__.json for the model: the one file's __metadata__; for shards,
+ * their __metadata__ when all agree, else an object keyed by shard name. */
+tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len);
+
+#endif
