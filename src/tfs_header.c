@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tfs_hash.h"
+#include "tfs_mem.h"
 
 /* ---- dtypes ---- */
 
@@ -126,6 +127,7 @@ struct str {
 };
 
 struct sc {
+	const char *doc; /* "header" or "index", for messages */
 	const unsigned char *base, *p, *end;
 	unsigned depth;
 	unsigned flags;
@@ -142,11 +144,10 @@ static tfs_err jerr(struct sc *s, const char *what)
 {
 	if (s->p >= s->end)
 		return tfs_fail(s->d, TFS_ERR_FORMAT,
-				"invalid header JSON: it ends at byte %zu, in the middle of a value",
-				(size_t)(s->end - s->base));
-	return tfs_fail(s->d, TFS_ERR_FORMAT,
-			"invalid header JSON at byte %zu of the header: %s",
-			(size_t)(s->p - s->base), what);
+				"invalid %s JSON: it ends at byte %zu, in the middle of a value",
+				s->doc, (size_t)(s->end - s->base));
+	return tfs_fail(s->d, TFS_ERR_FORMAT, "invalid %s JSON at byte %zu of the %s: %s",
+			s->doc, (size_t)(s->p - s->base), s->doc, what);
 }
 
 static tfs_err nomem(struct sc *s)
@@ -1134,8 +1135,29 @@ tfs_err tfs_header_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 				"the header is not valid UTF-8 (bad byte 0x%02x at byte %zu of the header)",
 				hdr[bad], bad);
 
+	s.doc = "header";
 	s.base = s.p = hdr;
 	s.end = hdr + n;
+	/* Upper bounds from the header's length, so the tables never move:
+	 * decoded text is never longer than the header, a tensor takes at
+	 * least 19 bytes of JSON ("":["F4",[],[0,0]],), a dimension at least
+	 * 2. Pages never touched cost nothing; grow() still copes if a bound
+	 * were ever wrong. */
+	if (n >= (1u << 20)) {
+		s.acap = n + 1;
+		s.tcap = n / 19 + 1;
+		s.dcap = n / 2 + 1;
+		out->arena = malloc(s.acap);
+		out->t = malloc(s.tcap * sizeof *out->t);
+		out->dims = malloc(s.dcap * sizeof *out->dims);
+		if (!out->arena || !out->t || !out->dims) {
+			tfs_header_free(out);
+			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %zu-byte header", n);
+		}
+		tfs_advise_huge(out->arena, s.acap);
+		tfs_advise_huge(out->t, s.tcap * sizeof *out->t);
+		tfs_advise_huge(out->dims, s.dcap * sizeof *out->dims);
+	}
 	s.d = d;
 	s.h = out;
 	s.flags = opts ? opts->flags : 0;
@@ -1152,6 +1174,157 @@ tfs_err tfs_header_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 	free(s.slots);
 	if (e)
 		tfs_header_free(out);
+	return e;
+}
+
+/* ---- shard index files ---- */
+
+static tfs_err scan_weight_map(struct sc *s, const struct tfs_index_cb *cb)
+{
+	tfs_err e;
+	ws(s);
+	if (peek(s) != '{')
+		return tfs_fail(s->d, TFS_ERR_FORMAT, "not a safetensors index: \"weight_map\" is not an object");
+	if ((e = enter(s)))
+		return e;
+	ws(s);
+	if (peek(s) == '}') {
+		s->p++;
+		s->depth--;
+		return TFS_OK;
+	}
+	/* The name is decoded into s->tmp, which the shard's decoding would
+	 * overwrite: keep a copy when it had escapes. */
+	char *keep = NULL;
+	size_t keepcap = 0;
+	for (;;) {
+		struct str name, shard;
+		ws(s);
+		if (peek(s) != '"') {
+			e = jerr(s, "expected a string key");
+			break;
+		}
+		if ((e = scan_string(s, &name)))
+			break;
+		if (name.p == s->tmp) {
+			if (grow((void **)&keep, &keepcap, name.len + 1, 1)) {
+				e = nomem(s);
+				break;
+			}
+			memcpy(keep, name.p, name.len);
+			name.p = keep;
+		}
+		if ((e = expect(s, ':', "expected ':'")))
+			break;
+		ws(s);
+		if (peek(s) != '"') {
+			char q[160], msg[256];
+			tfs_quote(q, sizeof q, name.p, name.len);
+			snprintf(msg, sizeof msg, "weight_map entry %s is not a shard file name", q);
+			e = tfs_fail(s->d, TFS_ERR_FORMAT, "%s", msg);
+			break;
+		}
+		if ((e = scan_string(s, &shard)) ||
+		    (e = cb->entry(cb->ctx, name.p, name.len, shard.p, shard.len, s->d)))
+			break;
+		ws(s);
+		if (peek(s) == ',') {
+			s->p++;
+			continue;
+		}
+		if (peek(s) == '}') {
+			s->p++;
+			s->depth--;
+			break;
+		}
+		e = jerr(s, "expected ',' or '}'");
+		break;
+	}
+	free(keep);
+	return e;
+}
+
+tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb,
+		       struct tfs_diag *d)
+{
+	struct sc s;
+	tfs_err e = TFS_OK;
+	int seen_wm = 0;
+	size_t bad = tfs_utf8_check((const unsigned char *)text, n);
+	if (bad != n)
+		return tfs_fail(d, TFS_ERR_FORMAT, "the index is not valid UTF-8 (at byte %zu)", bad);
+	memset(&s, 0, sizeof s);
+	s.doc = "index";
+	s.base = s.p = (const unsigned char *)text;
+	s.end = s.base + n;
+	s.d = d;
+	ws(&s);
+	if (peek(&s) != '{') {
+		e = jerr(&s, "the index must be a JSON object");
+		goto out;
+	}
+	if ((e = enter(&s)))
+		goto out;
+	ws(&s);
+	if (peek(&s) == '}') {
+		s.p++;
+	} else {
+		for (;;) {
+			struct str key;
+			char *kcopy;
+			ws(&s);
+			if (peek(&s) != '"') {
+				e = jerr(&s, "expected a string key");
+				goto out;
+			}
+			if ((e = scan_string(&s, &key)) || (e = expect(&s, ':', "expected ':'")))
+				goto out;
+			if (str_is(&key, "weight_map")) {
+				if (seen_wm++) {
+					e = tfs_fail(d, TFS_ERR_FORMAT, "the index has two \"weight_map\" members");
+					goto out;
+				}
+				if ((e = scan_weight_map(&s, cb)))
+					goto out;
+			} else {
+				kcopy = malloc(key.len + 1);
+				if (!kcopy) {
+					e = nomem(&s);
+					goto out;
+				}
+				memcpy(kcopy, key.p, key.len);
+				kcopy[key.len] = 0;
+				ws(&s);
+				const unsigned char *v = s.p;
+				e = skip_value(&s);
+				if (!e)
+					e = cb->other(cb->ctx, kcopy, key.len, (const char *)v, (size_t)(s.p - v), d);
+				free(kcopy);
+				if (e)
+					goto out;
+			}
+			ws(&s);
+			if (peek(&s) == ',') {
+				s.p++;
+				continue;
+			}
+			if (peek(&s) == '}') {
+				s.p++;
+				break;
+			}
+			e = jerr(&s, "expected ',' or '}'");
+			goto out;
+		}
+	}
+	ws(&s);
+	if (s.p != s.end) {
+		e = jerr(&s, "unexpected text after the object");
+		goto out;
+	}
+	if (!seen_wm)
+		e = tfs_fail(d, TFS_ERR_FORMAT, "not a safetensors index: no \"weight_map\" object");
+out:
+	free(s.tmp);
 	return e;
 }
 
@@ -1243,6 +1416,7 @@ tfs_err tfs_header_read(struct tfs_source *src, const struct tfs_parse_opts *opt
 	if (!buf)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",
 				(unsigned long long)n);
+	tfs_advise_huge(buf, (size_t)n + 1);
 	e = tfs_source_pread(src, buf, (size_t)n, 8);
 	if (e) {
 		free(buf);

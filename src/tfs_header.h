@@ -103,6 +103,22 @@ static inline uint64_t tfs_tensor_size(const struct tfs_tensor *t)
 const char *tfs_tensor_dtype(const struct tfs_header *h,
 			     const struct tfs_tensor *t, size_t *len);
 
+/* Reads a shard index (model.safetensors.index.json) with the same strict
+ * scanner, without building a DOM: the top level must be an object whose
+ * "weight_map" member is an object of strings; each pair goes to `entry` in
+ * file order (duplicates included), and every other member, checked as JSON,
+ * goes to `other` as its raw text. Strings passed to a callback live until
+ * the next callback. */
+struct tfs_index_cb {
+	tfs_err (*entry)(void *ctx, const char *name, size_t nlen, const char *shard,
+			 size_t slen, struct tfs_diag *d);
+	tfs_err (*other)(void *ctx, const char *key, size_t klen, const char *text,
+			 size_t tlen, struct tfs_diag *d);
+	void *ctx;
+};
+tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb,
+		       struct tfs_diag *d);
+
 /* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing past
  * U+10FFFF. Returns the offset of the first bad byte, or n. */
 size_t tfs_utf8_check(const unsigned char *s, size_t n);

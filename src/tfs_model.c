@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tfs_hash.h"
+#include "tfs_mem.h"
 #include "tfs_tree.h"
 
 #define INDEX_SUFFIX ".safetensors.index.json"
@@ -225,7 +226,7 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 	nt->n = 16;
 	while (nt->n < m->ntensors * 2)
 		nt->n *= 2;
-	nt->slots = malloc(nt->n * sizeof *nt->slots);
+	nt->slots = tfs_malloc_big(nt->n * sizeof *nt->slots);
 	if (!nt->slots)
 		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
@@ -249,60 +250,267 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 	return TFS_OK;
 }
 
-static tfs_err check_index(struct tfs_model *m, json_object *wm, const struct names *nt,
-			   const char *where, struct tfs_model_diag *md)
+/* What the index says, gathered by the scanner's callbacks. */
+struct ientry {
+	uint64_t off;     /* name in arena */
+	uint32_t len;
+	uint32_t shard;   /* shard id (index into snames) */
+};
+
+struct iother {
+	char *key;
+	char *text;
+	size_t len;
+};
+
+struct idx {
+	char *arena;
+	size_t alen, acap;
+	struct ientry *e;
+	size_t n, cap;
+	char **snames;
+	uint32_t nsn, csn;
+	uint32_t *sslots; /* shard id + 1 keyed by name */
+	size_t nss;
+	struct iother *o;
+	size_t no, co, wm_pos;
+	const char *meta_text;
+	size_t meta_len;
+};
+
+static uint32_t *sname_slot(struct idx *x, const char *s, size_t len)
 {
-	uint32_t *listed = calloc(m->nshards, sizeof *listed);
-	if (!listed)
+	size_t j = tfs_hash(s, len, tfs_hash_seed) & (x->nss - 1);
+	while (x->sslots[j]) {
+		const char *o = x->snames[x->sslots[j] - 1];
+		if (strlen(o) == len && memcmp(o, s, len) == 0)
+			break;
+		j = (j + 1) & (x->nss - 1);
+	}
+	return &x->sslots[j];
+}
+
+static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *shard,
+			 size_t slen, struct tfs_diag *d)
+{
+	struct idx *x = ctx;
+	if (slen == 0 || memchr(shard, '/', slen) || memchr(shard, 0, slen) ||
+	    (slen == 1 && shard[0] == '.') || (slen == 2 && shard[0] == '.' && shard[1] == '.')) {
+		char q[200], sq[200];
+		tfs_quote(q, sizeof q, name, nlen);
+		tfs_quote(sq, sizeof sq, shard, slen);
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
+				q, sq);
+	}
+	if ((x->nsn + 1) * 2 > x->nss) {
+		size_t ns = x->nss ? x->nss * 2 : 64;
+		free(x->sslots);
+		x->sslots = calloc(ns, sizeof *x->sslots);
+		if (!x->sslots)
+			return TFS_ERR_NOMEM;
+		x->nss = ns;
+		for (uint32_t i = 0; i < x->nsn; i++)
+			*sname_slot(x, x->snames[i], strlen(x->snames[i])) = i + 1;
+	}
+	uint32_t *slot = sname_slot(x, shard, slen);
+	if (!*slot) {
+		if (x->nsn == x->csn) {
+			x->csn = x->csn ? x->csn * 2 : 16;
+			char **q = realloc(x->snames, x->csn * sizeof *q);
+			if (!q)
+				return TFS_ERR_NOMEM;
+			x->snames = q;
+		}
+		if (!(x->snames[x->nsn] = strndup(shard, slen)))
+			return TFS_ERR_NOMEM;
+		*slot = ++x->nsn;
+	}
+	if (x->n == x->cap) {
+		x->cap = x->cap ? x->cap * 2 : 1024;
+		struct ientry *q = realloc(x->e, x->cap * sizeof *q);
+		if (!q)
+			return TFS_ERR_NOMEM;
+		x->e = q;
+	}
+	if (tfs_json_put(&x->arena, &x->alen, &x->acap, name, nlen))
+		return TFS_ERR_NOMEM;
+	x->e[x->n].off = x->alen - nlen;
+	x->e[x->n].len = (uint32_t)nlen;
+	x->e[x->n].shard = *slot - 1;
+	x->n++;
+	x->wm_pos = x->no;
+	return TFS_OK;
+}
+
+static tfs_err idx_other(void *ctx, const char *key, size_t klen, const char *text,
+			 size_t tlen, struct tfs_diag *d)
+{
+	struct idx *x = ctx;
+	(void)d;
+	if (x->no == x->co) {
+		x->co = x->co ? x->co * 2 : 4;
+		struct iother *q = realloc(x->o, x->co * sizeof *q);
+		if (!q)
+			return TFS_ERR_NOMEM;
+		x->o = q;
+	}
+	struct iother *o = &x->o[x->no];
+	o->key = strndup(key, klen);
+	o->text = strndup(text, tlen);
+	o->len = tlen;
+	if (!o->key || !o->text) {
+		free(o->key);
+		free(o->text);
+		return TFS_ERR_NOMEM;
+	}
+	x->no++;
+	if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
+		x->meta_text = o->text;
+		x->meta_len = tlen;
+	}
+	return TFS_OK;
+}
+
+static void idx_free(struct idx *x)
+{
+	for (uint32_t i = 0; i < x->nsn; i++)
+		free(x->snames[i]);
+	for (size_t i = 0; i < x->no; i++) {
+		free(x->o[i].key);
+		free(x->o[i].text);
+	}
+	free(x->snames);
+	free(x->sslots);
+	free(x->arena);
+	free(x->e);
+	free(x->o);
+}
+
+/* Every weight_map entry must be in the shard it names, and every tensor of
+ * every shard must be listed for its shard. A name listed twice keeps its
+ * last shard, as JSON readers do. first/last: per tensor (numbered across
+ * shards), the first and last entry that lists it. */
+static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struct names *nt,
+			   uint32_t *first, uint32_t *last, uint64_t *eg, const char *where,
+			   struct tfs_model_diag *md)
+{
+	uint64_t *base = malloc(((size_t)m->nshards + 1) * sizeof *base);
+	if (!base)
 		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	base[0] = 0;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		base[s + 1] = base[s] + m->shards[s].h.n;
 	tfs_err e = TFS_OK;
-	json_object_object_foreach(wm, key, val) {
-		const char *shard = json_object_get_string(val);
-		size_t len = strlen(key);
-		struct where_t *w = names_find(m, nt, key, len);
-		char q[200];
-		tfs_quote(q, sizeof q, key, len);
+	char q[200];
+	for (size_t k = 0; k < x->n; k++) {
+		const char *name = x->arena + x->e[k].off;
+		struct where_t *w = names_find(m, nt, name, x->e[k].len);
 		if (w->shard == UINT32_MAX) {
+			tfs_quote(q, sizeof q, name, x->e[k].len);
 			e = mfail(md, where, TFS_ERR_FORMAT,
 				  "weight_map puts tensor %s in shard '%s', which does not hold it (no shard does)",
-				  q, shard);
+				  q, m->shards[x->e[k].shard].name);
 			goto out;
 		}
-		if (strcmp(m->shards[w->shard].name, shard) != 0) {
-			e = mfail(md, where, TFS_ERR_FORMAT,
-				  "weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
-				  q, shard, m->shards[w->shard].name);
-			goto out;
-		}
-		listed[w->shard]++;
+		uint64_t g = base[w->shard] + w->t;
+		if (first[g] == UINT32_MAX)
+			first[g] = (uint32_t)k;
+		last[g] = (uint32_t)k;
+		eg[k] = g;
 	}
-	/* Every entry was found in its shard and names are unique, so a shard
-	 * whose count differs holds a tensor the index does not list. */
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_header *h = &m->shards[s].h;
-		if (listed[s] == h->n)
-			continue;
 		for (uint32_t i = 0; i < h->n; i++) {
-			const char *name = tfs_tensor_name(h, &h->t[i]);
-			json_object *v;
-			if (json_object_object_get_ex(wm, name, &v) &&
-			    strcmp(json_object_get_string(v), m->shards[s].name) == 0)
-				continue;
-			char q[200];
-			tfs_quote(q, sizeof q, name, h->t[i].name_len);
-			e = mfail(md, where, TFS_ERR_FORMAT,
-				  "shard '%s' holds tensor %s, which weight_map does not list for it",
-				  m->shards[s].name, q);
-			goto out;
+			uint64_t g = base[s] + i;
+			tfs_quote(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
+			if (last[g] == UINT32_MAX) {
+				e = mfail(md, where, TFS_ERR_FORMAT,
+					  "shard '%s' holds tensor %s, which weight_map does not list for it",
+					  m->shards[s].name, q);
+				goto out;
+			}
+			if (x->e[last[g]].shard != s) {
+				e = mfail(md, where, TFS_ERR_FORMAT,
+					  "weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
+					  q, m->shards[x->e[last[g]].shard].name, m->shards[s].name);
+				goto out;
+			}
 		}
-		e = mfail(md, where, TFS_ERR_FORMAT,
-			  "shard '%s' holds %u tensors but weight_map lists %u for it",
-			  m->shards[s].name, h->n, listed[s]);
-		goto out;
 	}
 out:
-	free(listed);
+	free(base);
 	return e;
+}
+
+static tfs_err put_str(char **b, size_t *n, size_t *cap, const char *s)
+{
+	return tfs_json_put(b, n, cap, s, strlen(s));
+}
+
+/* __index__.json: the index pretty-printed, two spaces a level. Members
+ * other than weight_map (small) go through json-c; weight_map, which can
+ * hold a million names, is written directly, each name once (first place,
+ * last shard). */
+static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32_t *first,
+			  const uint32_t *last, const uint64_t *eg)
+{
+	/* About the size of the index itself: start there. */
+	size_t cap = x->alen + (size_t)x->n * 48 + 4096, n = 0;
+	char *b = tfs_malloc_big(cap);
+	if (!b)
+		return TFS_ERR_NOMEM;
+	tfs_err e = tfs_json_put(&b, &n, &cap, "{", 1);
+	int members = 0;
+	for (size_t i = 0; !e && i <= x->no; i++) {
+		if (i == x->wm_pos) {
+			e = put_str(&b, &n, &cap, members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
+			int any = 0;
+			for (size_t k = 0; !e && k < x->n; k++) {
+				const char *name = x->arena + x->e[k].off;
+				uint64_t g = eg[k];
+				if (first[g] != k)
+					continue;
+				e = put_str(&b, &n, &cap, any++ ? ",\n    " : "\n    ");
+				if (!e)
+					e = tfs_json_str(&b, &n, &cap, name, x->e[k].len);
+				if (!e)
+					e = tfs_json_put(&b, &n, &cap, ": ", 2);
+				const char *sh = m->shards[x->e[last[g]].shard].name;
+				if (!e)
+					e = tfs_json_str(&b, &n, &cap, sh, strlen(sh));
+			}
+			if (!e)
+				e = put_str(&b, &n, &cap, any ? "\n  }" : "}");
+		}
+		if (i == x->no || e)
+			continue;
+		json_object *v = json_tokener_parse(x->o[i].text);
+		const char *pretty = v ? json_object_to_json_string_ext(
+						 v, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+							    JSON_C_TO_STRING_NOSLASHESCAPE)
+				       : x->o[i].text;
+		e = put_str(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
+		if (!e)
+			e = tfs_json_str(&b, &n, &cap, x->o[i].key, strlen(x->o[i].key));
+		if (!e)
+			e = tfs_json_put(&b, &n, &cap, ": ", 2);
+		for (const char *p = pretty; !e && *p; p++) {
+			e = tfs_json_put(&b, &n, &cap, p, 1);
+			if (!e && *p == '\n')
+				e = tfs_json_put(&b, &n, &cap, "  ", 2);
+		}
+		json_object_put(v);
+	}
+	if (!e)
+		e = put_str(&b, &n, &cap, members ? "\n}\n" : "}\n");
+	if (e) {
+		free(b);
+		return e;
+	}
+	m->index_json = b;
+	m->index_len = n;
+	return TFS_OK;
 }
 
 /* ---- building the shard list ---- */
@@ -342,18 +550,22 @@ static tfs_err open_index(struct tfs_model *m, const char *path, const struct tf
 			  struct tfs_model_diag *md)
 {
 	tfs_err e = TFS_OK;
-	char *text = NULL, **names = NULL, *dir = NULL;
-	json_object *root = NULL;
-	struct json_tokener *tok = NULL;
+	char *text = NULL, *dir = NULL, **sorted = NULL;
+	uint32_t *remap = NULL, *first = NULL, *last = NULL;
+	uint64_t *eg = NULL;
 	struct names nt = {0};
-	uint32_t nnames = 0;
+	struct idx x;
 	struct stat st;
 	FILE *f = fopen(path, "rb");
 
+	memset(&x, 0, sizeof x);
 	m->kind = TFS_MODEL_INDEX;
 	m->index_path = strdup(path);
-	if (!m->index_path)
+	if (!m->index_path) {
+		if (f)
+			fclose(f);
 		return mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	}
 	if (!f)
 		return mfail(md, path, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
 	if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > INDEX_MAX) {
@@ -372,93 +584,63 @@ static tfs_err open_index(struct tfs_model *m, const char *path, const struct tf
 		goto out;
 	}
 	text[got] = 0;
-	tok = json_tokener_new();
-	if (!tok) {
+	/* The entries' names and records cannot outgrow the index text. */
+	x.acap = got + 1;
+	x.cap = got / 8 + 16;
+	x.arena = tfs_malloc_big(x.acap);
+	x.e = tfs_malloc_big(x.cap * sizeof *x.e);
+	if (!x.arena || !x.e) {
 		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, text, (int)got);
-	if (!root || json_tokener_get_parse_end(tok) < got) {
-		/* Trailing whitespace is fine; anything else is not. */
-		size_t k = json_tokener_get_parse_end(tok);
-		while (root && k < got && strchr(" \t\r\n", text[k]))
-			k++;
-		if (!root || k < got) {
-			e = mfail(md, path, TFS_ERR_FORMAT, "invalid index JSON at byte %zu: %s",
-				  json_tokener_get_parse_end(tok),
-				  root ? "unexpected text after the object"
-				       : json_tokener_error_desc(json_tokener_get_error(tok)));
-			goto out;
-		}
-	}
-	json_object *wm, *meta;
-	if (!json_object_is_type(root, json_type_object) ||
-	    !json_object_object_get_ex(root, "weight_map", &wm) ||
-	    !json_object_is_type(wm, json_type_object)) {
-		e = mfail(md, path, TFS_ERR_FORMAT, "not a safetensors index: no \"weight_map\" object");
+	struct tfs_index_cb cb = {.entry = idx_entry, .other = idx_other, .ctx = &x};
+	x.wm_pos = SIZE_MAX;
+	e = tfs_index_scan(text, got, &cb, &md->d);
+	if (e) {
+		snprintf(md->where, sizeof md->where, "%s", path);
 		goto out;
 	}
-	/* The shards: the distinct file names weight_map mentions, sorted. */
-	json_object_object_foreach(wm, key, val) {
-		char q[200];
-		tfs_quote(q, sizeof q, key, strlen(key));
-		if (!json_object_is_type(val, json_type_string)) {
-			e = mfail(md, path, TFS_ERR_FORMAT, "weight_map entry %s is not a shard file name", q);
-			goto out;
-		}
-		const char *sh = json_object_get_string(val);
-		if (!*sh || strchr(sh, '/') || strcmp(sh, ".") == 0 || strcmp(sh, "..") == 0) {
-			char sq[200];
-			tfs_quote(sq, sizeof sq, sh, strlen(sh));
-			e = mfail(md, path, TFS_ERR_FORMAT,
-				  "weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
-				  q, sq);
-			goto out;
-		}
+	if (x.wm_pos == SIZE_MAX)
+		x.wm_pos = x.no; /* an empty weight_map: keep it last */
+
+	/* Shards in name order; entries renumbered to match. */
+	sorted = malloc((x.nsn ? x.nsn : 1) * sizeof *sorted);
+	remap = malloc((x.nsn ? x.nsn : 1) * sizeof *remap);
+	if (!sorted || !remap) {
+		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+		goto out;
 	}
-	/* Collect unique names with a sort: indexes list each shard many times. */
-	{
-		size_t total = (size_t)json_object_object_length(wm), k = 0;
-		char **all = malloc((total ? total : 1) * sizeof *all);
-		if (!all) {
-			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-			goto out;
-		}
-		json_object_object_foreach(wm, key2, val2) {
-			(void)key2;
-			all[k++] = (char *)json_object_get_string(val2);
-		}
-		qsort(all, k, sizeof *all, name_cmp);
-		names = malloc((k ? k : 1) * sizeof *names);
-		if (!names) {
-			free(all);
-			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < k; i++)
-			if (i == 0 || strcmp(all[i], all[i - 1]) != 0)
-				names[nnames++] = all[i];
-		free(all);
-	}
+	memcpy(sorted, x.snames, x.nsn * sizeof *sorted);
+	qsort(sorted, x.nsn, sizeof *sorted, name_cmp);
+	for (uint32_t i = 0; i < x.nsn; i++)
+		remap[*sname_slot(&x, sorted[i], strlen(sorted[i])) - 1] = i;
+	for (size_t k = 0; k < x.n; k++)
+		x.e[k].shard = remap[x.e[k].shard];
+
 	dir = dir_of(path);
 	if (!dir) {
 		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((e = add_shards(m, dir, names, nnames, path, md)))
+	if ((e = add_shards(m, dir, sorted, x.nsn, path, md)) ||
+	    (e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
 		goto out;
-	if ((e = read_headers(m, o, path, md)))
+	first = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *first);
+	last = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *last);
+	eg = tfs_malloc_big((x.n ? x.n : 1) * sizeof *eg);
+	if (!first || !last || !eg) {
+		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
 		goto out;
-	if ((e = check_unique(m, &nt, path, md)))
-		goto out;
-	if ((e = check_index(m, wm, &nt, path, md)))
+	}
+	memset(first, 0xff, m->ntensors * sizeof *first);
+	memset(last, 0xff, m->ntensors * sizeof *last);
+	if ((e = check_index(m, &x, &nt, first, last, eg, path, md)))
 		goto out;
 
-	if (json_object_object_get_ex(root, "metadata", &meta) &&
-	    json_object_is_type(meta, json_type_object)) {
-		json_object *ts;
-		if (json_object_object_get_ex(meta, "total_size", &ts) &&
+	if (x.meta_text && o && o->warn) {
+		json_object *meta = json_tokener_parse(x.meta_text), *ts;
+		if (meta && json_object_is_type(meta, json_type_object) &&
+		    json_object_object_get_ex(meta, "total_size", &ts) &&
 		    (json_object_is_type(ts, json_type_int) || json_object_is_type(ts, json_type_double))) {
 			uint64_t sum = 0;
 			for (uint32_t s = 0; s < m->nshards; s++)
@@ -467,7 +649,7 @@ static tfs_err open_index(struct tfs_model *m, const char *path, const struct tf
 			uint64_t want = json_object_is_type(ts, json_type_int)
 						? (uint64_t)json_object_get_uint64(ts)
 						: (uint64_t)json_object_get_double(ts);
-			if (want != sum && o && o->warn) {
+			if (want != sum) {
 				char msg[256];
 				snprintf(msg, sizeof msg,
 					 "metadata.total_size is %llu but the shards' tensors hold %llu bytes",
@@ -475,27 +657,20 @@ static tfs_err open_index(struct tfs_model *m, const char *path, const struct tf
 				o->warn(o->warn_ctx, path, msg);
 			}
 		}
+		json_object_put(meta);
 	}
-	const char *pretty = json_object_to_json_string_ext(
-		root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
-	size_t plen = strlen(pretty);
-	m->index_json = malloc(plen + 2);
-	if (!m->index_json) {
+	if (index_json(m, &x, first, last, eg))
 		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	memcpy(m->index_json, pretty, plen);
-	m->index_json[plen] = '\n';
-	m->index_json[plen + 1] = 0;
-	m->index_len = plen + 1;
 out:
+	free(eg);
+	free(first);
+	free(last);
 	free(nt.slots);
-	free(names);
+	free(sorted);
+	free(remap);
 	free(dir);
 	free(text);
-	json_object_put(root);
-	if (tok)
-		json_tokener_free(tok);
+	idx_free(&x);
 	return e;
 }
 

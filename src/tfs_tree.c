@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tfs_hash.h"
+#include "tfs_mem.h"
 #include "tfs_names.h"
 
 tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
@@ -297,6 +298,19 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 	memset(&b, 0, sizeof b);
 	b.t = t;
 	t->m = m;
+	/* Room for every tensor and the synthetic files at once: growing a
+	 * half-million-node table by doubling costs more than the rest. */
+	b.cap = 0;
+	if (m->ntensors + 8 < UINT32_MAX) {
+		size_t want = (size_t)m->ntensors + 8;
+		t->nodes = tfs_malloc_big(want * sizeof *t->nodes);
+		b.raw = tfs_malloc_big(want * sizeof *b.raw);
+		b.raw_len = tfs_malloc_big(want * sizeof *b.raw_len);
+		b.conflict = malloc(want);
+		if (!t->nodes || !b.raw || !b.raw_len || !b.conflict)
+			goto nomem;
+		b.cap = want;
+	}
 	/* Node 0 is never used: inode 0 means nothing to FUSE. */
 	if (node_new(&b, &root) || node_new(&b, &root))
 		goto nomem;
@@ -356,7 +370,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 
 	/* File names. Plain flat names are the tensor names themselves (they
 	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
-	foff = malloc(((size_t)t->nnodes + 1) * sizeof *foff);
+	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
 	if (!foff)
 		goto nomem;
 	for (uint32_t i = first_user; i < t->nnodes; i++) {
@@ -388,7 +402,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 			t->nodes[i].fname = t->fnames + foff[i];
 
 	/* Children, in creation order, and each directory's subdirectories. */
-	t->children = malloc(((size_t)t->nnodes + 1) * sizeof *t->children);
+	t->children = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *t->children);
 	if (!t->children)
 		goto nomem;
 	for (uint32_t i = 2; i < t->nnodes; i++) {
@@ -414,7 +428,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 	t->nslots = 16;
 	while (t->nslots < (size_t)t->nnodes * 2)
 		t->nslots *= 2;
-	t->slots = calloc(t->nslots, sizeof *t->slots);
+	t->slots = tfs_calloc_big(t->nslots, sizeof *t->slots);
 	if (!t->slots)
 		goto nomem;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {

@@ -337,3 +337,33 @@ def test_tree_layout_sharded(tmp):
                 assert open(p, "rb").read() == bytes([i]) * (k + 1)
     r = run(["-o", "layout=spiral", d, tmp])
     assert r.returncode == 2 and "layout" in r.stderr
+
+
+def test_500_shards_500k_tensors(tmp):
+    """The scale of issue 3: 500 shards, 1,000 tensors each, with an index.
+    (The time against json.loads is in make bench, not here.)"""
+    import struct
+    d = os.path.join(tmp, "big")
+    os.mkdir(d)
+    wm = {}
+    for s in range(500):
+        sname = f"model-{s + 1:05d}-of-00500.safetensors"
+        hdr = {}
+        for k in range(1000):
+            name = f"model.layers.{s}.experts.{k}.w"
+            hdr[name] = {"dtype": "U8", "shape": [1], "data_offsets": [k, k + 1]}
+            wm[name] = sname
+        text = json.dumps(hdr).encode()
+        with open(os.path.join(d, sname), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + bytes((s + k) % 256 for k in range(1000)))
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 500000}, "weight_map": wm}, f)
+    with mounted(d, "-o", "layout=tree") as mnt:
+        layers = os.listdir(os.path.join(mnt, "model", "layers"))
+        assert len(layers) == 500
+        for s in (0, 1, 250, 499):
+            for k in (0, 999):
+                p = os.path.join(mnt, "model", "layers", str(s), "experts", str(k), "w")
+                assert open(p, "rb").read() == bytes([(s + k) % 256])
+        idx = json.load(open(os.path.join(mnt, "__index__.json")))
+        assert idx["weight_map"] == wm and idx["metadata"] == {"total_size": 500000}

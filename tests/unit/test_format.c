@@ -785,6 +785,76 @@ static void test_tree(void)
 	free(f.p);
 }
 
+struct icol {
+	char names[8][32];
+	char shards[8][32];
+	int n;
+	char other[4][64];
+	int no;
+};
+
+static tfs_err icol_entry(void *ctx, const char *name, size_t nlen, const char *shard,
+			  size_t slen, struct tfs_diag *d)
+{
+	struct icol *c = ctx;
+	(void)d;
+	if (c->n < 8) {
+		snprintf(c->names[c->n], 32, "%.*s", (int)nlen, name);
+		snprintf(c->shards[c->n], 32, "%.*s", (int)slen, shard);
+	}
+	c->n++;
+	return TFS_OK;
+}
+
+static tfs_err icol_other(void *ctx, const char *key, size_t klen, const char *text,
+			  size_t tlen, struct tfs_diag *d)
+{
+	struct icol *c = ctx;
+	(void)d;
+	if (c->no < 4)
+		snprintf(c->other[c->no], 64, "%.*s=%.*s", (int)klen, key, (int)tlen, text);
+	c->no++;
+	return TFS_OK;
+}
+
+static tfs_err iscan(const char *text, struct icol *c, char *msg)
+{
+	struct tfs_index_cb cb = {.entry = icol_entry, .other = icol_other, .ctx = c};
+	struct tfs_diag d = {{0}};
+	memset(c, 0, sizeof *c);
+	tfs_err e = tfs_index_scan(text, strlen(text), &cb, &d);
+	if (msg)
+		strcpy(msg, d.msg);
+	return e;
+}
+
+static void test_index_scan(void)
+{
+	current = "index scan";
+	struct icol c;
+	char msg[TFS_DIAG_MAX];
+	CHECK(iscan(" {\"metadata\": {\"total_size\": 7, \"x\": [1, 2]},\n"
+		    "  \"weight_map\": {\"a\\u002fb\": \"s1.safetensors\", \"a\": \"s\\u0032\", \"a\": \"s3\"}} \n",
+		    &c, msg) == TFS_OK, "valid: %s", msg);
+	CHECK(c.n == 3 && strcmp(c.names[0], "a/b") == 0 && strcmp(c.shards[0], "s1.safetensors") == 0,
+	      "escaped name decoded: %s", c.names[0]);
+	CHECK(strcmp(c.shards[1], "s2") == 0 && strcmp(c.shards[2], "s3") == 0, "duplicates passed in order");
+	CHECK(c.no == 1 && strcmp(c.other[0], "metadata={\"total_size\": 7, \"x\": [1, 2]}") == 0,
+	      "other member: %s", c.other[0]);
+	CHECK(iscan("{\"weight_map\": {}}", &c, msg) == TFS_OK && c.n == 0, "empty map");
+	CHECK(iscan("{\"metadata\": {}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "no \"weight_map\""), "%s", msg);
+	CHECK(iscan("{\"weight_map\": []}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "not an object"), "%s", msg);
+	CHECK(iscan("{\"weight_map\": {\"a\": 1}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "'a'"), "%s", msg);
+	CHECK(iscan("{\"weight_map\": {}, \"weight_map\": {}}", &c, msg) == TFS_ERR_FORMAT, "two maps");
+	CHECK(iscan("{\"weight_map\": {\"a\": \"s\",}}", &c, msg) == TFS_ERR_FORMAT &&
+		      strstr(msg, "invalid index JSON"), "%s", msg);
+	CHECK(iscan("{\"weight_map\": {}, \"m\": NaN}", &c, msg) == TFS_ERR_FORMAT, "NaN in another member");
+	CHECK(iscan("{\"weight_map\": {}} x", &c, msg) == TFS_ERR_FORMAT, "trailing text");
+	CHECK(iscan("{\"weight_map\": {\"\\ud800\": \"s\"}}", &c, msg) == TFS_ERR_FORMAT, "lone surrogate");
+	CHECK(iscan("[]", &c, msg) == TFS_ERR_FORMAT, "not an object");
+	CHECK(iscan("{\"weight_map\": {\"\xff\": \"s\"}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "UTF-8"), "%s", msg);
+}
+
 static void test_quote(void)
 {
 	current = "quote";
@@ -816,6 +886,7 @@ int main(void)
 	test_duplicates();
 	test_names();
 	test_tree();
+	test_index_scan();
 	test_quote();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
