@@ -98,9 +98,12 @@ def header_info(path):
         return 8 + n, json.loads(f.read(n))
 
 
+EXTRA_OPTS = os.environ.get("TENSORFS_BENCH_OPTS", "").split()
+
+
 class Mount:
     def __init__(self, src, *opts):
-        self.src, self.opts = src, opts
+        self.src, self.opts = src, tuple(EXTRA_OPTS) + opts
 
     def __enter__(self):
         self.mnt = tempfile.mkdtemp(prefix="tfs-bench-")

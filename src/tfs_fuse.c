@@ -88,14 +88,29 @@ static void fill_entry(const struct tfs_fs *fs, fuse_ino_t ino,
 	fill_stat(fs, ino, n, &e->attr);
 }
 
+/* The largest read request. With splice, a reply must fit the pipe's 256
+ * page slots (1 MiB pipes) even when the tensor starts mid-page: 1 MiB
+ * requests measured ten times slower than 512 KiB ones, which libfuse then
+ * copies instead of splicing. */
+#define TFS_MAX_REQUEST (512u << 10)
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
-	/* Reads are served with pread + fuse_reply_buf, which fails a read
-	 * cleanly with EIO when the source lost bytes; splice is not used,
-	 * so it is not asked for (see docs/fuse-notes.md). */
+	struct tfs_fs *fs = userdata;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* Splice must be asked for, or fuse_reply_data quietly copies
+	 * through a buffer (slower than pread). With it the tensor's bytes
+	 * go from the source's page cache to the FUSE request in one copy
+	 * instead of two: make bench measured first reads 0.28 -> 0.33 and
+	 * 8 parallel readers 0.18 -> 0.25 of dd on the source. */
+	fs->splice = !fs->nosplice && (conn->capable & FUSE_CAP_SPLICE_WRITE);
+	if (fs->splice)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_SPLICE_WRITE;
+	if (conn->max_write > TFS_MAX_REQUEST)
+		conn->max_write = TFS_MAX_REQUEST;
 	/* The tree never changes: let the kernel keep directory pages. */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
@@ -304,13 +319,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
+	uint64_t at = sh->h.data_start + t->begin + (uint64_t)off;
+	if (fs->splice && sh->src->fd >= 0) {
+		/* A short splice would reach the reader as an early end of
+		 * file: check first that the source still holds the bytes. */
+		struct tfs_identity now;
+		tfs_err e = sh->src->ops->identity(sh->src, &now);
+		if (e || now.size < at + len) {
+			fuse_reply_err(req, EIO);
+			return;
+		}
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+		bv.buf[0].fd = sh->src->fd;
+		bv.buf[0].pos = (off_t)at;
+		int r = fuse_reply_data(req, &bv, 0);
+		(void)r; /* a failed reply means the request is gone already */
+		return;
+	}
 	char *buf = thread_buf(len);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	tfs_err e = tfs_source_pread(sh->src, buf, len,
-				     sh->h.data_start + t->begin + (uint64_t)off);
+	tfs_err e = tfs_source_pread(sh->src, buf, len, at);
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));
 		return;
@@ -345,6 +377,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	int which = -1;
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* Only user.* exists here. EOPNOTSUPP for the other namespaces lets
+	 * ls -l stop asking for security.selinux and POSIX ACLs after the
+	 * first file (coreutils remembers it per device), which saves two
+	 * round trips per file; the kernel disables getxattr only on ENOSYS. */
+	if (strncmp(name, "user.", 5) != 0) {
+		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
 	for (int i = 0; i < XA_COUNT; i++)

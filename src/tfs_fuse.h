@@ -16,6 +16,8 @@ struct tfs_fs {
 	uid_t uid;
 	gid_t gid;
 	bool direct_io;
+	bool nosplice;  /* asked for by the user */
+	bool splice;    /* granted by the kernel at INIT */
 	double timeout;
 };
 

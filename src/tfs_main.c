@@ -2,6 +2,7 @@
  * only then detach, so that every failure is reported in the foreground. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -33,7 +34,9 @@ struct cli {
 	int nonopt;
 	int strict;
 	int direct_io;
+	int nosplice;
 	char *layout;
+	char *readahead;
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
@@ -43,7 +46,9 @@ struct cli {
 static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("strict", strict, 1),
 	CLI_OPT("direct_io", direct_io, 1),
+	CLI_OPT("nosplice", nosplice, 1),
 	CLI_OPT("layout=%s", layout, 0),
+	CLI_OPT("readahead_kb=%s", readahead, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
 	FUSE_OPT_END,
@@ -123,6 +128,9 @@ static void usage(FILE *f)
 		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
 		"                          tree: names split on '.' into directories\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
+		"       nosplice           copy through a buffer instead of splicing\n"
+		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
+		"                          0 keeps the kernel's 128; needs root)\n"
 		"       max_threads=N      worker threads (default 10)\n"
 		"       allow_other, ...   standard FUSE mount options pass through\n"
 		"\n"
@@ -157,6 +165,109 @@ static int check_mountpoint(const char *mp)
 		return -1;
 	}
 	return 0;
+}
+
+/* The kernel reads ahead only 128 KiB on a FUSE mount, and a daemon cannot
+ * ask for more at INIT; the mount's backing device in sysfs can be told
+ * (by root). Big sequential reads then arrive as 1 MiB requests, several
+ * at once, which is what first reads of large tensors need. The device
+ * number comes from mountinfo: stat() on the mount point would wait for
+ * the daemon, which is not answering yet. */
+static void set_readahead(const char *mountpoint, unsigned long kb)
+{
+	char *abs = realpath(mountpoint, NULL), line[4096];
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	unsigned maj = 0, min = 0;
+	int found = 0;
+	while (abs && f && fgets(line, sizeof line, f)) {
+		char mp[4096];
+		unsigned a, b;
+		/* id parent maj:min root mountpoint ... ; the last match wins */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 &&
+		    strcmp(mp, abs) == 0) {
+			maj = a;
+			min = b;
+			found = 1;
+		}
+	}
+	if (f)
+		fclose(f);
+	free(abs);
+	if (!found)
+		return;
+	char path[128];
+	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	FILE *ra = fopen(path, "w");
+	if (!ra) {
+		fuse_log(FUSE_LOG_DEBUG, "tensorfs: cannot set %s: %s\n", path, strerror(errno));
+		return;
+	}
+	fprintf(ra, "%lu\n", kb);
+	fclose(ra);
+}
+
+/* Readiness: after the loop starts, a helper thread opens the mount root,
+ * which the kernel lets through only once INIT with us is complete, sets
+ * the readahead (which INIT would have undone), and then tells the waiting
+ * parent (or nobody, in the foreground) that the mount is ready. open(),
+ * not stat(): valgrind holds its lock over syscalls it thinks cannot block,
+ * stat among them, and the daemon would wait for itself. */
+struct ready {
+	char *mountpoint;     /* absolute: the daemon leaves the caller's cwd */
+	unsigned long readahead_kb;
+	int notify_fd;        /* write end of the parent's pipe, or -1 */
+};
+
+static void *ready_thread(void *arg)
+{
+	struct ready *r = arg;
+	int fd = open(r->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	unsigned char status = fd >= 0 ? 0 : EXIT_MOUNT;
+	if (fd >= 0)
+		close(fd);
+	if (status == 0 && r->readahead_kb)
+		set_readahead(r->mountpoint, r->readahead_kb);
+	if (r->notify_fd >= 0) {
+		/* The parent has printed nothing and exits with `status`; from
+		 * here on the daemon has no terminal. */
+		ssize_t w = write(r->notify_fd, &status, 1);
+		(void)w;
+		close(r->notify_fd);
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+	}
+	return NULL;
+}
+
+/* Forks; the parent waits for the child's word and exits with it. Returns
+ * the write end of the pipe in the child, -1 on failure. */
+static int daemonize(void)
+{
+	int pfd[2];
+	if (pipe(pfd) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		unsigned char status = EXIT_INTERNAL;
+		close(pfd[1]);
+		if (read(pfd[0], &status, 1) != 1)
+			status = EXIT_INTERNAL; /* the daemon died before ready */
+		_exit(status);
+	}
+	close(pfd[0]);
+	setsid();
+	if (chdir("/") != 0) {
+		/* not fatal: only keeps the caller's directory busy */
+	}
+	return pfd[1];
 }
 
 static int parse_id(const char *s, unsigned long *v)
@@ -240,6 +351,12 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
+	unsigned long readahead_kb = 4096;
+	if (c.readahead && (parse_id(c.readahead, &readahead_kb) || readahead_kb > (1ul << 20))) {
+		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
 	enum tfs_layout layout = TFS_LAYOUT_FLAT;
 	if (c.layout && strcmp(c.layout, "tree") == 0) {
 		layout = TFS_LAYOUT_TREE;
@@ -300,6 +417,8 @@ int main(int argc, char **argv)
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
 	fs.direct_io = c.direct_io;
+	fs.nosplice = c.nosplice;
+	fs.splice = false;
 	fs.timeout = 86400.0 * 365;
 
 	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof tfs_fuse_ops, &fs);
@@ -311,12 +430,24 @@ int main(int argc, char **argv)
 		rc = EXIT_INTERNAL;
 		goto out_session;
 	}
-	if (fuse_session_mount(se, c.mountpoint) != 0) {
+	struct ready rd = {.readahead_kb = readahead_kb, .notify_fd = -1};
+	rd.mountpoint = realpath(c.mountpoint, NULL);
+	if (!rd.mountpoint) {
+		fprintf(stderr, "tensorfs: %s: %s\n", c.mountpoint, strerror(errno));
 		rc = EXIT_MOUNT;
 		goto out_signals;
 	}
-	/* The mount is live: only now may the caller's command return. */
-	if (fuse_daemonize(fo.foreground) != 0) {
+	if (fuse_session_mount(se, c.mountpoint) != 0) {
+		rc = EXIT_MOUNT;
+		goto out_ready;
+	}
+	if (!fo.foreground && (rd.notify_fd = daemonize()) < 0) {
+		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
+		rc = EXIT_INTERNAL;
+		goto out_unmount;
+	}
+	pthread_t rt;
+	if (pthread_create(&rt, NULL, ready_thread, &rd) != 0) {
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
@@ -338,12 +469,17 @@ int main(int argc, char **argv)
 		r = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+	/* Once the loop is over, the helper's open has returned (the
+	 * connection is gone at the latest), so this does not wait long. */
+	pthread_join(rt, NULL);
 	/* The loops return 0 after an unmount, the signal number after
 	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
 	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
 
 out_unmount:
 	fuse_session_unmount(se);
+out_ready:
+	free(rd.mountpoint);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -357,6 +493,7 @@ out_args:
 	free(c.uid);
 	free(c.gid);
 	free(c.layout);
+	free(c.readahead);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -152,6 +152,12 @@ def test_xattrs(model):
         with pytest.raises(OSError) as ei:
             os.getxattr(p, "user.nothing")
         assert ei.value.errno == errno.ENODATA
+        # other namespaces are not supported at all (ls -l then stops asking)
+        for other in ("security.selinux", "system.posix_acl_access", "trusted.x"):
+            with pytest.raises(OSError) as ei:
+                os.getxattr(p, other)
+            assert ei.value.errno == errno.EOPNOTSUPP, other
+        assert os.getxattr(p, "user.dtype") == b"F32"  # and user.* still works after that
         with pytest.raises(OSError) as ei:
             os.getxattr(os.path.join(mnt, "__metadata__.json"), "user.dtype")
         assert ei.value.errno == errno.ENODATA
@@ -506,3 +512,49 @@ def test_demo_script(tmp):
         assert json.load(open(os.path.join(mnt, "__metadata__.json")))["format"] == "pt"
     finally:
         unmount(mnt, daemon_pids(mnt))
+
+
+@pytest.mark.parametrize("opts", [[], ["-o", "nosplice"]])
+def test_truncated_source_reads_fail_with_eio(tmp, opts):
+    """Bytes the source no longer holds are an error, never zeros or an
+    early end of file, on both read paths (splice and buffer copy)."""
+    path = os.path.join(tmp, "t.safetensors")
+    a = rand_bytes(1 << 20, 3)
+    b = rand_bytes(1 << 20, 4)
+    start = write_st(path, [("a", "U8", (len(a),), a), ("b", "U8", (len(b),), b)])
+    with mounted(path, *opts) as mnt:
+        with open(path, "r+b") as f:
+            f.truncate(start + len(a) + 1000)  # b keeps only its first 1000 bytes
+        assert open(os.path.join(mnt, "a"), "rb").read() == a
+        # The kernel asks for whole pages and readahead windows, so even a
+        # read of b's surviving first bytes may reach past the cut: every
+        # read of b either fails with EIO or returns b's own bytes.
+        fd = os.open(os.path.join(mnt, "b"), os.O_RDONLY)
+        failures = 0
+        try:
+            for off, n in [(0, 1000), (0, 4096), (8192, 4096), (len(b) - 10, 10), (0, len(b))]:
+                try:
+                    assert os.pread(fd, n, off) == b[off:off + n]
+                except OSError as e:
+                    assert e.errno == errno.EIO
+                    failures += 1
+        finally:
+            os.close(fd)
+        assert failures >= 3  # everything past the first page is gone
+        with pytest.raises(OSError) as ei:
+            open(os.path.join(mnt, "b"), "rb").read()
+        assert ei.value.errno == errno.EIO
+        assert os.listdir(mnt)  # the mount still answers
+
+
+def test_readahead_option(model, tmp):
+    path, tensors, _ = model
+    for kb in ("0", "64", "4096"):
+        with mounted(path, "-o", f"readahead_kb={kb}") as mnt:
+            assert open(os.path.join(mnt, "big"), "rb").read() == tensors["big"][3]
+            if os.getuid() == 0 and kb != "0":
+                dev = os.stat(mnt).st_dev
+                ra = open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb").read()
+                assert int(ra) == int(kb)
+    r = run(["-o", "readahead_kb=lots", path, tmp])
+    assert r.returncode == EXIT_USAGE and "readahead_kb" in r.stderr
