@@ -305,7 +305,7 @@ def row_rand(big, reps, n=20000):
 
 TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
            "rss": ("<=", 0.5, 0.25), "ls": ("<=", 1.5, 1.0), "par": (">=", 0.25, 0.5),
-           "rand": (">=", 0.2, 0.5), "shards": ("<=", 0.3, 0.1)}
+           "rand": (">=", 0.2, 0.5), "shards": None}  # issue 3 sets no ratio for shards
 
 
 def main():
@@ -342,6 +342,9 @@ def main():
     print(f"|---|---|---|---|---|")
     for name, ratio, detail, _ in rows:
         if name not in want:
+            continue
+        if TARGETS[name] is None:
+            print(f"| {name} | {ratio:.2f} | - | - | {detail} |")
             continue
         op, must, aim = TARGETS[name]
         ok = ratio >= must if op == ">=" else ratio <= must

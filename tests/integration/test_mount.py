@@ -558,3 +558,22 @@ def test_readahead_option(model, tmp):
                 assert int(ra) == int(kb)
     r = run(["-o", "readahead_kb=lots", path, tmp])
     assert r.returncode == EXIT_USAGE and "readahead_kb" in r.stderr
+
+
+def test_direct_io_tradeoff(model):
+    """-o direct_io serves reads without the page cache, at the price the
+    README states: a shared mapping (np.memmap) fails with ENODEV."""
+    import mmap
+    path, tensors, _ = model
+    with mounted(path, "-o", "direct_io") as mnt:
+        p = os.path.join(mnt, "big")
+        assert open(p, "rb").read() == tensors["big"][3]
+        with open(p, "rb") as f:
+            with pytest.raises(OSError) as ei:
+                mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            assert ei.value.errno == errno.ENODEV
+    with mounted(path) as mnt:
+        with open(os.path.join(mnt, "big"), "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            assert m[:100] == tensors["big"][3][:100]
+            m.close()
