@@ -57,24 +57,28 @@ $(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
-$(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(CORE_SRC) $(HDRS) | $(BUILD)
+FUZZ_TARGETS = header index names
+FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(HDRS) | $(BUILD)
 	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Isrc $(DEPS_CFLAGS) -o $@ tests/fuzz/fuzz_header.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
+		-Isrc $(DEPS_CFLAGS) -o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
 deps:
 	@scripts/install-deps.sh
 
 check: deps
-	$(MAKE) all $(BUILD)/test_format $(SAN)/tensorfs $(SAN)/test_format $(BUILD)/fuzz_header
+	$(MAKE) all $(BUILD)/test_format $(SAN)/tensorfs $(SAN)/test_format $(FUZZ_BINS)
 	scripts/run-checks.sh
 
 unit: $(BUILD)/test_format
 	$(BUILD)/test_format
 
-fuzz-build: $(BUILD)/fuzz_header
+fuzz-build: $(FUZZ_BINS)
 
-fuzz: deps $(BUILD)/fuzz_header
+fuzz: deps
+	$(MAKE) $(FUZZ_BINS)
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: deps

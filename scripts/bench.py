@@ -110,7 +110,7 @@ class Mount:
         t0 = time.perf_counter()
         subprocess.run([BIN, *self.opts, self.src, self.mnt], check=True)
         self.mount_time = time.perf_counter() - t0
-        pids = subprocess.run(["pgrep", "-f", f"tensorfs.* {self.mnt}$"], capture_output=True,
+        pids = subprocess.run(["pgrep", "-f", f"^[^ ]*tensorfs .* {self.mnt}$"], capture_output=True,
                               text=True).stdout.split()
         self.pid = int(pids[0])
         return self

@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
-FUZZ_SECS=${CHECK_FUZZ_SECONDS:-20}
+FUZZ_SECS=${CHECK_FUZZ_SECONDS:-10}
 passed=0
 failed=0
 failed_names=()
@@ -36,7 +36,7 @@ san_env=(
 
 stage "unit tests" build/test_format
 stage "integration tests" $PY -m pytest -q -p no:cacheprovider tests/integration
-stage "fuzz (${FUZZ_SECS}s)" scripts/fuzz.sh "$FUZZ_SECS"
+stage "fuzz (${FUZZ_SECS}s per target)" scripts/fuzz.sh "$FUZZ_SECS"
 stage "unit tests (ASan+UBSan)" env ASAN_OPTIONS=detect_leaks=1 build-san/test_format
 stage "integration tests (ASan+UBSan)" env "${san_env[@]}" \
   $PY -m pytest -q -p no:cacheprovider tests/integration

@@ -38,7 +38,11 @@ int tfs_errno(tfs_err e)
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)
 {
-	return fuse_req_userdata(req);
+	struct tfs_fs *fs = fuse_req_userdata(req);
+	if (fs->after_init && !__atomic_load_n(&fs->after_init_done, __ATOMIC_ACQUIRE) &&
+	    !__atomic_exchange_n(&fs->after_init_done, 1, __ATOMIC_ACQ_REL))
+		fs->after_init(fs->after_init_ctx);
+	return fs;
 }
 
 static const struct tfs_node *node_of(const struct tfs_fs *fs, fuse_ino_t ino)
@@ -259,6 +263,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
 		return;
+	}
+	if (n->kind == TFS_NODE_TENSOR) {
+		/* Validation holds only for the bytes that were validated: a
+		 * shard rewritten in place (same file, new size or mtime) is no
+		 * longer the checkpoint that was mounted. A shard replaced by
+		 * rename is not seen here: the held descriptor still reads the
+		 * old file, which is what was mounted. */
+		const struct tfs_source *src = fs->m->shards[n->shard].src;
+		struct tfs_identity now;
+		if (src->ops->identity((struct tfs_source *)src, &now) != TFS_OK ||
+		    now.size != src->id.size || now.mtime_sec != src->id.mtime_sec ||
+		    now.mtime_nsec != src->id.mtime_nsec) {
+			if (!__atomic_exchange_n(&fs->changed[n->shard], 1, __ATOMIC_RELAXED))
+				fuse_log(FUSE_LOG_WARNING,
+					 "tensorfs: %s: changed since it was mounted (size or mtime); opens of its tensors now fail with EIO: remount to see the new contents\n",
+					 src->location);
+			fuse_reply_err(req, EIO);
+			return;
+		}
 	}
 	fi->keep_cache = 1;
 	fi->direct_io = fs->direct_io;

@@ -18,6 +18,13 @@ struct tfs_fs {
 	bool direct_io;
 	bool nosplice;  /* asked for by the user */
 	bool splice;    /* granted by the kernel at INIT */
+	int *changed;   /* per shard: a change was already logged */
+	/* Called once, by the first request after INIT: the kernel sends no
+	 * request before INIT is complete, which is when mount-wide settings
+	 * (readahead) stop being overwritten. */
+	void (*after_init)(void *ctx);
+	void *after_init_ctx;
+	int after_init_done;
 	double timeout;
 };
 

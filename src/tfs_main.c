@@ -3,12 +3,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "tfs_fuse.h"
@@ -82,6 +85,9 @@ static void warn_cb(void *ctx, const char *where, const char *msg)
 	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
 }
 
+/* Once detached the daemon has no terminal: its warnings go to syslog. */
+static int log_syslog;
+
 /* libfuse prints its own messages, sometimes a line in several calls:
  * gather each line and print it once with our prefix. */
 static void log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
@@ -100,7 +106,13 @@ static void log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	for (char *p = line; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	fprintf(stderr, "tensorfs: %s\n", strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line);
+	const char *m = strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line;
+	if (strncmp(m, "tensorfs: ", 10) == 0)
+		m += 10;
+	if (log_syslog)
+		syslog(level <= FUSE_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", m);
+	else
+		fprintf(stderr, "tensorfs: %s\n", m);
 	len = 0;
 	line[0] = 0;
 }
@@ -159,6 +171,15 @@ static int check_mountpoint(const char *mp)
 		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
 		return -1;
 	}
+	/* A FUSE mount whose daemon died still answers stat() from the
+	 * kernel's cache; statfs always asks, and tells. */
+	struct statvfs sv;
+	if (statvfs(mp, &sv) != 0 && errno == ENOTCONN) {
+		fprintf(stderr,
+			"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
+			mp, mp);
+		return -1;
+	}
 	if (access("/dev/fuse", R_OK | W_OK) != 0) {
 		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
 			strerror(errno));
@@ -206,33 +227,43 @@ static void set_readahead(const char *mountpoint, unsigned long kb)
 	fclose(ra);
 }
 
-/* Readiness: after the loop starts, a helper thread opens the mount root,
- * which the kernel lets through only once INIT with us is complete, sets
- * the readahead (which INIT would have undone), and then tells the waiting
- * parent (or nobody, in the foreground) that the mount is ready. open(),
- * not stat(): valgrind holds its lock over syscalls it thinks cannot block,
- * stat among them, and the daemon would wait for itself. */
+/* Readiness, when detaching: after the loop starts, a helper thread opens
+ * the mount root, which the kernel lets through only once INIT with us is
+ * complete (and which applies the readahead, see after_init), and then
+ * tells the waiting parent that the mount is ready. open(), not stat():
+ * valgrind holds its lock over syscalls it thinks cannot block, stat among
+ * them, and the daemon would wait for itself. In the foreground there is no
+ * helper: nobody waits, and its open could make an early unmount busy. */
 struct ready {
 	char *mountpoint;     /* absolute: the daemon leaves the caller's cwd */
 	unsigned long readahead_kb;
 	int notify_fd;        /* write end of the parent's pipe, or -1 */
 };
 
+static void after_init(void *arg)
+{
+	struct ready *r = arg;
+	if (r->readahead_kb)
+		set_readahead(r->mountpoint, r->readahead_kb);
+}
+
 static void *ready_thread(void *arg)
 {
 	struct ready *r = arg;
+	/* The open is the daemon's first request, which applies the
+	 * readahead before it is answered. */
 	int fd = open(r->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	unsigned char status = fd >= 0 ? 0 : EXIT_MOUNT;
 	if (fd >= 0)
 		close(fd);
-	if (status == 0 && r->readahead_kb)
-		set_readahead(r->mountpoint, r->readahead_kb);
 	if (r->notify_fd >= 0) {
 		/* The parent has printed nothing and exits with `status`; from
 		 * here on the daemon has no terminal. */
 		ssize_t w = write(r->notify_fd, &status, 1);
 		(void)w;
 		close(r->notify_fd);
+		openlog("tensorfs", LOG_PID, LOG_DAEMON);
+		log_syslog = 1;
 		int nul = open("/dev/null", O_RDWR);
 		if (nul >= 0) {
 			dup2(nul, 0);
@@ -308,11 +339,15 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	int rc = EXIT_INTERNAL;
 	tfs_err e;
+	struct ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
+	pthread_t rt;
+	int have_rt = 0;
 
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
 	memset(&model, 0, sizeof model);
 	memset(&tree, 0, sizeof tree);
+	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(log_cb);
 
 	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0) {
@@ -414,6 +449,9 @@ int main(int argc, char **argv)
 
 	fs.m = &model;
 	fs.tree = &tree;
+	fs.changed = calloc(model.nshards ? model.nshards : 1, sizeof *fs.changed);
+	if (!fs.changed)
+		goto out_tree;
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
 	fs.direct_io = c.direct_io;
@@ -430,7 +468,7 @@ int main(int argc, char **argv)
 		rc = EXIT_INTERNAL;
 		goto out_session;
 	}
-	struct ready rd = {.readahead_kb = readahead_kb, .notify_fd = -1};
+	rd.readahead_kb = readahead_kb;
 	rd.mountpoint = realpath(c.mountpoint, NULL);
 	if (!rd.mountpoint) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.mountpoint, strerror(errno));
@@ -441,16 +479,30 @@ int main(int argc, char **argv)
 		rc = EXIT_MOUNT;
 		goto out_ready;
 	}
+	fs.after_init = after_init;
+	fs.after_init_ctx = &rd;
 	if (!fo.foreground && (rd.notify_fd = daemonize()) < 0) {
 		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
-	pthread_t rt;
-	if (pthread_create(&rt, NULL, ready_thread, &rd) != 0) {
+	/* The helper must never take SIGTERM/SIGINT/SIGHUP: libfuse's handler
+	 * only flags the session, and the loop notices when the signal
+	 * interrupts one of its own threads. The helper inherits this mask. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, ready_thread, &rd);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (tr != 0) {
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
+	have_rt = !fo.foreground;
 	int r;
 	if (fo.singlethread) {
 		r = fuse_session_loop(se);
@@ -469,9 +521,6 @@ int main(int argc, char **argv)
 		r = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
-	/* Once the loop is over, the helper's open has returned (the
-	 * connection is gone at the latest), so this does not wait long. */
-	pthread_join(rt, NULL);
 	/* The loops return 0 after an unmount, the signal number after
 	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
 	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
@@ -479,12 +528,18 @@ int main(int argc, char **argv)
 out_unmount:
 	fuse_session_unmount(se);
 out_ready:
-	free(rd.mountpoint);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
+	/* Only now: a signal can end the loop before the helper's open() is
+	 * answered, and only closing the session's /dev/fuse (just done)
+	 * makes that open() return. */
+	if (have_rt)
+		pthread_join(rt, NULL);
+	free(rd.mountpoint);
 out_tree:
+	free(fs.changed);
 	tfs_tree_free(&tree);
 out_model:
 	tfs_model_free(&model);

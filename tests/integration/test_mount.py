@@ -478,6 +478,7 @@ def test_foreground_exit_status(model, tmp):
     assert p.stderr.read() == b""  # a clean mount says nothing
     # an external unmount also ends the daemon cleanly
     p = subprocess.Popen([BIN, "-f", "-s", path, mnt], stderr=subprocess.PIPE)
+    deadline = time.time() + 10
     while not is_mounted(mnt) and time.time() < deadline:
         time.sleep(0.01)
     subprocess.run(["fusermount3", "-u", mnt], check=True)
@@ -523,13 +524,20 @@ def test_truncated_source_reads_fail_with_eio(tmp, opts):
     b = rand_bytes(1 << 20, 4)
     start = write_st(path, [("a", "U8", (len(a),), a), ("b", "U8", (len(b),), b)])
     with mounted(path, *opts) as mnt:
+        fa = os.open(os.path.join(mnt, "a"), os.O_RDONLY)
+        fd = os.open(os.path.join(mnt, "b"), os.O_RDONLY)
         with open(path, "r+b") as f:
             f.truncate(start + len(a) + 1000)  # b keeps only its first 1000 bytes
-        assert open(os.path.join(mnt, "a"), "rb").read() == a
+        # readers that were open go on: a is all there
+        assert os.pread(fa, len(a), 0) == a
+        os.close(fa)
+        # a new open sees a changed source and fails
+        with pytest.raises(OSError) as ei:
+            open(os.path.join(mnt, "a"), "rb")
+        assert ei.value.errno == errno.EIO
         # The kernel asks for whole pages and readahead windows, so even a
         # read of b's surviving first bytes may reach past the cut: every
         # read of b either fails with EIO or returns b's own bytes.
-        fd = os.open(os.path.join(mnt, "b"), os.O_RDONLY)
         failures = 0
         try:
             for off, n in [(0, 1000), (0, 4096), (8192, 4096), (len(b) - 10, 10), (0, len(b))]:
@@ -541,9 +549,6 @@ def test_truncated_source_reads_fail_with_eio(tmp, opts):
         finally:
             os.close(fd)
         assert failures >= 3  # everything past the first page is gone
-        with pytest.raises(OSError) as ei:
-            open(os.path.join(mnt, "b"), "rb").read()
-        assert ei.value.errno == errno.EIO
         assert os.listdir(mnt)  # the mount still answers
 
 
@@ -577,3 +582,50 @@ def test_direct_io_tradeoff(model):
             m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
             assert m[:100] == tensors["big"][3][:100]
             m.close()
+
+
+def test_source_modified_in_place(tmp):
+    """Same size, new bytes and mtime: new opens fail with EIO, and the
+    daemon says so once."""
+    fuse_ok()
+    path = os.path.join(tmp, "m.safetensors")
+    write_st(path, [("x", "U8", (4096,), rand_bytes(4096, 5)), ("y", "U8", (10,), b"0123456789")])
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", path, mnt], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.01)
+        assert open(os.path.join(mnt, "y"), "rb").read() == b"0123456789"
+        time.sleep(0.02)
+        with open(path, "r+b") as f:
+            f.seek(-10, os.SEEK_END)
+            f.write(b"abcdefghij")
+        for name in ("y", "x", "y"):
+            with pytest.raises(OSError) as ei:
+                open(os.path.join(mnt, name), "rb")
+            assert ei.value.errno == errno.EIO
+        assert os.listdir(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        p.wait(timeout=10)
+    err = p.stderr.read()
+    assert err.count("changed since it was mounted") == 1, err
+    assert err.startswith(f"tensorfs: {os.path.realpath(path)}: changed since it was mounted")
+
+
+def test_source_replaced_by_rename(tmp):
+    """A checkpoint replaced by rename (as downloaders do) keeps being
+    served from the file that was mounted."""
+    path = os.path.join(tmp, "r.safetensors")
+    write_st(path, [("x", "U8", (5,), b"old!!")])
+    with mounted(path) as mnt:
+        held = open(os.path.join(mnt, "x"), "rb")
+        new = os.path.join(tmp, "new.safetensors")
+        write_st(new, [("x", "U8", (5,), b"new!!"), ("z", "U8", (1,), b"z")])
+        os.rename(new, path)
+        assert held.read() == b"old!!"
+        held.close()
+        assert open(os.path.join(mnt, "x"), "rb").read() == b"old!!"
+        assert sorted(os.listdir(mnt)) == ["__metadata__.json", "x"]

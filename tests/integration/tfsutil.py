@@ -103,7 +103,9 @@ def run(args, **kw):
 
 
 def daemon_pids(mnt):
-    out = subprocess.run(["pgrep", "-f", f"tensorfs.* {mnt}$"], capture_output=True, text=True)
+    # argv[0] must be tensorfs itself: fusermount3's command line for
+    # auto_unmount also holds "tensorfs" and the mount point
+    out = subprocess.run(["pgrep", "-f", f"^[^ ]*tensorfs .* {mnt}$"], capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]
 
 
