@@ -16,7 +16,8 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAG
 
 # The format layer: no FUSE includes, unit-tested and fuzzed on its own.
 CORE_SRC = src/tfs_err.c src/tfs_source.c src/tfs_hash.c src/tfs_header.c \
-	   src/tfs_names.c src/tfs_tree.c src/tfs_model.c src/tfs_mem.c
+	   src/tfs_names.c src/tfs_tree.c src/tfs_model.c src/tfs_mem.c src/tfs_convert.c \
+	   src/tfs_inspect.c
 FUSE_SRC = src/tfs_fuse.c src/tfs_main.c
 HDRS = $(wildcard src/*.h)
 

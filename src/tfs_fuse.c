@@ -1,5 +1,6 @@
 #include "tfs_fuse.h"
 #include "tfs_names.h"
+#include "tfs_convert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -288,9 +289,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-/* One read buffer per FUSE worker thread, grown to the largest request seen
- * and freed when the thread ends: no allocation per read. */
-static pthread_key_t buf_key;
+/* Read buffers per FUSE worker thread (one for the reply, one for stored
+ * bytes being decoded), grown to the largest request seen and freed when
+ * the thread ends: no allocation per read. */
+static pthread_key_t buf_key[2];
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 
 struct tbuf {
@@ -300,13 +302,14 @@ struct tbuf {
 
 static void buf_key_make(void)
 {
-	pthread_key_create(&buf_key, free);
+	pthread_key_create(&buf_key[0], free);
+	pthread_key_create(&buf_key[1], free);
 }
 
-static char *thread_buf(size_t need)
+static char *thread_buf(int slot, size_t need)
 {
 	pthread_once(&buf_once, buf_key_make);
-	struct tbuf *b = pthread_getspecific(buf_key);
+	struct tbuf *b = pthread_getspecific(buf_key[slot]);
 	if (b && b->cap >= need)
 		return b->data;
 	size_t cap = need < (128u << 10) ? (128u << 10) : need;
@@ -315,8 +318,27 @@ static char *thread_buf(size_t need)
 		return NULL;
 	nb->cap = cap;
 	free(b);
-	pthread_setspecific(buf_key, nb);
+	pthread_setspecific(buf_key[slot], nb);
 	return nb->data;
+}
+
+/* Decoded float32 bytes [o, o + len) of a converted tensor into dst: only
+ * the elements the range touches are read and decoded. */
+static tfs_err read_converted(const struct tfs_shard *sh, const struct tfs_tensor *t,
+			      uint64_t o, size_t len, char *dst)
+{
+	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
+	tfs_stored_range(t->dtype, first, n, &b, &e);
+	unsigned char *raw = (unsigned char *)thread_buf(1, (size_t)(e - b) + (size_t)n * 4 + 8);
+	if (!raw)
+		return TFS_ERR_NOMEM;
+	tfs_err err = tfs_source_pread(sh->src, raw, (size_t)(e - b), sh->h.data_start + t->begin + b);
+	if (err)
+		return err;
+	uint32_t *dec = (uint32_t *)(void *)(raw + ((e - b + 7) & ~(uint64_t)7));
+	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
+	memcpy(dst, (char *)dec + (o - first * 4), len);
+	return TFS_OK;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -342,8 +364,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
-	uint64_t at = sh->h.data_start + t->begin + (uint64_t)off;
-	if (fs->splice && sh->src->fd >= 0) {
+	uint64_t hl = n->first; /* NPY header length, 0 without one */
+	int convert = (fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype);
+	uint64_t at = sh->h.data_start + t->begin + ((uint64_t)off - hl);
+	if (fs->splice && sh->src->fd >= 0 && !convert && (uint64_t)off >= hl) {
 		/* A short splice would reach the reader as an early end of
 		 * file: check first that the source still holds the bytes. */
 		struct tfs_identity now;
@@ -360,12 +384,35 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		(void)r; /* a failed reply means the request is gone already */
 		return;
 	}
-	char *buf = thread_buf(len);
+	char *buf = thread_buf(0, len);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	tfs_err e = tfs_source_pread(sh->src, buf, len, at);
+	size_t pos = 0;
+	tfs_err e = TFS_OK;
+	if ((uint64_t)off < hl) {
+		/* The NPY header is made again on demand: keeping half a million
+		 * of them would cost more than this. */
+		size_t cap = tfs_npy_header_max(t);
+		char *hb = malloc(cap);
+		if (!hb) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		tfs_npy_header(&sh->h, t, fs->view & TFS_VIEW_F32, hb, cap);
+		pos = (size_t)(hl - (uint64_t)off) < len ? (size_t)(hl - (uint64_t)off) : len;
+		memcpy(buf, hb + off, pos);
+		free(hb);
+	}
+	if (pos < len) {
+		uint64_t doff = (uint64_t)off + pos - hl;
+		if (convert)
+			e = read_converted(sh, t, doff, len - pos, buf + pos);
+		else
+			e = tfs_source_pread(sh->src, buf + pos, len - pos,
+					     sh->h.data_start + t->begin + doff);
+	}
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));
 		return;
@@ -375,10 +422,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* ---- extended attributes ---- */
 
-enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_COUNT };
+enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_COUNT };
 static const char *const xa_names[XA_COUNT] = {
 	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
+	"user.source_dtype", /* only on tensors served converted */
 };
+
+static int converted(const struct tfs_fs *fs, const struct tfs_node *n)
+{
+	return (fs->view & TFS_VIEW_F32) &&
+	       tfs_converts(fs->m->shards[n->shard].h.t[n->ref].dtype);
+}
 
 /* Hands a value to the kernel following the getxattr size protocol. */
 static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
@@ -423,8 +477,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len;
 	const char *v;
 	char small[64];
+	if (which == XA_SOURCE_DTYPE && !converted(fs, n)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	switch (which) {
 	case XA_DTYPE:
+		if (converted(fs, n)) {
+			reply_value(req, size, "F32", 3);
+			return;
+		}
+		v = tfs_tensor_dtype(h, t, &len);
+		reply_value(req, size, v, len);
+		return;
+	case XA_SOURCE_DTYPE:
 		v = tfs_tensor_dtype(h, t, &len);
 		reply_value(req, size, v, len);
 		return;
@@ -467,7 +533,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct tfs_fs *fs = fs_of(req);
 	const struct tfs_node *n = node_of(fs, ino);
-	char list[128];
+	char list[160];
 	size_t len = 0;
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -475,6 +541,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	if (n->kind == TFS_NODE_TENSOR) {
 		for (int i = 0; i < XA_COUNT; i++) {
+			if (i == XA_SOURCE_DTYPE && !converted(fs, n))
+				continue;
 			size_t l = strlen(xa_names[i]) + 1;
 			memcpy(list + len, xa_names[i], l);
 			len += l;

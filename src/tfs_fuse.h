@@ -16,6 +16,7 @@ struct tfs_fs {
 	uid_t uid;
 	gid_t gid;
 	bool direct_io;
+	unsigned view;  /* TFS_VIEW_* */
 	bool nosplice;  /* asked for by the user */
 	bool splice;    /* granted by the kernel at INIT */
 	int *changed;   /* per shard: a change was already logged */

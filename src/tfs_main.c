@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tfs_fuse.h"
+#include "tfs_inspect.h"
 #include "tfs_hash.h"
 
 #ifndef TFS_VERSION
@@ -39,6 +40,8 @@ struct cli {
 	int direct_io;
 	int nosplice;
 	char *layout;
+	char *format;
+	char *convert;
 	char *readahead;
 	char *uid, *gid;
 	int bad_extra;
@@ -51,6 +54,8 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("direct_io", direct_io, 1),
 	CLI_OPT("nosplice", nosplice, 1),
 	CLI_OPT("layout=%s", layout, 0),
+	CLI_OPT("format=%s", format, 0),
+	CLI_OPT("convert=%s", convert, 0),
 	CLI_OPT("readahead_kb=%s", readahead, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
@@ -121,6 +126,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		"       tensorfs --inspect [--json] [-o strict] SOURCE\n"
 		"\n"
 		"Mounts a safetensors checkpoint read-only: one file per tensor, with\n"
 		"user.dtype, user.shape, user.name, user.offsets and user.source xattrs,\n"
@@ -139,6 +145,8 @@ static void usage(FILE *f)
 		"       strict             refuse dtypes the reference reader does not know\n"
 		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
 		"                          tree: names split on '.' into directories\n"
+		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
+		"       convert=f32        BF16, F16, F8, F6 and F4 tensors as float32\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
 		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
@@ -326,8 +334,57 @@ static int exit_of(tfs_err e)
 	}
 }
 
+/* tensorfs --inspect [--json] [-o strict] SOURCE: same sources, same checks
+ * and exit codes as mounting, without a mount point. */
+static int inspect_main(int argc, char **argv)
+{
+	int json = 0, strict = 0;
+	const char *source = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--inspect") == 0)
+			continue;
+		if (strcmp(argv[i], "--json") == 0) {
+			json = 1;
+		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc && strcmp(argv[i + 1], "strict") == 0) {
+			strict = 1;
+			i++;
+		} else if (argv[i][0] == '-' || source) {
+			fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o strict] SOURCE)\n", argv[i]);
+			return EXIT_USAGE;
+		} else {
+			source = argv[i];
+		}
+	}
+	if (!source) {
+		fprintf(stderr, "tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o strict] SOURCE)\n");
+		return EXIT_USAGE;
+	}
+	struct tfs_model model;
+	struct tfs_model_diag md;
+	struct tfs_model_opts mo = {.parse_flags = strict ? TFS_PARSE_STRICT : 0, .warn = warn_cb};
+	tfs_hash_seed_init();
+	tfs_err e = tfs_model_open(source, &mo, &model, &md);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
+		return exit_of(e);
+	}
+	int r = tfs_inspect(&model, source, json, stdout);
+	if (fflush(stdout) != 0)
+		r = -1;
+	tfs_model_free(&model);
+	if (r) {
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", source);
+		return EXIT_INTERNAL;
+	}
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--inspect") == 0)
+			return inspect_main(argc, argv);
+
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts fo;
 	struct cli c;
@@ -401,6 +458,22 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
+	unsigned view = 0;
+	if (c.format && strcmp(c.format, "npy") == 0) {
+		view |= TFS_VIEW_NPY;
+	} else if (c.format && strcmp(c.format, "raw") != 0) {
+		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c.format);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (c.convert && strcmp(c.convert, "f32") == 0) {
+		view |= TFS_VIEW_F32;
+	} else if (c.convert && strcmp(c.convert, "none") != 0) {
+		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c.convert);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
 	tfs_hash_seed_init();
 	struct tfs_model_opts mo = {
 		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
@@ -412,7 +485,7 @@ int main(int argc, char **argv)
 		rc = exit_of(e);
 		goto out_args;
 	}
-	e = tfs_tree_build(&model, layout, &tree, &d);
+	e = tfs_tree_build(&model, layout, view, &tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
 		rc = exit_of(e);
@@ -455,6 +528,7 @@ int main(int argc, char **argv)
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
 	fs.direct_io = c.direct_io;
+	fs.view = view;
 	fs.nosplice = c.nosplice;
 	fs.splice = false;
 	fs.timeout = 86400.0 * 365;
@@ -548,6 +622,8 @@ out_args:
 	free(c.uid);
 	free(c.gid);
 	free(c.layout);
+	free(c.format);
+	free(c.convert);
 	free(c.readahead);
 	fuse_opt_free_args(&args);
 	return rc;

@@ -49,6 +49,11 @@ uint64_t tfs_name_hash(const char *name, size_t len)
 
 size_t tfs_name_map(const char *name, size_t len, char *out, int *hashed)
 {
+	return tfs_name_map_max(name, len, out, TFS_NAME_MAX, hashed);
+}
+
+size_t tfs_name_map_max(const char *name, size_t len, char *out, size_t max, int *hashed)
+{
 	size_t o = 0, i;
 	*hashed = 0;
 	if (len == 0) {
@@ -72,7 +77,7 @@ size_t tfs_name_map(const char *name, size_t len, char *out, int *hashed)
 	for (; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
 		size_t need = must_escape(c) ? 3 : 1;
-		if (o + need > TFS_NAME_MAX)
+		if (o + need > max)
 			break;
 		if (need == 3) {
 			out[o++] = '%';

@@ -27,6 +27,10 @@
  * form was used. */
 size_t tfs_name_map(const char *name, size_t len, char *out, int *hashed);
 
+/* The same with room kept for a suffix: the result is at most `max` bytes
+ * (max >= TFS_NAME_KEEP + 18), shortened by the same rule. */
+size_t tfs_name_map_max(const char *name, size_t len, char *out, size_t max, int *hashed);
+
 /* True when the mapped name is the name itself (no escaping needed). */
 int tfs_name_is_plain(const char *name, size_t len);
 

@@ -7,6 +7,7 @@
 #include "tfs_hash.h"
 #include "tfs_mem.h"
 #include "tfs_names.h"
+#include "tfs_convert.h"
 
 tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
@@ -138,7 +139,8 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 {
 	switch (n->kind) {
 	case TFS_NODE_TENSOR:
-		return tfs_tensor_size(tfs_node_tensor(t, n));
+		return n->first + tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n),
+						t->view & TFS_VIEW_F32);
 	case TFS_NODE_BLOB:
 		return t->blobs[n->ref].len;
 	default:
@@ -284,9 +286,10 @@ static void free_build(struct build *b)
 	free(b->dslots);
 }
 
-tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
+tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsigned view,
 		       struct tfs_tree *t, struct tfs_diag *d)
 {
+	const size_t npy_len = (view & TFS_VIEW_NPY) ? strlen(TFS_NPY_SUFFIX) : 0;
 	struct build b;
 	tfs_err e;
 	uint32_t root, first_user;
@@ -298,6 +301,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 	memset(&b, 0, sizeof b);
 	b.t = t;
 	t->m = m;
+	t->view = view;
 	/* Room for every tensor and the synthetic files at once: growing a
 	 * half-million-node table by doubling costs more than the rest. */
 	b.cap = 0;
@@ -356,7 +360,16 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 			t->nodes[ni].ref = i;
 			b.raw[ni] = name + start;
 			b.raw_len[ni] = (uint32_t)(ts->name_len - start);
-			t->total_bytes += tfs_tensor_size(ts);
+			if (view & TFS_VIEW_NPY) {
+				char hb[4096], *hp = hb;
+				size_t need = tfs_npy_header_max(ts);
+				if (need > sizeof hb && !(hp = malloc(need)))
+					goto nomem;
+				t->nodes[ni].first = (uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
+				if (hp != hb)
+					free(hp);
+			}
+			t->total_bytes += tfs_node_size(t, &t->nodes[ni]);
 		}
 	}
 
@@ -375,22 +388,30 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
 		goto nomem;
 	for (uint32_t i = first_user; i < t->nnodes; i++) {
 		struct tfs_node *n = &t->nodes[i];
-		char buf[TFS_NAME_MAX + 1 + sizeof TFS_CONFLICT_SUFFIX];
+		char buf[TFS_NAME_MAX + 1];
 		int hashed;
 		foff[i] = UINT64_MAX;
-		if (layout == TFS_LAYOUT_FLAT && tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
+		int file = n->kind == TFS_NODE_TENSOR;
+		if (layout == TFS_LAYOUT_FLAT && !(file && npy_len) &&
+		    tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
 			n->fname = b.raw[i];
 			n->fname_len = b.raw_len[i];
 			continue;
 		}
-		size_t len = tfs_name_map(b.raw[i], b.raw_len[i], buf, &hashed);
-		if (b.conflict[i]) {
-			/* Keep within NAME_MAX: the hashed form is short enough. */
-			if (len + strlen(TFS_CONFLICT_SUFFIX) > TFS_NAME_MAX)
-				len = TFS_NAME_MAX - strlen(TFS_CONFLICT_SUFFIX);
-			memcpy(buf + len, TFS_CONFLICT_SUFFIX, sizeof TFS_CONFLICT_SUFFIX);
+		/* Leave room for the suffixes, so a long name is shortened
+		 * by the usual rule rather than cut. */
+		size_t room = (file && b.conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) +
+			      (file ? npy_len : 0);
+		size_t len = tfs_name_map_max(b.raw[i], b.raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
+		if (file && b.conflict[i]) {
+			memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
 			len += strlen(TFS_CONFLICT_SUFFIX);
 		}
+		if (file && npy_len) {
+			memcpy(buf + len, TFS_NPY_SUFFIX, npy_len);
+			len += npy_len;
+		}
+		buf[len] = 0;
 		foff[i] = flen;
 		n->fname_len = (uint32_t)len;
 		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||

@@ -21,6 +21,13 @@
 
 enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
+/* How a tensor's file shows it (README, "Views for tools"). */
+enum {
+	TFS_VIEW_NPY = 1,     /* NAME.npy: an NPY header, then the data */
+	TFS_VIEW_F32 = 2,     /* narrow float dtypes decoded to float32 */
+};
+#define TFS_NPY_SUFFIX ".npy"
+
 enum tfs_node_kind {
 	TFS_NODE_DIR = 1,
 	TFS_NODE_TENSOR,
@@ -34,7 +41,8 @@ struct tfs_node {
 	uint32_t shard;     /* tensor: which shard */
 	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
 			     * index; dir: number of subdirectories */
-	uint32_t first;     /* dir: first index into children */
+	uint32_t first;     /* dir: first index into children; tensor: the
+			     * length of its NPY header (0 without one) */
 	uint32_t count;     /* dir: number of children */
 	uint8_t kind;
 };
@@ -55,9 +63,10 @@ struct tfs_tree {
 	struct tfs_blob blobs[2];
 	uint32_t nblobs;
 	uint64_t total_bytes;   /* sum of all file sizes, for statfs */
+	unsigned view;          /* TFS_VIEW_* */
 };
 
-tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout,
+tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsigned view,
 		       struct tfs_tree *out, struct tfs_diag *d);
 void tfs_tree_free(struct tfs_tree *t);
 

@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
 			abort();
 		for (int layout = 0; layout < 2; layout++) {
-			if (tfs_tree_build(&m, (enum tfs_layout)layout, &tr, &d) != TFS_OK)
+			unsigned view = size > 1 ? (data[1] & 3) : 0;
+			if (tfs_tree_build(&m, (enum tfs_layout)layout, view, &tr, &d) != TFS_OK)
 				continue;
 			for (uint32_t i = 2; i < tr.nnodes; i++) {
 				const struct tfs_node *nd = &tr.nodes[i];
