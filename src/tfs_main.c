@@ -164,7 +164,7 @@ static int check_mountpoint(const char *mp)
 	struct stat st;
 	if (stat(mp, &st) != 0) {
 		int e = errno;
-		if (e == ENOTCONN)
+		if (e == ENOTCONN || e == ECONNABORTED)
 			fprintf(stderr,
 				"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
 				mp, mp);
@@ -180,9 +180,10 @@ static int check_mountpoint(const char *mp)
 		return -1;
 	}
 	/* A FUSE mount whose daemon died still answers stat() from the
-	 * kernel's cache; statfs always asks, and tells. */
+	 * kernel's cache; statfs always asks, and tells (ENOTCONN, or
+	 * ECONNABORTED on kernels that report an aborted connection so). */
 	struct statvfs sv;
-	if (statvfs(mp, &sv) != 0 && errno == ENOTCONN) {
+	if (statvfs(mp, &sv) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
 		fprintf(stderr,
 			"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
 			mp, mp);
