@@ -448,6 +448,25 @@ static tfs_err put_str(char **b, size_t *n, size_t *cap, const char *s)
 	return tfs_json_put(b, n, cap, s, strlen(s));
 }
 
+/* Appends pretty-printed JSON nested one level deeper: every line after
+ * the first is indented two more spaces. */
+static tfs_err put_nested(char **b, size_t *n, size_t *cap, const char *text, size_t len)
+{
+	tfs_err e = TFS_OK;
+	size_t start = 0;
+	for (size_t k = 0; !e && k < len; k++) {
+		if (text[k] != '\n')
+			continue;
+		e = tfs_json_put(b, n, cap, text + start, k + 1 - start);
+		if (!e)
+			e = tfs_json_put(b, n, cap, "  ", 2);
+		start = k + 1;
+	}
+	if (!e)
+		e = tfs_json_put(b, n, cap, text + start, len - start);
+	return e;
+}
+
 /* __index__.json: the index pretty-printed, two spaces a level. Members
  * other than weight_map (small) go through json-c; weight_map, which can
  * hold a million names, is written directly, each name once (first place,
@@ -495,11 +514,8 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 			e = tfs_json_str(&b, &n, &cap, x->o[i].key, strlen(x->o[i].key));
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, ": ", 2);
-		for (const char *p = pretty; !e && *p; p++) {
-			e = tfs_json_put(&b, &n, &cap, p, 1);
-			if (!e && *p == '\n')
-				e = tfs_json_put(&b, &n, &cap, "  ", 2);
-		}
+		if (!e)
+			e = put_nested(&b, &n, &cap, pretty, strlen(pretty));
 		json_object_put(v);
 	}
 	if (!e)
@@ -884,12 +900,8 @@ tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
 			e = tfs_meta_json(&m->shards[i].h, &one, &ol);
 		if (e)
 			break;
-		/* Re-indent the shard's own lines; drop its final newline. */
-		for (size_t k = 0; !e && k + 1 < ol; k++) {
-			e = tfs_json_put(&b, &n, &cap, one + k, 1);
-			if (!e && one[k] == '\n')
-				e = tfs_json_put(&b, &n, &cap, "  ", 2);
-		}
+		/* The shard's own object, without its final newline. */
+		e = put_nested(&b, &n, &cap, one, ol ? ol - 1 : 0);
 		free(one);
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n", i + 1 < m->nshards ? 2 : 1);
