@@ -323,3 +323,20 @@ def test_inspect_errors_and_hostile_names(tmp):
     assert d["tensors"][0]["name"] == "a\nb\x00c"
     assert d["parameters_per_dtype"] == {"I64": 1, "U8": 1}  # a scalar counts 1
     assert d["metadata"] == {"k": "v"}
+
+
+def test_npy_version_2_header(tmp):
+    """A shape whose header passes 64 KiB needs NPY 2.0 (32-bit length)."""
+    path = os.path.join(tmp, "v2.safetensors")
+    shape = [1] * 24999 + [3]
+    write_st(path, [("deep", "I16", shape, struct.pack("<3h", 1, -2, 3))])
+    with mounted(path, "-o", "format=npy") as mnt:
+        p = os.path.join(mnt, "deep.npy")
+        with open(p, "rb") as f:
+            head = f.read(12)
+        assert head[:8] == b"\x93NUMPY\x02\x00"
+        hl = struct.unpack("<I", head[8:12])[0]
+        assert hl > 65535 and (12 + hl) % 64 == 0
+        # numpy refuses headers over 10,000 bytes unless told otherwise
+        a = np.load(p, max_header_size=200000)
+        assert a.shape == tuple(shape) and a.ravel().tolist() == [1, -2, 3]
