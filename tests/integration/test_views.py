@@ -337,6 +337,11 @@ def test_npy_version_2_header(tmp):
         assert head[:8] == b"\x93NUMPY\x02\x00"
         hl = struct.unpack("<I", head[8:12])[0]
         assert hl > 65535 and (12 + hl) % 64 == 0
-        # numpy refuses headers over 10,000 bytes unless told otherwise
-        a = np.load(p, max_header_size=200000)
-        assert a.shape == tuple(shape) and a.ravel().tolist() == [1, -2, 3]
+        # numpy arrays stop at 32 dimensions, so only numpy's header reader
+        # can check a header this long (given max_header_size)
+        with open(p, "rb") as f:
+            assert np.lib.format.read_magic(f) == (2, 0)
+            got_shape, fortran, dtype = np.lib.format.read_array_header_2_0(f, max_header_size=200000)
+            assert got_shape == tuple(shape) and not fortran and dtype == np.dtype("<i2")
+            assert f.tell() == 12 + hl
+            assert struct.unpack("<3h", f.read()) == (1, -2, 3)
