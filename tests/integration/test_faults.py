@@ -189,3 +189,24 @@ def test_long_names_and_many_dimensions(tmp):
     with mounted(path, "-o", "layout=tree") as mnt:
         d = os.path.join(mnt, "h" * 70_000 and os.listdir(mnt)[0])
         assert os.path.exists(d)
+
+
+def test_allow_other_only_when_asked(tmp):
+    """Other users see the mount only with -o allow_other, and the kernel
+    then checks permissions (default_permissions is always on)."""
+    path = small(tmp)
+
+    def opts(mnt):
+        with open("/proc/self/mounts") as f:
+            return next(l.split()[3] for l in f if l.split()[1] == os.path.realpath(mnt)).split(",")
+    with mounted(path) as mnt:
+        o = opts(mnt)
+        assert "allow_other" not in o and "default_permissions" in o and "ro" in o
+    with mounted(path, "-o", "allow_other") as mnt:
+        o = opts(mnt)
+        assert "allow_other" in o and "default_permissions" in o
+        if os.getuid() == 0:
+            # another user can read a 0444 file, and cannot write it
+            r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "cat", os.path.join(mnt, "a")], capture_output=True)
+            assert r.returncode == 0 and r.stdout == b"abc"

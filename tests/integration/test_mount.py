@@ -509,6 +509,7 @@ def test_demo_script(tmp):
         assert 'user.dtype="BF16"' in r.stdout
         assert "00000000  00 00 00 00" in r.stdout
         assert "fusermount3 -u " + mnt in r.stdout
+        assert "6 tensors, " in r.stdout  # the --inspect summary
         assert is_mounted(mnt)
         assert json.load(open(os.path.join(mnt, "__metadata__.json")))["format"] == "pt"
     finally:
