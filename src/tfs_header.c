@@ -427,11 +427,42 @@ static tfs_err enter(struct sc *s)
 	return TFS_OK;
 }
 
+/* Just after entering an object or array: if it closes at once, consume
+ * the closing byte and leave it. Returns 1 when it was empty. */
+static int close_if_empty(struct sc *s, char close)
+{
+	ws(s);
+	if (peek(s) != close)
+		return 0;
+	s->p++;
+	s->depth--;
+	return 1;
+}
+
+/* After a member: 1 when ',' says another follows, 0 when the closing byte
+ * ends the container (left), -1 on anything else (*e says what). */
+static int next_member(struct sc *s, char close, tfs_err *e)
+{
+	ws(s);
+	if (peek(s) == ',') {
+		s->p++;
+		return 1;
+	}
+	if (peek(s) == close) {
+		s->p++;
+		s->depth--;
+		return 0;
+	}
+	*e = jerr(s, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+	return -1;
+}
+
 /* Checks and skips any JSON value: fields the reference ignores must still
  * be valid JSON by every rule. */
 static tfs_err skip_value(struct sc *s)
 {
-	tfs_err e;
+	tfs_err e = TFS_OK;
+	int r;
 	struct str str;
 	enum numkind k;
 	uint64_t v;
@@ -440,55 +471,27 @@ static tfs_err skip_value(struct sc *s)
 	case '{':
 		if ((e = enter(s)))
 			return e;
-		ws(s);
-		if (peek(s) == '}') {
-			s->p++;
-			s->depth--;
+		if (close_if_empty(s, '}'))
 			return TFS_OK;
-		}
-		for (;;) {
+		do {
 			ws(s);
 			if (peek(s) != '"')
 				return jerr(s, "expected a string key");
 			if ((e = scan_string(s, &str)) || (e = expect(s, ':', "expected ':'")) ||
 			    (e = skip_value(s)))
 				return e;
-			ws(s);
-			if (peek(s) == ',') {
-				s->p++;
-				continue;
-			}
-			if (peek(s) == '}') {
-				s->p++;
-				s->depth--;
-				return TFS_OK;
-			}
-			return jerr(s, "expected ',' or '}'");
-		}
+		} while ((r = next_member(s, '}', &e)) > 0);
+		return r < 0 ? e : TFS_OK;
 	case '[':
 		if ((e = enter(s)))
 			return e;
-		ws(s);
-		if (peek(s) == ']') {
-			s->p++;
-			s->depth--;
+		if (close_if_empty(s, ']'))
 			return TFS_OK;
-		}
-		for (;;) {
+		do {
 			if ((e = skip_value(s)))
 				return e;
-			ws(s);
-			if (peek(s) == ',') {
-				s->p++;
-				continue;
-			}
-			if (peek(s) == ']') {
-				s->p++;
-				s->depth--;
-				return TFS_OK;
-			}
-			return jerr(s, "expected ',' or ']'");
-		}
+		} while ((r = next_member(s, ']', &e)) > 0);
+		return r < 0 ? e : TFS_OK;
 	case '"':
 		return scan_string(s, &str);
 	case 't':
@@ -651,13 +654,10 @@ static tfs_err parse_shape(struct sc *s, struct tfs_tensor *t)
 		return e;
 	t->dims_off = (uint32_t)h->ndims;
 	t->ndim = 0;
-	ws(s);
-	if (peek(s) == ']') {
-		s->p++;
-		s->depth--;
+	if (close_if_empty(s, ']'))
 		return TFS_OK;
-	}
-	for (;;) {
+	int r;
+	do {
 		uint64_t v;
 		if ((e = parse_u64(s, t, &v, "shape")))
 			return e;
@@ -665,18 +665,8 @@ static tfs_err parse_shape(struct sc *s, struct tfs_tensor *t)
 			return nomem(s);
 		h->dims[h->ndims++] = v;
 		t->ndim++;
-		ws(s);
-		if (peek(s) == ',') {
-			s->p++;
-			continue;
-		}
-		if (peek(s) == ']') {
-			s->p++;
-			s->depth--;
-			return TFS_OK;
-		}
-		return jerr(s, "expected ',' or ']' in shape");
-	}
+	} while ((r = next_member(s, ']', &e)) > 0);
+	return r < 0 ? e : TFS_OK;
 }
 
 static tfs_err parse_offsets(struct sc *s, struct tfs_tensor *t)
@@ -736,11 +726,9 @@ static tfs_err parse_tensor(struct sc *s, struct tfs_tensor *t)
 	if ((e = enter(s)))
 		return e;
 	unsigned seen = 0;
-	ws(s);
-	if (peek(s) == '}') {
-		s->p++;
-	} else {
-		for (;;) {
+	int r = 0;
+	if (!close_if_empty(s, '}')) {
+		do {
 			struct str key;
 			unsigned bit = 0;
 			ws(s);
@@ -773,19 +761,10 @@ static tfs_err parse_tensor(struct sc *s, struct tfs_tensor *t)
 				e = skip_value(s);
 			if (e)
 				return e;
-			ws(s);
-			if (peek(s) == ',') {
-				s->p++;
-				continue;
-			}
-			if (peek(s) == '}') {
-				s->p++;
-				break;
-			}
-			return jerr(s, "expected ',' or '}'");
-		}
+		} while ((r = next_member(s, '}', &e)) > 0);
+		if (r < 0)
+			return e;
 	}
-	s->depth--;
 	if (!(seen & 1))
 		return tensor_fail(s, t, "missing field 'dtype'");
 	if (!(seen & 2))
@@ -807,13 +786,10 @@ static tfs_err parse_metadata(struct sc *s)
 	if ((e = enter(s)))
 		return e;
 	h->has_metadata = true;
-	ws(s);
-	if (peek(s) == '}') {
-		s->p++;
-		s->depth--;
+	if (close_if_empty(s, '}'))
 		return TFS_OK;
-	}
-	for (;;) {
+	int r;
+	do {
 		struct str str;
 		struct tfs_meta_pair mp;
 		ws(s);
@@ -835,18 +811,8 @@ static tfs_err parse_metadata(struct sc *s)
 		if (grow((void **)&h->meta, &s->mcap, (size_t)h->nmeta + 1, sizeof *h->meta))
 			return nomem(s);
 		h->meta[h->nmeta++] = mp;
-		ws(s);
-		if (peek(s) == ',') {
-			s->p++;
-			continue;
-		}
-		if (peek(s) == '}') {
-			s->p++;
-			s->depth--;
-			return TFS_OK;
-		}
-		return jerr(s, "expected ',' or '}'");
-	}
+	} while ((r = next_member(s, '}', &e)) > 0);
+	return r < 0 ? e : TFS_OK;
 }
 
 /* Duplicate metadata keys: the last value wins, at the first key's place. */
@@ -896,11 +862,9 @@ static tfs_err parse_top(struct sc *s)
 		return jerr(s, "the header must be a JSON object");
 	if ((e = enter(s)))
 		return e;
-	ws(s);
-	if (peek(s) == '}') {
-		s->p++;
-	} else {
-		for (;;) {
+	int r = 0;
+	if (!close_if_empty(s, '}')) {
+		do {
 			struct str key;
 			ws(s);
 			if (peek(s) != '"')
@@ -925,19 +889,10 @@ static tfs_err parse_top(struct sc *s)
 				    (e = parse_tensor(s, &t)) || (e = tensor_put(s, &t)))
 					return e;
 			}
-			ws(s);
-			if (peek(s) == ',') {
-				s->p++;
-				continue;
-			}
-			if (peek(s) == '}') {
-				s->p++;
-				break;
-			}
-			return jerr(s, "expected ',' or '}'");
-		}
+		} while ((r = next_member(s, '}', &e)) > 0);
+		if (r < 0)
+			return e;
 	}
-	s->depth--;
 	ws(s);
 	if (s->p != s->end)
 		return jerr(s, "unexpected bytes after the JSON object (only spaces, tabs and newlines may pad the header)");
@@ -1187,17 +1142,14 @@ static tfs_err scan_weight_map(struct sc *s, const struct tfs_index_cb *cb)
 		return tfs_fail(s->d, TFS_ERR_FORMAT, "not a safetensors index: \"weight_map\" is not an object");
 	if ((e = enter(s)))
 		return e;
-	ws(s);
-	if (peek(s) == '}') {
-		s->p++;
-		s->depth--;
+	if (close_if_empty(s, '}'))
 		return TFS_OK;
-	}
 	/* The name is decoded into s->tmp, which the shard's decoding would
 	 * overwrite: keep a copy when it had escapes. */
 	char *keep = NULL;
 	size_t keepcap = 0;
-	for (;;) {
+	int r;
+	do {
 		struct str name, shard;
 		ws(s);
 		if (peek(s) != '"') {
@@ -1227,19 +1179,7 @@ static tfs_err scan_weight_map(struct sc *s, const struct tfs_index_cb *cb)
 		if ((e = scan_string(s, &shard)) ||
 		    (e = cb->entry(cb->ctx, name.p, name.len, shard.p, shard.len, s->d)))
 			break;
-		ws(s);
-		if (peek(s) == ',') {
-			s->p++;
-			continue;
-		}
-		if (peek(s) == '}') {
-			s->p++;
-			s->depth--;
-			break;
-		}
-		e = jerr(s, "expected ',' or '}'");
-		break;
-	}
+	} while ((r = next_member(s, '}', &e)) > 0);
 	free(keep);
 	return e;
 }
@@ -1265,11 +1205,9 @@ tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb
 	}
 	if ((e = enter(&s)))
 		goto out;
-	ws(&s);
-	if (peek(&s) == '}') {
-		s.p++;
-	} else {
-		for (;;) {
+	int r = 0;
+	if (!close_if_empty(&s, '}')) {
+		do {
 			struct str key;
 			char *kcopy;
 			ws(&s);
@@ -1303,18 +1241,9 @@ tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb
 				if (e)
 					goto out;
 			}
-			ws(&s);
-			if (peek(&s) == ',') {
-				s.p++;
-				continue;
-			}
-			if (peek(&s) == '}') {
-				s.p++;
-				break;
-			}
-			e = jerr(&s, "expected ',' or '}'");
+		} while ((r = next_member(&s, '}', &e)) > 0);
+		if (r < 0)
 			goto out;
-		}
 	}
 	ws(&s);
 	if (s.p != s.end) {
