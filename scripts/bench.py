@@ -144,23 +144,52 @@ def warm(path):
     subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M", "status=none"], check=True)
 
 
-def best(f, reps):
-    return min(f() for _ in range(reps))
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def paired(reps, base_fn, ours_fn):
+    """Baseline and tensorfs back to back in every repetition, so a machine
+    whose speed drifts during the run drifts for both; returns the median
+    baseline, the median tensorfs value and the median of the ratios
+    tensorfs/baseline (for times)."""
+    bs, os_, rs = [], [], []
+    for _ in range(reps):
+        b = base_fn()
+        o = ours_fn()
+        bs.append(b)
+        os_.append(o)
+        rs.append(o / b)
+    return median(bs), median(os_), median(rs)
 
 
 def row_read(big, reps):
     start, hdr = header_info(big)
     b, e = hdr["big.weight"]["data_offsets"]
     warm(big)
-    base = best(lambda: dd(big, start + b, e - b), reps)
-    firsts, seconds = [], []
-    for _ in range(reps):
+    seconds = []
+
+    def ours():
         with Mount(big) as m:
             p = os.path.join(m.mnt, "big.weight")
-            firsts.append(dd(p))
-            seconds.append(dd(p))
-    return [("read1", base / min(firsts), f"{GiB / min(firsts) / 1e9:.2f} GB/s vs {GiB / base / 1e9:.2f} GB/s", "higher"),
-            ("read2", base / min(seconds), f"{GiB / min(seconds) / 1e9:.2f} GB/s vs {GiB / base / 1e9:.2f} GB/s", "higher")]
+            t1 = dd(p)
+            seconds.append((t1, dd(p)))
+            return t1
+
+    bases = []
+
+    def base():
+        t = dd(big, start + b, e - b)
+        bases.append(t)
+        return t
+
+    bt, t1, r1 = paired(reps, base, ours)
+    r2 = median([t2 / bt_i for (_, t2), bt_i in zip(seconds, bases)])
+    t2 = median([t2 for _, t2 in seconds])
+    return [("read1", 1 / r1, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"),
+            ("read2", 1 / r2, f"{GiB / t2 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher")]
 
 
 def row_mount_rss(many, reps):
@@ -168,19 +197,23 @@ def row_mount_rss(many, reps):
             "n=struct.unpack('<Q',f.read(8))[0];json.loads(f.read(n));"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     warm(many)
-    py_t, py_rss = [], 0
-    for _ in range(reps):
+    rss = {"py": 0, "ours": 0}
+
+    def py():
         t0 = time.perf_counter()
         out = subprocess.run(["/usr/bin/python3", "-c", code, many], capture_output=True, text=True, check=True)
-        py_t.append(time.perf_counter() - t0)
-        py_rss = int(out.stdout)
-    ts, rss = [], 0
-    for _ in range(reps):
+        t = time.perf_counter() - t0
+        rss["py"] = int(out.stdout)
+        return t
+
+    def ours():
         with Mount(many) as m:
-            ts.append(m.mount_time)
-            rss = max(rss, vm_hwm_kb(m.pid))
-    return [("mount", min(ts) / min(py_t), f"{min(ts) * 1e3:.0f} ms vs {min(py_t) * 1e3:.0f} ms", "lower"),
-            ("rss", rss / py_rss, f"{rss / 1024:.0f} MiB vs {py_rss / 1024:.0f} MiB", "lower")]
+            rss["ours"] = max(rss["ours"], vm_hwm_kb(m.pid))
+            return m.mount_time
+
+    bt, ot, r = paired(reps, py, ours)
+    return [("mount", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower"),
+            ("rss", rss["ours"] / rss["py"], f"{rss['ours'] / 1024:.0f} MiB vs {rss['py'] / 1024:.0f} MiB", "lower")]
 
 
 def row_ls(hundred, reps):
@@ -194,14 +227,14 @@ def row_ls(hundred, reps):
             subprocess.run(["ls", "-l", d], stdout=subprocess.DEVNULL, check=True)
             return time.perf_counter() - t0
         ls(shm)
-        base = best(lambda: ls(shm), reps)
-        firsts = []
-        for _ in range(reps):
+
+        def ours():
             with Mount(hundred) as m:
-                firsts.append(ls(m.mnt))
+                return ls(m.mnt)
+        bt, ot, r = paired(reps, lambda: ls(shm), ours)
     finally:
         shutil.rmtree(shm)
-    return [("ls", min(firsts) / base, f"{min(firsts) * 1e3:.0f} ms vs {base * 1e3:.0f} ms", "lower")]
+    return [("ls", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower")]
 
 
 def par(paths_ranges):
@@ -215,6 +248,56 @@ def par(paths_ranges):
     for p in procs:
         p.wait()
     return time.perf_counter() - t0
+
+
+def row_par(big, reps):
+    start, hdr = header_info(big)
+    names = [f"layers.{i}.weight" for i in range(8)]
+    ranges = [(big, start + hdr[n]["data_offsets"][0], 256 * MiB) for n in names]
+    warm(big)
+
+    def ours():
+        with Mount(big) as m:
+            return par([(os.path.join(m.mnt, n), 0, None) for n in names])
+    bt, ot, r = paired(reps, lambda: par(ranges), ours)
+    total = 8 * 256 * MiB
+    return [("par", 1 / r, f"{total / ot / 1e9:.2f} GB/s vs {total / bt / 1e9:.2f} GB/s", "higher")]
+
+
+def row_rand(big, reps, n=20000):
+    start, hdr = header_info(big)
+    rng = random.Random(7)
+    names = list(hdr)
+    picks = []
+    for _ in range(n):
+        name = rng.choice(names)
+        b, e = hdr[name]["data_offsets"]
+        off = rng.randrange(0, e - b - 4096)
+        picks.append((name, off, start + b + off))
+    warm(big)
+
+    def direct():
+        fd = os.open(big, os.O_RDONLY)
+        t0 = time.perf_counter()
+        for _, _, absoff in picks:
+            os.pread(fd, 4096, absoff)
+        t = time.perf_counter() - t0
+        os.close(fd)
+        return t
+
+    def ours():
+        with Mount(big) as m:
+            fds = {name: os.open(os.path.join(m.mnt, name), os.O_RDONLY) for name in names}
+            t0 = time.perf_counter()
+            for name, off, _ in picks:
+                os.pread(fds[name], 4096, off)
+            t = time.perf_counter() - t0
+            for fd in fds.values():
+                os.close(fd)
+            return t
+
+    bt, ot, r = paired(reps, direct, ours)
+    return [("rand", 1 / r, f"{n / ot / 1e3:.0f}k reads/s vs {n / bt / 1e3:.0f}k reads/s", "higher")]
 
 
 def shards_fixture(nshards=500, per=1000):
@@ -242,65 +325,17 @@ def row_shards(reps):
             "for p in sorted(glob.glob(d+'/*.safetensors')):\n"
             " f=open(p,'rb');n=struct.unpack('<Q',f.read(8))[0];json.loads(f.read(n))")
     subprocess.run(["cat"] + [os.path.join(d, f) for f in os.listdir(d)], stdout=subprocess.DEVNULL)
-    py = []
-    for _ in range(reps):
+
+    def py():
         t0 = time.perf_counter()
         subprocess.run(["/usr/bin/python3", "-c", code, d], check=True)
-        py.append(time.perf_counter() - t0)
-    ts = []
-    for _ in range(reps):
+        return time.perf_counter() - t0
+
+    def ours():
         with Mount(d) as m:
-            ts.append(m.mount_time)
-    return [("shards", min(ts) / min(py), f"{min(ts) * 1e3:.0f} ms vs {min(py) * 1e3:.0f} ms", "lower")]
-
-
-def row_par(big, reps):
-    start, hdr = header_info(big)
-    names = [f"layers.{i}.weight" for i in range(8)]
-    ranges = [(big, start + hdr[n]["data_offsets"][0], 256 * MiB) for n in names]
-    warm(big)
-    base = best(lambda: par(ranges), reps)
-    ts = []
-    for _ in range(reps):
-        with Mount(big) as m:
-            ts.append(par([(os.path.join(m.mnt, n), 0, None) for n in names]))
-    total = 8 * 256 * MiB
-    return [("par", base / min(ts), f"{total / min(ts) / 1e9:.2f} GB/s vs {total / base / 1e9:.2f} GB/s", "higher")]
-
-
-def row_rand(big, reps, n=20000):
-    start, hdr = header_info(big)
-    rng = random.Random(7)
-    names = list(hdr)
-    picks = []
-    for _ in range(n):
-        name = rng.choice(names)
-        b, e = hdr[name]["data_offsets"]
-        off = rng.randrange(0, e - b - 4096)
-        picks.append((name, off, start + b + off))
-    warm(big)
-
-    def direct():
-        fd = os.open(big, os.O_RDONLY)
-        t0 = time.perf_counter()
-        for _, _, absoff in picks:
-            os.pread(fd, 4096, absoff)
-        t = time.perf_counter() - t0
-        os.close(fd)
-        return t
-
-    base = best(direct, reps)
-    ts = []
-    for _ in range(reps):
-        with Mount(big) as m:
-            fds = {name: os.open(os.path.join(m.mnt, name), os.O_RDONLY) for name in names}
-            t0 = time.perf_counter()
-            for name, off, _ in picks:
-                os.pread(fds[name], 4096, off)
-            ts.append(time.perf_counter() - t0)
-            for fd in fds.values():
-                os.close(fd)
-    return [("rand", base / min(ts), f"{n / min(ts) / 1e3:.0f}k reads/s vs {n / base / 1e3:.0f}k reads/s", "higher")]
+            return m.mount_time
+    bt, ot, r = paired(reps, py, ours)
+    return [("shards", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower")]
 
 
 TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
@@ -311,7 +346,7 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="read1,read2,mount,rss,ls,par,rand,shards")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
     a = ap.parse_args()
@@ -336,7 +371,7 @@ def main():
     except Exception:
         pass
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {cpu}, kernel {platform.release()}")
-    print(f"best of {a.reps} runs each; ratio = tensorfs / baseline "
+    print(f"{a.reps} paired runs a row (baseline, then tensorfs); medians; ratio = tensorfs / baseline "
           f"(throughput rows: baseline time / tensorfs time)")
     print(f"| row | ratio | must | aim | tensorfs vs baseline |")
     print(f"|---|---|---|---|---|")
