@@ -393,9 +393,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	tfs_err e = TFS_OK;
 	if ((uint64_t)off < hl) {
 		/* The NPY header is made again on demand: keeping half a million
-		 * of them would cost more than this. */
+		 * of them would cost more than this. It goes through the second
+		 * thread buffer, copied out before any decoding reuses it. */
 		size_t cap = tfs_npy_header_max(t);
-		char *hb = malloc(cap);
+		char *hb = thread_buf(1, cap);
 		if (!hb) {
 			fuse_reply_err(req, ENOMEM);
 			return;
@@ -403,7 +404,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tfs_npy_header(&sh->h, t, fs->view & TFS_VIEW_F32, hb, cap);
 		pos = (size_t)(hl - (uint64_t)off) < len ? (size_t)(hl - (uint64_t)off) : len;
 		memcpy(buf, hb + off, pos);
-		free(hb);
 	}
 	if (pos < len) {
 		uint64_t doff = (uint64_t)off + pos - hl;
