@@ -10,15 +10,9 @@ const char *tfs_err_str(tfs_err e)
 	case TFS_ERR_NOMEM: return "out of memory";
 	case TFS_ERR_IO: return "I/O error";
 	case TFS_ERR_SHORT: return "source is shorter than at mount time";
-	case TFS_ERR_CHANGED: return "source changed since mount";
 	case TFS_ERR_OPEN: return "cannot open source";
 	case TFS_ERR_NOTREG: return "not a regular file";
 	case TFS_ERR_FORMAT: return "invalid safetensors file";
-	case TFS_ERR_NOENT: return "no such entry";
-	case TFS_ERR_RANGE: return "buffer too small";
-	case TFS_ERR_NODATA: return "no such attribute";
-	case TFS_ERR_TOOBIG: return "value too large";
-	case TFS_ERR_ROFS: return "read-only";
 	case TFS_ERR_INVAL: return "invalid argument";
 	}
 	return "unknown error";

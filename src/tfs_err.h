@@ -15,15 +15,9 @@ typedef enum tfs_err {
 	TFS_ERR_NOMEM,     /* allocation failed */
 	TFS_ERR_IO,        /* the source could not be read */
 	TFS_ERR_SHORT,     /* the source holds fewer bytes than it did at mount */
-	TFS_ERR_CHANGED,   /* the source is no longer the file that was mounted */
 	TFS_ERR_OPEN,      /* the source could not be opened */
 	TFS_ERR_NOTREG,    /* the source is not a regular file */
 	TFS_ERR_FORMAT,    /* the source is not a valid safetensors file */
-	TFS_ERR_NOENT,     /* no such entry */
-	TFS_ERR_RANGE,     /* a caller's buffer is too small */
-	TFS_ERR_NODATA,    /* no such attribute */
-	TFS_ERR_TOOBIG,    /* a value is too large to hand out */
-	TFS_ERR_ROFS,      /* the request would write */
 	TFS_ERR_INVAL,     /* bad argument */
 } tfs_err;
 

@@ -20,15 +20,9 @@ int tfs_errno(tfs_err e)
 	switch (e) {
 	case TFS_OK: return 0;
 	case TFS_ERR_NOMEM: return ENOMEM;
-	case TFS_ERR_NOENT: return ENOENT;
-	case TFS_ERR_RANGE: return ERANGE;
-	case TFS_ERR_NODATA: return ENODATA;
-	case TFS_ERR_TOOBIG: return E2BIG;
-	case TFS_ERR_ROFS: return EROFS;
 	case TFS_ERR_INVAL: return EINVAL;
 	case TFS_ERR_IO:
 	case TFS_ERR_SHORT:
-	case TFS_ERR_CHANGED:
 	case TFS_ERR_OPEN:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_FORMAT:

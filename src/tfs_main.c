@@ -329,8 +329,7 @@ static int exit_of(tfs_err e)
 	case TFS_ERR_OPEN:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_IO:
-	case TFS_ERR_SHORT:
-	case TFS_ERR_CHANGED: return EXIT_SOURCE;
+	case TFS_ERR_SHORT: return EXIT_SOURCE;
 	default: return EXIT_INTERNAL;
 	}
 }
@@ -552,7 +551,7 @@ int main(int argc, char **argv)
 	}
 	if (fuse_session_mount(se, c.mountpoint) != 0) {
 		rc = EXIT_MOUNT;
-		goto out_ready;
+		goto out_signals;
 	}
 	fs.after_init = after_init;
 	fs.after_init_ctx = &rd;
@@ -602,7 +601,6 @@ int main(int argc, char **argv)
 
 out_unmount:
 	fuse_session_unmount(se);
-out_ready:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
