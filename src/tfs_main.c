@@ -1,5 +1,6 @@
 /* The command line: parse options, validate the whole source, mount, and
  * only then detach, so that every failure is reported in the foreground. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -39,6 +40,7 @@ struct cli {
 	int strict;
 	int direct_io;
 	int nosplice;
+	int overmount;
 	char *layout;
 	char *format;
 	char *convert;
@@ -53,6 +55,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("strict", strict, 1),
 	CLI_OPT("direct_io", direct_io, 1),
 	CLI_OPT("nosplice", nosplice, 1),
+	CLI_OPT("overmount", overmount, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -149,6 +152,7 @@ static void usage(FILE *f)
 		"       convert=f32        BF16, F16, F8, F6 and F4 tensors as float32\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
+		"       overmount          mount even where something is mounted already\n"
 		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
 		"                          0 keeps the kernel's 128; needs root)\n"
 		"       max_threads=N      worker threads (default 10)\n"
@@ -159,42 +163,137 @@ static void usage(FILE *f)
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
 
-static int check_mountpoint(const char *mp)
+/* Finds the absolute, symlink-free path `abs` among the mount points of
+ * /proc/self/mountinfo (the last, topmost, match wins). Its paths escape
+ * space, tab, newline and backslash as \ooo, so a field is unescaped before
+ * it is compared. Fills the device numbers and "TYPE from SOURCE" when
+ * asked. Returns 1 when found. */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+	for (char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = 0;
+}
+
+static int mountinfo_find(const char *abs, unsigned *maj, unsigned *min, char *what, size_t wsz)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	while (f && getline(&line, &cap, f) > 0) {
+		char *save = NULL, *field[5];
+		unsigned a, b;
+		int k = 0;
+		for (char *t = strtok_r(line, " \n", &save); t && k < 5; t = strtok_r(NULL, " \n", &save))
+			field[k++] = t;
+		if (k < 5 || sscanf(field[2], "%u:%u", &a, &b) != 2)
+			continue;
+		unescape_octal(field[4]);
+		if (strcmp(field[4], abs) != 0)
+			continue;
+		found = 1;
+		if (maj)
+			*maj = a, *min = b;
+		if (what) {
+			/* Optional fields, then "-", then type and source. */
+			char *t, *type = NULL, *src = NULL;
+			while ((t = strtok_r(NULL, " \n", &save)) && strcmp(t, "-") != 0)
+				;
+			if (t && (type = strtok_r(NULL, " \n", &save)))
+				src = strtok_r(NULL, " \n", &save);
+			if (src)
+				unescape_octal(src);
+			snprintf(what, wsz, "%s from %s", type ? type : "?", src ? src : "?");
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void dead_mount(const char *mp)
+{
+	fprintf(stderr,
+		"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
+		mp, mp);
+}
+
+/* Checks the mount point and returns its absolute, symlink-free path, or
+ * NULL after one line on stderr. Everything the daemon keeps must be
+ * absolute: it leaves the caller's working directory when it detaches, and
+ * unmounting (at a signal) goes through this path. */
+static char *check_mountpoint(const char *mp, int overmount)
 {
 	struct stat st;
 	if (stat(mp, &st) != 0) {
 		int e = errno;
 		if (e == ENOTCONN || e == ECONNABORTED)
-			fprintf(stderr,
-				"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
-				mp, mp);
+			dead_mount(mp);
 		else if (e == ENOENT)
 			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
 		else
 			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp,
 				strerror(e));
-		return -1;
+		return NULL;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
-		return -1;
+		return NULL;
 	}
 	/* A FUSE mount whose daemon died still answers stat() from the
 	 * kernel's cache; statfs always asks, and tells (ENOTCONN, or
 	 * ECONNABORTED on kernels that report an aborted connection so). */
 	struct statvfs sv;
 	if (statvfs(mp, &sv) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-		fprintf(stderr,
-			"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
-			mp, mp);
-		return -1;
+		dead_mount(mp);
+		return NULL;
 	}
-	if (access("/dev/fuse", R_OK | W_OK) != 0) {
+	char *abs = realpath(mp, NULL);
+	if (!abs) {
+		fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(errno));
+		return NULL;
+	}
+	/* Mounting again on a mount point stacks a second mount that hides
+	 * the first, and takes two unmounts to clear: refuse unless asked. */
+	char what[512];
+	if (!overmount && mountinfo_find(abs, NULL, NULL, what, sizeof what)) {
+		fprintf(stderr,
+			"tensorfs: %s: already a mount point (%s); unmount it first, or pass -o overmount to mount on top of it\n",
+			mp, what);
+		free(abs);
+		return NULL;
+	}
+	DIR *dir = opendir(abs);
+	if (dir) {
+		struct dirent *de;
+		while ((de = readdir(dir)))
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+				break;
+		if (de)
+			fprintf(stderr,
+				"tensorfs: %s: warning: the mount point is not empty; its files are hidden until the unmount\n",
+				mp);
+		closedir(dir);
+	}
+	/* Unprivileged mounts go through the setuid fusermount3, which opens
+	 * the device itself: only root needs to open it here. */
+	if (access("/dev/fuse", getuid() == 0 ? (R_OK | W_OK) : F_OK) != 0) {
 		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
 			strerror(errno));
-		return -1;
+		free(abs);
+		return NULL;
 	}
-	return 0;
+	return abs;
 }
 
 /* The kernel reads ahead only 128 KiB on a FUSE mount, and a daemon cannot
@@ -205,25 +304,8 @@ static int check_mountpoint(const char *mp)
  * the daemon, which is not answering yet. */
 static void set_readahead(const char *mountpoint, unsigned long kb)
 {
-	char *abs = realpath(mountpoint, NULL), line[4096];
-	FILE *f = fopen("/proc/self/mountinfo", "r");
 	unsigned maj = 0, min = 0;
-	int found = 0;
-	while (abs && f && fgets(line, sizeof line, f)) {
-		char mp[4096];
-		unsigned a, b;
-		/* id parent maj:min root mountpoint ... ; the last match wins */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) == 3 &&
-		    strcmp(mp, abs) == 0) {
-			maj = a;
-			min = b;
-			found = 1;
-		}
-	}
-	if (f)
-		fclose(f);
-	free(abs);
-	if (!found)
+	if (!mountinfo_find(mountpoint, &maj, &min, NULL, 0))
 		return;
 	char path[128];
 	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
@@ -492,7 +574,7 @@ int main(int argc, char **argv)
 		goto out_model;
 	}
 
-	if (check_mountpoint(c.mountpoint)) {
+	if (!(rd.mountpoint = check_mountpoint(c.mountpoint, c.overmount))) {
 		rc = EXIT_MOUNT;
 		goto out_tree;
 	}
@@ -543,13 +625,7 @@ int main(int argc, char **argv)
 		goto out_session;
 	}
 	rd.readahead_kb = readahead_kb;
-	rd.mountpoint = realpath(c.mountpoint, NULL);
-	if (!rd.mountpoint) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c.mountpoint, strerror(errno));
-		rc = EXIT_MOUNT;
-		goto out_signals;
-	}
-	if (fuse_session_mount(se, c.mountpoint) != 0) {
+	if (fuse_session_mount(se, rd.mountpoint) != 0) {
 		rc = EXIT_MOUNT;
 		goto out_signals;
 	}
@@ -610,8 +686,8 @@ out_session:
 	 * makes that open() return. */
 	if (have_rt)
 		pthread_join(rt, NULL);
-	free(rd.mountpoint);
 out_tree:
+	free(rd.mountpoint);
 	free(fs.changed);
 	tfs_tree_free(&tree);
 out_model:

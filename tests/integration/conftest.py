@@ -7,6 +7,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from tfsutil import mount_points  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def no_sanitizer_reports():
@@ -29,8 +31,6 @@ def tmp(tmp_path):
     failure cannot leak into later tests."""
     yield str(tmp_path)
     root = os.path.realpath(str(tmp_path))
-    with open("/proc/self/mounts") as f:
-        left = [line.split()[1] for line in f if line.split()[2] == "fuse.tensorfs"]
-    for m in left:
+    for m in mount_points("fuse.tensorfs"):
         if m.startswith(root + "/") or m == root:
             subprocess.run(["fusermount3", "-uz", m], capture_output=True)

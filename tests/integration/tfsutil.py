@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -109,10 +110,20 @@ def daemon_pids(mnt):
     return [int(p) for p in out.stdout.split()]
 
 
-def is_mounted(mnt):
-    mnt = os.path.realpath(mnt)
+def mount_points(fstype=None):
+    """Mount points from /proc/self/mounts, with the kernel's \\ooo escapes
+    (space, tab, newline, backslash) undone."""
+    out = []
     with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == mnt for line in f)
+        for line in f:
+            fields = line.split(" ")
+            if fstype is None or fields[2] == fstype:
+                out.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1]))
+    return out
+
+
+def is_mounted(mnt):
+    return os.path.realpath(mnt) in mount_points()
 
 
 def alive(pid):
