@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "tfs_convert.h"
-#include "tfs_tree.h"
+#include "tfs_json.h"
+#include "tfs_model.h"
 
 struct per_dtype {
 	char name[64];

@@ -13,7 +13,7 @@
 
 #include "tfs_hash.h"
 #include "tfs_mem.h"
-#include "tfs_tree.h"
+#include "tfs_json.h"
 
 #define INDEX_SUFFIX ".safetensors.index.json"
 #define ST_SUFFIX ".safetensors"
@@ -443,30 +443,6 @@ out:
 	return e;
 }
 
-static tfs_err put_str(char **b, size_t *n, size_t *cap, const char *s)
-{
-	return tfs_json_put(b, n, cap, s, strlen(s));
-}
-
-/* Appends pretty-printed JSON nested one level deeper: every line after
- * the first is indented two more spaces. */
-static tfs_err put_nested(char **b, size_t *n, size_t *cap, const char *text, size_t len)
-{
-	tfs_err e = TFS_OK;
-	size_t start = 0;
-	for (size_t k = 0; !e && k < len; k++) {
-		if (text[k] != '\n')
-			continue;
-		e = tfs_json_put(b, n, cap, text + start, k + 1 - start);
-		if (!e)
-			e = tfs_json_put(b, n, cap, "  ", 2);
-		start = k + 1;
-	}
-	if (!e)
-		e = tfs_json_put(b, n, cap, text + start, len - start);
-	return e;
-}
-
 /* __index__.json: the index pretty-printed, two spaces a level. Members
  * other than weight_map (small) go through json-c; weight_map, which can
  * hold a million names, is written directly, each name once (first place,
@@ -483,14 +459,14 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 	int members = 0;
 	for (size_t i = 0; !e && i <= x->no; i++) {
 		if (i == x->wm_pos) {
-			e = put_str(&b, &n, &cap, members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
+			e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
 			int any = 0;
 			for (size_t k = 0; !e && k < x->n; k++) {
 				const char *name = x->arena + x->e[k].off;
 				uint64_t g = eg[k];
 				if (first[g] != k)
 					continue;
-				e = put_str(&b, &n, &cap, any++ ? ",\n    " : "\n    ");
+				e = tfs_json_puts(&b, &n, &cap, any++ ? ",\n    " : "\n    ");
 				if (!e)
 					e = tfs_json_str(&b, &n, &cap, name, x->e[k].len);
 				if (!e)
@@ -500,7 +476,7 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 					e = tfs_json_str(&b, &n, &cap, sh, strlen(sh));
 			}
 			if (!e)
-				e = put_str(&b, &n, &cap, any ? "\n  }" : "}");
+				e = tfs_json_puts(&b, &n, &cap, any ? "\n  }" : "}");
 		}
 		if (i == x->no || e)
 			continue;
@@ -509,17 +485,17 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 						 v, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 							    JSON_C_TO_STRING_NOSLASHESCAPE)
 				       : x->o[i].text;
-		e = put_str(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
+		e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
 		if (!e)
 			e = tfs_json_str(&b, &n, &cap, x->o[i].key, strlen(x->o[i].key));
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, ": ", 2);
 		if (!e)
-			e = put_nested(&b, &n, &cap, pretty, strlen(pretty));
+			e = tfs_json_nested(&b, &n, &cap, pretty, strlen(pretty));
 		json_object_put(v);
 	}
 	if (!e)
-		e = put_str(&b, &n, &cap, members ? "\n}\n" : "}\n");
+		e = tfs_json_puts(&b, &n, &cap, members ? "\n}\n" : "}\n");
 	if (e) {
 		free(b);
 		return e;
@@ -844,6 +820,40 @@ tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
 
 /* ---- __metadata__.json ---- */
 
+tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *outlen)
+{
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	tfs_err e = TFS_OK;
+	if (!h->has_metadata || h->nmeta == 0) {
+		e = tfs_json_put(&b, &len, &cap, "{}\n", 3);
+	} else {
+		e = tfs_json_put(&b, &len, &cap, "{\n", 2);
+		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
+			const struct tfs_meta_pair *m = &h->meta[i];
+			e = tfs_json_put(&b, &len, &cap, "  ", 2);
+			if (!e)
+				e = tfs_json_str(&b, &len, &cap, h->arena + m->key_off, m->key_len);
+			if (!e)
+				e = tfs_json_put(&b, &len, &cap, ": ", 2);
+			if (!e)
+				e = tfs_json_str(&b, &len, &cap, h->arena + m->val_off, m->val_len);
+			if (!e)
+				e = tfs_json_put(&b, &len, &cap, i + 1 < h->nmeta ? ",\n" : "\n", i + 1 < h->nmeta ? 2 : 1);
+		}
+		if (!e)
+			e = tfs_json_put(&b, &len, &cap, "}\n", 2);
+	}
+	if (e) {
+		free(b);
+		return e;
+	}
+	*out = b;
+	*outlen = len;
+	return TFS_OK;
+}
+
+
 static int pair_cmp(const void *a, const void *b, void *arena)
 {
 	const struct tfs_meta_pair *x = a, *y = b;
@@ -901,7 +911,7 @@ tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
 		if (e)
 			break;
 		/* The shard's own object, without its final newline. */
-		e = put_nested(&b, &n, &cap, one, ol ? ol - 1 : 0);
+		e = tfs_json_nested(&b, &n, &cap, one, ol ? ol - 1 : 0);
 		free(one);
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n", i + 1 < m->nshards ? 2 : 1);

@@ -56,6 +56,10 @@ void tfs_model_free(struct tfs_model *m);
 tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
 			 struct tfs_header *h);
 
+/* __metadata__ as pretty-printed JSON ("{}" when absent or null), with a
+ * trailing newline. */
+tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *len);
+
 /* __metadata__.json for the model: the one file's __metadata__; for shards,
  * their __metadata__ when all agree, else an object keyed by shard name. */
 tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len);

@@ -5,99 +5,10 @@
 #include <string.h>
 
 #include "tfs_hash.h"
+#include "tfs_json.h"
 #include "tfs_mem.h"
 #include "tfs_names.h"
 #include "tfs_convert.h"
-
-tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	if (*len + n + 1 > *cap) {
-		size_t nc = *cap ? *cap : 256;
-		while (nc < *len + n + 1)
-			nc *= 2;
-		char *q = realloc(*buf, nc);
-		if (!q)
-			return TFS_ERR_NOMEM;
-		*buf = q;
-		*cap = nc;
-	}
-	memcpy(*buf + *len, s, n);
-	*len += n;
-	(*buf)[*len] = 0;
-	return TFS_OK;
-}
-
-tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i = 0, run = 0;
-	if (tfs_json_put(buf, len, cap, "\"", 1))
-		return TFS_ERR_NOMEM;
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char esc[7];
-		size_t el = 0;
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			el = 2;
-		} else if (c < 0x20 || c == 0x7f) {
-			const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" :
-					    c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-			if (named) {
-				memcpy(esc, named, 2);
-				el = 2;
-			} else {
-				memcpy(esc, "\\u00", 4);
-				esc[4] = hex[c >> 4];
-				esc[5] = hex[c & 15];
-				el = 6;
-			}
-		} else {
-			run++;
-			continue;
-		}
-		if (tfs_json_put(buf, len, cap, s + i - run, run) || tfs_json_put(buf, len, cap, esc, el))
-			return TFS_ERR_NOMEM;
-		run = 0;
-	}
-	if (tfs_json_put(buf, len, cap, s + n - run, run) || tfs_json_put(buf, len, cap, "\"", 1))
-		return TFS_ERR_NOMEM;
-	return TFS_OK;
-}
-
-tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *outlen)
-{
-	char *b = NULL;
-	size_t len = 0, cap = 0;
-	tfs_err e = TFS_OK;
-	if (!h->has_metadata || h->nmeta == 0) {
-		e = tfs_json_put(&b, &len, &cap, "{}\n", 3);
-	} else {
-		e = tfs_json_put(&b, &len, &cap, "{\n", 2);
-		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
-			const struct tfs_meta_pair *m = &h->meta[i];
-			e = tfs_json_put(&b, &len, &cap, "  ", 2);
-			if (!e)
-				e = tfs_json_str(&b, &len, &cap, h->arena + m->key_off, m->key_len);
-			if (!e)
-				e = tfs_json_put(&b, &len, &cap, ": ", 2);
-			if (!e)
-				e = tfs_json_str(&b, &len, &cap, h->arena + m->val_off, m->val_len);
-			if (!e)
-				e = tfs_json_put(&b, &len, &cap, i + 1 < h->nmeta ? ",\n" : "\n", i + 1 < h->nmeta ? 2 : 1);
-		}
-		if (!e)
-			e = tfs_json_put(&b, &len, &cap, "}\n", 2);
-	}
-	if (e) {
-		free(b);
-		return e;
-	}
-	*out = b;
-	*outlen = len;
-	return TFS_OK;
-}
 
 static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 {

@@ -83,13 +83,4 @@ static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
 	return &t->m->shards[n->shard].h.t[n->ref];
 }
 
-/* __metadata__ as pretty-printed JSON ("{}" when absent or null), with a
- * trailing newline. Written here rather than with json-c because json-c
- * keys are C strings: a key holding U+0000 would be cut short. */
-tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *len);
-
-/* Appends bytes, or a JSON string literal for `s`, to a growing buffer. */
-tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
-tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
-
 #endif

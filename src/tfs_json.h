@@ -1,0 +1,26 @@
+/* Writing JSON (and other text) into a growing buffer. Every function
+ * appends to *buf (length *len, capacity *cap), keeps it NUL-terminated,
+ * and returns TFS_ERR_NOMEM when it cannot grow it. */
+#ifndef TFS_JSON_H
+#define TFS_JSON_H
+
+#include <stddef.h>
+
+#include "tfs_err.h"
+
+/* Appends n bytes as they are. */
+tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* Appends a NUL-terminated string as it is. */
+tfs_err tfs_json_puts(char **buf, size_t *len, size_t *cap, const char *s);
+
+/* Appends `s` as a JSON string literal. Written here rather than with
+ * json-c because json-c keys are C strings: text holding U+0000 would be
+ * cut short. */
+tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* Appends pretty-printed JSON nested one level deeper: every line after
+ * the first is indented two more spaces. */
+tfs_err tfs_json_nested(char **buf, size_t *len, size_t *cap, const char *text, size_t n);
+
+#endif
