@@ -1,6 +1,7 @@
 #include "tfs_fuse.h"
 #include "tfs_names.h"
 #include "tfs_convert.h"
+#include "tfs_listing.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -356,6 +357,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, fs->tree->blobs[n->ref].data + off, len);
 		return;
 	}
+	if (n->kind == TFS_NODE_TABLE) {
+		char *tb = thread_buf(0, len);
+		size_t got;
+		tfs_err e = tb ? tfs_listing_read(fs->tree, n, (uint64_t)off, len, tb, &got) : TFS_ERR_NOMEM;
+		if (e)
+			fuse_reply_err(req, tfs_errno(e));
+		else
+			fuse_reply_buf(req, tb, got);
+		return;
+	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
 	uint64_t hl = n->first; /* NPY header length, 0 without one */
@@ -422,11 +433,6 @@ static const char *const xa_names[XA_COUNT] = {
 	"user.source_dtype", /* only on tensors served converted */
 };
 
-static int converted(const struct tfs_fs *fs, const struct tfs_node *n)
-{
-	return (fs->view & TFS_VIEW_F32) &&
-	       tfs_converts(fs->m->shards[n->shard].h.t[n->ref].dtype);
-}
 
 /* Hands a value to the kernel following the getxattr size protocol. */
 static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
@@ -471,17 +477,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len;
 	const char *v;
 	char small[64];
-	if (which == XA_SOURCE_DTYPE && !converted(fs, n)) {
+	if (which == XA_SOURCE_DTYPE && !tfs_node_converted(fs->tree, n)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
 	switch (which) {
 	case XA_DTYPE:
-		if (converted(fs, n)) {
-			reply_value(req, size, "F32", 3);
-			return;
-		}
-		v = tfs_tensor_dtype(h, t, &len);
+		v = tfs_node_dtype(fs->tree, n, &len);
 		reply_value(req, size, v, len);
 		return;
 	case XA_SOURCE_DTYPE:
@@ -495,27 +497,18 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_value(req, size, sh->location, strlen(sh->location));
 		return;
 	case XA_OFFSETS:
-		len = (size_t)snprintf(small, sizeof small, "[%llu,%llu]",
-				       (unsigned long long)(h->data_start + t->begin),
-				       (unsigned long long)(h->data_start + t->end));
+		len = tfs_node_offsets(fs->tree, n, small);
 		reply_value(req, size, small, len);
 		return;
 	case XA_SHAPE: {
-		/* 21 bytes per dimension at most; shapes are small but not
-		 * bounded by the format, so size the buffer per request. */
-		size_t cap = 3 + (size_t)t->ndim * 21;
-		char *b = malloc(cap);
+		/* Shapes are small but not bounded by the format: size the
+		 * buffer per request. */
+		char *b = malloc(tfs_node_shape_max(fs->tree, n));
 		if (!b) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		size_t o = 0;
-		b[o++] = '[';
-		for (uint32_t i = 0; i < t->ndim; i++)
-			o += (size_t)snprintf(b + o, cap - o, "%s%llu", i ? "," : "",
-					      (unsigned long long)h->dims[t->dims_off + i]);
-		b[o++] = ']';
-		reply_value(req, size, b, o);
+		reply_value(req, size, b, tfs_node_shape(fs->tree, n, b));
 		free(b);
 		return;
 	}
@@ -535,7 +528,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	if (n->kind == TFS_NODE_TENSOR) {
 		for (int i = 0; i < XA_COUNT; i++) {
-			if (i == XA_SOURCE_DTYPE && !converted(fs, n))
+			if (i == XA_SOURCE_DTYPE && !tfs_node_converted(fs->tree, n))
 				continue;
 			size_t l = strlen(xa_names[i]) + 1;
 			memcpy(list + len, xa_names[i], l);

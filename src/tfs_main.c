@@ -41,6 +41,7 @@ struct cli {
 	int direct_io;
 	int nosplice;
 	int overmount;
+	int notsv;
 	char *layout;
 	char *format;
 	char *convert;
@@ -56,6 +57,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("direct_io", direct_io, 1),
 	CLI_OPT("nosplice", nosplice, 1),
 	CLI_OPT("overmount", overmount, 1),
+	CLI_OPT("notsv", notsv, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -150,6 +152,7 @@ static void usage(FILE *f)
 		"                          tree: names split on '.' into directories\n"
 		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
 		"       convert=f32        BF16, F16, F8, F6 and F4 tensors as float32\n"
+		"       notsv              no __tensors__.tsv table in each directory\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
 		"       overmount          mount even where something is mounted already\n"
@@ -567,7 +570,8 @@ int main(int argc, char **argv)
 		rc = exit_of(e);
 		goto out_args;
 	}
-	e = tfs_tree_build(&model, layout, view, &tree, &d);
+	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv};
+	e = tfs_tree_build(&model, &to, &tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
 		rc = exit_of(e);

@@ -12,10 +12,13 @@ static inline int must_escape(unsigned char c)
 	return c == '%' || c == '/' || c < 0x20 || c == 0x7f;
 }
 
+/* The shapes of the synthetic files' names: "__X__.json", "__X__.tsv". */
 static int looks_synthetic(const char *s, size_t n)
 {
-	return n >= 9 && s[0] == '_' && s[1] == '_' &&
-	       memcmp(s + n - 7, "__.json", 7) == 0;
+	if (n < 8 || s[0] != '_' || s[1] != '_')
+		return 0;
+	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) ||
+	       memcmp(s + n - 6, "__.tsv", 6) == 0;
 }
 
 int tfs_name_is_plain(const char *name, size_t len)

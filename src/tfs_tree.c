@@ -9,6 +9,7 @@
 #include "tfs_mem.h"
 #include "tfs_names.h"
 #include "tfs_convert.h"
+#include "tfs_listing.h"
 
 static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 {
@@ -54,6 +55,8 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 						t->view & TFS_VIEW_F32);
 	case TFS_NODE_BLOB:
 		return t->blobs[n->ref].len;
+	case TFS_NODE_TABLE:
+		return tfs_listing_size(t, n);
 	default:
 		return 0;
 	}
@@ -69,6 +72,7 @@ void tfs_tree_free(struct tfs_tree *t)
 	free(t->slots);
 	for (uint32_t i = 0; i < t->nblobs; i++)
 		free(t->blobs[i].data);
+	tfs_listing_free(t->listing);
 	memset(t, 0, sizeof *t);
 }
 
@@ -197,9 +201,11 @@ static void free_build(struct build *b)
 	free(b->dslots);
 }
 
-tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsigned view,
+tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		       struct tfs_tree *t, struct tfs_diag *d)
 {
+	const enum tfs_layout layout = o->layout;
+	const unsigned view = o->view;
 	const size_t npy_len = (view & TFS_VIEW_NPY) ? strlen(TFS_NPY_SUFFIX) : 0;
 	struct build b;
 	tfs_err e;
@@ -292,6 +298,25 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsign
 				b.conflict[i] = 1;
 	}
 
+	/* A table in every directory, named and sized only when asked for. */
+	if (o->tables) {
+		uint32_t nn = t->nnodes;
+		for (uint32_t i = 1; i < nn; i++) {
+			uint32_t ti;
+			if (t->nodes[i].kind != TFS_NODE_DIR)
+				continue;
+			if (node_new(&b, &ti))
+				goto nomem;
+			t->nodes[ti].kind = TFS_NODE_TABLE;
+			t->nodes[ti].parent = i;
+			t->nodes[ti].fname = TFS_TABLE_NAME;
+			t->nodes[ti].fname_len = (uint32_t)strlen(TFS_TABLE_NAME);
+			t->nodes[ti].ref = t->ntables++;
+		}
+		if (!(t->listing = tfs_listing_new(t->ntables)))
+			goto nomem;
+	}
+
 	/* File names. Plain flat names are the tensor names themselves (they
 	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
 	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
@@ -302,6 +327,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsign
 		char buf[TFS_NAME_MAX + 1];
 		int hashed;
 		foff[i] = UINT64_MAX;
+		if (n->kind == TFS_NODE_TABLE)
+			continue;
 		int file = n->kind == TFS_NODE_TENSOR;
 		if (layout == TFS_LAYOUT_FLAT && !(file && npy_len) &&
 		    tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
@@ -351,9 +378,15 @@ tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsign
 		at += t->nodes[i].count;
 		t->nodes[i].count = 0;
 	}
-	for (uint32_t i = 2; i < t->nnodes; i++) {
-		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
-		t->children[p->first + p->count++] = i;
+	/* The synthetic files first in every directory, then the rest. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 2; i < t->nnodes; i++) {
+			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE;
+			if (synthetic != (pass == 0))
+				continue;
+			struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+			t->children[p->first + p->count++] = i;
+		}
 	}
 
 	/* The lookup index by mapped name. */
@@ -419,4 +452,50 @@ fail:
 	free_build(&b);
 	tfs_tree_free(t);
 	return e;
+}
+
+int tfs_node_converted(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	return (t->view & TFS_VIEW_F32) && tfs_converts(tfs_node_tensor(t, n)->dtype);
+}
+
+const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len)
+{
+	if (tfs_node_converted(t, n)) {
+		*len = 3;
+		return "F32";
+	}
+	return tfs_tensor_dtype(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), len);
+}
+
+size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	/* 20 digits and a comma per dimension, and the brackets. */
+	return 2 + (size_t)tfs_node_tensor(t, n)->ndim * 21;
+}
+
+size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out)
+{
+	const struct tfs_header *h = &t->m->shards[n->shard].h;
+	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+	size_t o = 0;
+	char num[24];
+	out[o++] = '[';
+	for (uint32_t i = 0; i < ts->ndim; i++) {
+		int k = snprintf(num, sizeof num, "%s%llu", i ? "," : "",
+				 (unsigned long long)h->dims[ts->dims_off + i]);
+		memcpy(out + o, num, (size_t)k);
+		o += (size_t)k;
+	}
+	out[o++] = ']';
+	return o;
+}
+
+size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out)
+{
+	const struct tfs_header *h = &t->m->shards[n->shard].h;
+	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+	return (size_t)snprintf(out, TFS_OFFSETS_MAX, "[%llu,%llu]",
+				(unsigned long long)(h->data_start + ts->begin),
+				(unsigned long long)(h->data_start + ts->end));
 }

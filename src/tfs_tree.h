@@ -14,6 +14,9 @@
 
 #define TFS_META_NAME "__metadata__.json"
 #define TFS_INDEX_NAME "__index__.json"
+/* Every directory's table of its entries (README, "The table in every
+ * directory"). Names of this shape are reserved by the name mapping. */
+#define TFS_TABLE_NAME "__tensors__.tsv"
 /* Appended to a tensor's file name in the tree layout when a directory has
  * the same name (tensors "a.b" and "a.b.c"). Components never hold '.', so
  * no component can produce it. */
@@ -32,6 +35,7 @@ enum tfs_node_kind {
 	TFS_NODE_DIR = 1,
 	TFS_NODE_TENSOR,
 	TFS_NODE_BLOB, /* synthetic file with bytes held in memory */
+	TFS_NODE_TABLE, /* a directory's __tensors__.tsv, made when read */
 };
 
 struct tfs_node {
@@ -40,7 +44,8 @@ struct tfs_node {
 	uint32_t parent;
 	uint32_t shard;     /* tensor: which shard */
 	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
-			     * index; dir: number of subdirectories */
+			     * index; dir: number of subdirectories; table:
+			     * its slot in the listing state */
 	uint32_t first;     /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one) */
 	uint32_t count;     /* dir: number of children */
@@ -62,11 +67,19 @@ struct tfs_tree {
 	size_t nslots;
 	struct tfs_blob blobs[2];
 	uint32_t nblobs;
-	uint64_t total_bytes;   /* sum of all file sizes, for statfs */
+	uint64_t total_bytes;   /* sum of the tensor and blob sizes, for statfs */
 	unsigned view;          /* TFS_VIEW_* */
+	struct tfs_listing *listing; /* the tables' state, or NULL without */
+	uint32_t ntables;
 };
 
-tfs_err tfs_tree_build(const struct tfs_model *m, enum tfs_layout layout, unsigned view,
+struct tfs_tree_opts {
+	enum tfs_layout layout;
+	unsigned view;      /* TFS_VIEW_* */
+	int tables;         /* a TFS_TABLE_NAME in every directory */
+};
+
+tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		       struct tfs_tree *out, struct tfs_diag *d);
 void tfs_tree_free(struct tfs_tree *t);
 
@@ -74,7 +87,8 @@ void tfs_tree_free(struct tfs_tree *t);
 uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
 			 const char *name, size_t len);
 
-/* The size of the file that a node shows. */
+/* The size of the file that a node shows. A table's is worked out the
+ * first time it is asked for. */
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n);
 
 static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
@@ -82,5 +96,17 @@ static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
 {
 	return &t->m->shards[n->shard].h.t[n->ref];
 }
+
+/* What a tensor's file is, as its xattrs and its directory's table say it.
+ * Converted: served as float32 (convert=f32 and a dtype it decodes). */
+int tfs_node_converted(const struct tfs_tree *t, const struct tfs_node *n);
+/* user.dtype: "F32" when converted, else the stored dtype. */
+const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len);
+/* user.shape, "[3,4]": at most tfs_node_shape_max() bytes, no NUL. */
+size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n);
+size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out);
+/* user.offsets, "[begin,end]" (absolute, in the shard): no NUL. */
+#define TFS_OFFSETS_MAX 48
+size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out);
 
 #endif

@@ -11,6 +11,7 @@
 #include "tfs_header.h"
 #include "tfs_names.h"
 #include "tfs_tree.h"
+#include "tfs_listing.h"
 
 static void noop_warn(void *ctx, const char *msg)
 {
@@ -45,6 +46,46 @@ static void check_json_c(const uint8_t *data, size_t size, const struct tfs_head
 	(void)size;
 }
 
+/* A table reads back whole at its size, in one piece or in odd pieces,
+ * with a header line and one line of five fields per tensor or directory. */
+static void check_table(const struct tfs_tree *tr, const struct tfs_node *nd)
+{
+	uint64_t size = tfs_node_size(tr, nd);
+	char *a = malloc(size + 1), *b = malloc(size + 1);
+	size_t got, at = 0;
+	if (!a || !b || tfs_listing_read(tr, nd, 0, size + 1, a, &got) || got != size)
+		abort();
+	while (at < size) {
+		size_t step = 1 + at % 97;
+		if (tfs_listing_read(tr, nd, at, step, b + at, &got) || got == 0)
+			abort();
+		at += got;
+	}
+	if (at != size || memcmp(a, b, size) != 0)
+		abort();
+	const struct tfs_node *dir = &tr->nodes[nd->parent];
+	uint32_t want = 1;
+	for (uint32_t k = 0; k < dir->count; k++) {
+		uint8_t kind = tr->nodes[tr->children[dir->first + k]].kind;
+		want += kind == TFS_NODE_TENSOR || kind == TFS_NODE_DIR;
+	}
+	uint32_t lines = 0, tabs = 0;
+	for (size_t i = 0; i < size; i++) {
+		if (a[i] == '\t')
+			tabs++;
+		if (a[i] == '\n') {
+			if (tabs != 4)
+				abort();
+			lines++;
+			tabs = 0;
+		}
+	}
+	if (lines != want || (size && a[size - 1] != '\n'))
+		abort();
+	free(a);
+	free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tfs_source *src;
@@ -71,8 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
 			abort();
 		for (int layout = 0; layout < 2; layout++) {
-			unsigned view = size > 1 ? (data[1] & 3) : 0;
-			if (tfs_tree_build(&m, (enum tfs_layout)layout, view, &tr, &d) != TFS_OK)
+			struct tfs_tree_opts to = {
+				.layout = (enum tfs_layout)layout,
+				.view = size > 1 ? (data[1] & 3) : 0,
+				.tables = size > 1 && (data[1] & 4),
+			};
+			if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK)
 				continue;
 			for (uint32_t i = 2; i < tr.nnodes; i++) {
 				const struct tfs_node *nd = &tr.nodes[i];
@@ -82,6 +127,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    (nd->fname_len <= 2 && strspn(nd->fname, ".") == nd->fname_len) ||
 				    tfs_tree_lookup(&tr, nd->parent, nd->fname, nd->fname_len) != i)
 					abort();
+				if (nd->kind == TFS_NODE_TABLE)
+					check_table(&tr, nd);
 			}
 			tfs_tree_free(&tr);
 		}

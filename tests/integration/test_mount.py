@@ -119,7 +119,7 @@ def test_attributes(model):
         assert sv.f_namemax == 255
         total = sum(len(t[3]) for t in tensors.values())
         assert sv.f_blocks * sv.f_frsize >= total
-        assert sv.f_files == len(tensors) + 2  # tensors, __metadata__.json, root
+        assert sv.f_files == len(tensors) + 3  # tensors, __metadata__.json, __tensors__.tsv, root
 
 
 def test_uid_gid_option(model):
@@ -267,14 +267,14 @@ def test_hostile_names(tmp):
     write_st(path, tensors)
     with mounted(path) as mnt:
         entries = os.listdir(mnt)
-        assert len(entries) == len(HOSTILE) + 1
+        assert len(entries) == len(HOSTILE) + 2
         assert len(set(entries)) == len(entries)
-        assert "__metadata__.json" in entries
+        assert "__metadata__.json" in entries and "__tensors__.tsv" in entries
         by_name = {}
         for e in entries:
             p = os.path.join(mnt, e)
             assert len(e.encode()) <= 255 and "/" not in e and e not in ("", ".", "..")
-            if e == "__metadata__.json":
+            if e in ("__metadata__.json", "__tensors__.tsv"):
                 continue
             n = os.getxattr(p, "user.name").decode("utf-8", "surrogatepass")
             assert n not in by_name
@@ -303,7 +303,7 @@ def test_duplicate_names_last_wins(tmp):
     write_raw(path, '{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},'
                     '"a":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}}', b"\x01\x02\x03\x04")
     with mounted(path) as mnt:
-        assert sorted(os.listdir(mnt)) == ["__metadata__.json", "a"]
+        assert sorted(os.listdir(mnt)) == ["__metadata__.json", "__tensors__.tsv", "a"]
         assert os.getxattr(os.path.join(mnt, "a"), "user.dtype") == b"U16"
         assert open(os.path.join(mnt, "a"), "rb").read() == b"\x01\x02\x03\x04"
 
@@ -317,13 +317,13 @@ def test_70000_tensors(tmp):
     write_raw(path, json.dumps(hdr), data)
     with mounted(path) as mnt:
         names = os.listdir(mnt)
-        assert len(names) == n + 1 and len(set(names)) == n + 1
+        assert len(names) == n + 2 and len(set(names)) == n + 2
         for i in (0, 1, 65535, 65536, 69999):
             p = os.path.join(mnt, f"model.layers.{i}.w")
             assert open(p, "rb").read() == bytes([i & 0xFF])
         # ls -l through readdirplus, with every size right
         out = subprocess.run(["ls", "-l", "--time-style=+", mnt], capture_output=True, text=True, check=True)
-        assert len(out.stdout.splitlines()) == n + 2  # "total" line
+        assert len(out.stdout.splitlines()) == n + 3  # "total" line, the two synthetic files
         sizes = {line.split()[-1]: int(line.split()[4]) for line in out.stdout.splitlines()[1:]}
         assert sizes["model.layers.69999.w"] == 1
 
@@ -629,4 +629,4 @@ def test_source_replaced_by_rename(tmp):
         assert held.read() == b"old!!"
         held.close()
         assert open(os.path.join(mnt, "x"), "rb").read() == b"old!!"
-        assert sorted(os.listdir(mnt)) == ["__metadata__.json", "x"]
+        assert sorted(os.listdir(mnt)) == ["__metadata__.json", "__tensors__.tsv", "x"]

@@ -6,17 +6,9 @@ import os
 
 import pytest
 
-from tfsutil import EXIT_FORMAT, REAL, fname, mounted, run, sha256
+from tfsutil import EXIT_FORMAT, REAL, fname, mounted, need_real, real_files, run, sha256
 
 EXPECTED = os.path.join(REAL, "expected.json")
-
-
-def real_files(kind):
-    if not os.path.exists(EXPECTED):
-        return []
-    with open(EXPECTED) as f:
-        files = json.load(f)["files"]
-    return sorted(k for k, v in files.items() if v["kind"] == kind)
 
 
 def expected(rel):
@@ -24,17 +16,14 @@ def expected(rel):
         return json.load(f)["files"][rel]
 
 
-pytestmark = pytest.mark.skipif(not os.path.exists(EXPECTED),
-                                reason=f"{EXPECTED} is absent (the shared data sits beside the clone)")
-
-
-@pytest.mark.parametrize("rel", real_files("safetensors"))
+@pytest.mark.parametrize("rel", real_files())
 def test_real_checkpoint(rel):
+    need_real()
     exp = expected(rel)
     src = os.path.join(REAL, rel)
     with mounted(src) as mnt:
         names = sorted(os.listdir(mnt))
-        want = sorted([fname(n) for n in exp["tensors"]] + ["__metadata__.json"])
+        want = sorted([fname(n) for n in exp["tensors"]] + ["__metadata__.json", "__tensors__.tsv"])
         assert names == want
         assert len(exp["tensors"]) == exp["tensor_count"]
         for name, t in exp["tensors"].items():
@@ -56,15 +45,17 @@ def test_real_checkpoint(rel):
         assert meta == (exp["metadata"] or {})
 
 
-@pytest.mark.parametrize("rel", real_files("safetensors"))
+@pytest.mark.parametrize("rel", real_files())
 def test_real_checkpoint_strict(rel):
     """Real files use only the 22 dtypes, so -o strict mounts them too."""
+    need_real()
     with mounted(os.path.join(REAL, rel), "-o", "strict") as mnt:
         assert "__metadata__.json" in os.listdir(mnt)
 
 
-@pytest.mark.parametrize("rel", real_files("gguf"))
+@pytest.mark.parametrize("rel", real_files(("gguf",)))
 def test_real_non_safetensors_refused(rel, tmp):
+    need_real()
     r = run([os.path.join(REAL, rel), tmp])
     assert r.returncode == EXIT_FORMAT
     assert r.stderr.count("\n") == 1

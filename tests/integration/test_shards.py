@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tfsutil import (EXIT_FORMAT, EXIT_SOURCE, REAL, daemon_pids, fname, fuse_ok,
-                     is_mounted, mounted, run, sha256, unmount, write_st)
+                     is_mounted, mounted, need_real, run, sha256, unmount, write_st)
 
 JULIA = os.path.join(REAL, "julia-safetensors-jl-sharded")
 EXPECTED = os.path.join(REAL, "expected.json")
@@ -44,7 +44,7 @@ def read_all(mnt):
     for root, dirs, files in os.walk(mnt):
         for f in files:
             p = os.path.join(root, f)
-            if root == mnt and f in ("__metadata__.json", "__index__.json"):
+            if (root == mnt and f in ("__metadata__.json", "__index__.json")) or f == "__tensors__.tsv":
                 continue
             name = os.getxattr(p, "user.name").decode("utf-8", "surrogatepass")
             assert name not in out, f"tensor {name!r} reachable twice"
@@ -53,9 +53,9 @@ def read_all(mnt):
     return out
 
 
-@pytest.mark.skipif(not os.path.exists(EXPECTED), reason="shared/data/real is absent")
 @pytest.mark.parametrize("as_index", [False, True])
 def test_real_sharded(as_index):
+    need_real()
     exp = json.load(open(EXPECTED))["files"]
     src = os.path.join(JULIA, "model.safetensors.index.json") if as_index else JULIA
     want = {}
@@ -65,7 +65,8 @@ def test_real_sharded(as_index):
                 want[name] = (os.path.basename(rel), t)
     assert len(want) == 36
     with mounted(src) as mnt:
-        assert sorted(os.listdir(mnt)) == sorted([fname(n) for n in want] + ["__metadata__.json", "__index__.json"])
+        assert sorted(os.listdir(mnt)) == sorted([fname(n) for n in want] +
+                                                 ["__metadata__.json", "__index__.json", "__tensors__.tsv"])
         for name, (shard, t) in want.items():
             p = os.path.join(mnt, fname(name))
             assert sha256(p) == t["sha256"], name
@@ -78,9 +79,9 @@ def test_real_sharded(as_index):
             assert json.load(f) == {"format": "pt"}
 
 
-@pytest.mark.skipif(not os.path.exists(EXPECTED), reason="shared/data/real is absent")
 @pytest.mark.parametrize("which", ["gopu-inc_agentV1_phi3", "jasonfr6_AI7_mistral7b"])
 def test_real_index_only_refused(which, tmp):
+    need_real()
     d = os.path.join(REAL, "index-only", which)
     r = run([d, tmp])
     idx = os.path.join(d, "model.safetensors.index.json")
@@ -306,9 +307,14 @@ def test_tree_layout(tmp):
         assert stat_is_dir(os.path.join(mnt, "model", "layers"))
         # du -sb per layer gives each layer's bytes
         du = subprocess.run(["du", "-sb"] + sorted(os.path.join(mnt, "model", "layers", x)
-                                                   for x in os.listdir(os.path.join(mnt, "model", "layers"))),
+                                                   for x in os.listdir(os.path.join(mnt, "model", "layers"))
+                                                   if x != "__tensors__.tsv"),
                             capture_output=True, text=True, check=True).stdout.splitlines()
         sizes = {os.path.basename(l.split("\t")[1]): int(l.split("\t")[0]) for l in du}
+        # du counts each directory's __tensors__.tsv too
+        for layer in sizes:
+            for root, _, files in os.walk(os.path.join(mnt, "model", "layers", layer)):
+                sizes[layer] -= os.path.getsize(os.path.join(root, "__tensors__.tsv"))
         want0 = sum(len(t[3]) for t in tensors if t[0].startswith("model.layers.0."))
         want1 = sum(len(t[3]) for t in tensors if t[0].startswith("model.layers.1."))
         assert sizes == {"0": want0, "1": want1}
@@ -329,8 +335,8 @@ def test_tree_layout_sharded(tmp):
     shards = {f"model-{i + 1:05d}-of-00004.safetensors": tensors_for(i) for i in range(4)}
     make_sharded(d, shards)
     with mounted(d, "-o", "layout=tree") as mnt:
-        assert sorted(os.listdir(mnt)) == ["__index__.json", "__metadata__.json", "model"]
-        assert sorted(os.listdir(os.path.join(mnt, "model", "layers"))) == ["0", "1", "2", "3"]
+        assert sorted(os.listdir(mnt)) == ["__index__.json", "__metadata__.json", "__tensors__.tsv", "model"]
+        assert sorted(os.listdir(os.path.join(mnt, "model", "layers"))) == ["0", "1", "2", "3", "__tensors__.tsv"]
         for i in range(4):
             for k in range(3):
                 p = os.path.join(mnt, "model", "layers", str(i), f"w{k}")
@@ -360,7 +366,7 @@ def test_500_shards_500k_tensors(tmp):
         json.dump({"metadata": {"total_size": 500000}, "weight_map": wm}, f)
     with mounted(d, "-o", "layout=tree") as mnt:
         layers = os.listdir(os.path.join(mnt, "model", "layers"))
-        assert len(layers) == 500
+        assert len(layers) == 501 and "__tensors__.tsv" in layers
         for s in (0, 1, 250, 499):
             for k in (0, 999):
                 p = os.path.join(mnt, "model", "layers", str(s), "experts", str(k), "w")

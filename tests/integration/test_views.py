@@ -11,7 +11,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tfsutil import BIN, EXIT_FORMAT, EXIT_USAGE, REAL, fname, mounted, run, write_st
+from tfsutil import (BIN, EXIT_FORMAT, EXIT_USAGE, REAL, fname, mounted, need_real, real_files, run,
+                     write_st)
 
 EXPECTED = os.path.join(REAL, "expected.json")
 
@@ -43,7 +44,7 @@ def test_npy_native_dtypes_round_trip(tmp):
     ts = native_tensors()
     write_st(path, [t[:4] for t in ts], pad="odd")
     with mounted(path, "-o", "format=npy") as mnt:
-        assert sorted(os.listdir(mnt)) == sorted([t[0] + ".npy" for t in ts] + ["__metadata__.json"])
+        assert sorted(os.listdir(mnt)) == sorted([t[0] + ".npy" for t in ts] + ["__metadata__.json", "__tensors__.tsv"])
         for name, dt, shape, raw, a in ts:
             p = os.path.join(mnt, name + ".npy")
             for mode in (None, "r"):
@@ -219,20 +220,13 @@ def test_view_option_errors(tmp):
 
 # ---- the real checkpoints in every view ----
 
-def real_files():
-    if not os.path.exists(EXPECTED):
-        return []
-    files = json.load(open(EXPECTED))["files"]
-    return sorted(k for k, v in files.items() if v["kind"] == "safetensors")
-
-
 def expected(rel):
     return json.load(open(EXPECTED))["files"][rel]
 
 
-@pytest.mark.skipif(not os.path.exists(EXPECTED), reason="shared/data/real is absent")
 @pytest.mark.parametrize("rel", real_files())
 def test_real_in_every_view(rel):
+    need_real()
     exp = expected(rel)
     src = os.path.join(REAL, rel)
     with mounted(src, "-o", "format=npy") as mnt:
@@ -262,9 +256,9 @@ def test_real_in_every_view(rel):
                 assert same_f32(float(g), ref_decode(t["dtype"], w)), (name, w)
 
 
-@pytest.mark.skipif(not os.path.exists(EXPECTED), reason="shared/data/real is absent")
 @pytest.mark.parametrize("rel", real_files())
 def test_inspect_json_agrees_with_expected(rel):
+    need_real()
     exp = expected(rel)
     r = subprocess.run([BIN, "--inspect", "--json", os.path.join(REAL, rel)], capture_output=True,
                        text=True, timeout=60)
@@ -284,8 +278,8 @@ def test_inspect_json_agrees_with_expected(rel):
     assert f"{exp['tensor_count']} tensors, {exp['total_params']} parameters" in table
 
 
-@pytest.mark.skipif(not os.path.exists(EXPECTED), reason="shared/data/real is absent")
 def test_inspect_sharded():
+    need_real()
     files = json.load(open(EXPECTED))["files"]
     params = {}
     for rel, e in files.items():

@@ -69,7 +69,8 @@ def fname(name):
         return "%2E%2E"
     out = bytearray()
     start = 0
-    if len(b) >= 9 and b.startswith(b"__") and b.endswith(b"__.json"):
+    if (len(b) >= 9 and b.startswith(b"__") and b.endswith(b"__.json")) or \
+            (len(b) >= 8 and b.startswith(b"__") and b.endswith(b"__.tsv")):
         out += b"%5F"
         start = 1
     for c in b[start:]:
@@ -90,12 +91,36 @@ def sha256(path):
     return h.hexdigest()
 
 
+def missing(what):
+    """A component the test needs is absent: a failure in CI (CI=true),
+    where everything must be there, and elsewhere a skip that says what."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {what} is missing")
+    pytest.skip(f"missing: {what}")
+
+
 def fuse_ok():
     if os.path.exists("/dev/fuse") and shutil.which("fusermount3"):
         return True
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true but /dev/fuse or fusermount3 is missing: FUSE is required in CI")
-    pytest.skip("no /dev/fuse or fusermount3 on this machine: mounting tests skipped")
+    missing("/dev/fuse or fusermount3")
+
+
+def real_files(kinds=("safetensors",)):
+    """The real files of expected.json of the given kinds; when the shared
+    data is absent, one placeholder, so that the test runs and need_real()
+    reports it (an empty parameter list would hide it)."""
+    exp = os.path.join(REAL, "expected.json")
+    if not os.path.exists(exp):
+        return ["(shared data absent)"]
+    with open(exp) as f:
+        files = json.load(f)["files"]
+    return sorted(k for k, v in files.items() if v["kind"] in kinds)
+
+
+def need_real():
+    """The real checkpoints of ../shared/data/real (CI always has them)."""
+    if not os.path.exists(os.path.join(REAL, "expected.json")):
+        missing(f"{REAL} (the shared data beside the clone)")
 
 
 def run(args, **kw):

@@ -117,7 +117,8 @@ static tfs_err tree_of(struct tfs_header *h, struct tfs_model *m, struct tfs_tre
 	struct tfs_source *src;
 	if (tfs_source_open_mem("", 0, "mem", &src) || tfs_model_single(m, src, h))
 		abort();
-	tfs_err e = tfs_tree_build(m, TFS_LAYOUT_FLAT, 0, tr, d);
+	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_FLAT};
+	tfs_err e = tfs_tree_build(m, &o, tr, d);
 	return e;
 }
 
