@@ -3,9 +3,12 @@
  * checkpoint starts printing at once. */
 #include "tfs_inspect.h"
 
+#include <json.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "tfs_convert.h"
 #include "tfs_json.h"
@@ -71,6 +74,58 @@ static void jstr(FILE *f, const char *s, size_t n)
 	free(b);
 }
 
+/* Columns a UTF-8 string takes on a terminal: wide (CJK) characters take
+ * two, combining ones none. Measured in C.UTF-8 whatever the caller's
+ * locale, since names are UTF-8 by the format's rules. */
+static size_t display_width(const char *s)
+{
+	static locale_t utf8;
+	if (!utf8)
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
+	mbstate_t st;
+	memset(&st, 0, sizeof st);
+	size_t w = 0, n = strlen(s);
+	while (n) {
+		wchar_t wc;
+		size_t k = mbrtowc(&wc, s, n, &st);
+		if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+			memset(&st, 0, sizeof st);
+			k = 1;
+			w++;
+		} else {
+			int cw = wcwidth(wc);
+			w += cw < 0 ? 1 : (size_t)cw;
+		}
+		s += k;
+		n -= k;
+	}
+	if (utf8)
+		uselocale(old);
+	return w;
+}
+
+/* A name as the table shows it: printable and on one line (tfs_quote's
+ * escapes), without the quotes, except the empty name, which shows as ''
+ * (a name that is really '' shows its quotes escaped). */
+static void table_name(char *out, size_t sz, const char *name, size_t len)
+{
+	tfs_quote(out, sz, name, len);
+	if (len == 0)
+		return;
+	size_t n = strlen(out);
+	memmove(out, out + 1, n - 2);
+	out[n - 2] = 0;
+}
+
+static void put_padded(FILE *f, const char *s, size_t width)
+{
+	size_t w = display_width(s);
+	fputs(s, f);
+	for (; w < width; w++)
+		fputc(' ', f);
+}
+
 static void shape_str(FILE *f, const struct tfs_header *h, const struct tfs_tensor *t, int json)
 {
 	fputc('[', f);
@@ -80,9 +135,91 @@ static void shape_str(FILE *f, const struct tfs_header *h, const struct tfs_tens
 	fputc(']', f);
 }
 
+/* metadata.total_size of the index, when it is a whole number. */
+static int total_size(const char *meta, unsigned long long *v)
+{
+	json_object *o = meta ? json_tokener_parse(meta) : NULL, *ts;
+	int ok = o && json_object_is_type(o, json_type_object) &&
+		 json_object_object_get_ex(o, "total_size", &ts) && json_object_is_type(ts, json_type_int) &&
+		 json_object_get_int64(ts) >= 0;
+	if (ok)
+		*v = (unsigned long long)json_object_get_uint64(ts);
+	json_object_put(o);
+	return ok;
+}
+
+/* The index's metadata on one line (it was checked as JSON when read). */
+static void put_compact(FILE *f, const char *text)
+{
+	json_object *o = text ? json_tokener_parse(text) : NULL;
+	fputs(o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
+		: "null", f);
+	json_object_put(o);
+}
+
+/* Shards are missing: what the index alone tells. */
+static int inspect_index_only(const struct tfs_model *m, const char *source, int json, FILE *f)
+{
+	unsigned long long ts = 0;
+	int has_ts = total_size(m->index_meta, &ts);
+	uint32_t missing = 0;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		missing += (uint32_t)m->shards[s].missing;
+	if (json) {
+		fputs("{\"source\": ", f);
+		jstr(f, source, strlen(source));
+		fputs(", \"index_only\": true, \"shards\": [", f);
+		for (uint32_t s = 0; s < m->nshards; s++) {
+			fputs(s ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
+			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+			fprintf(f, ", \"tensors\": %llu, \"present\": %s}",
+				(unsigned long long)m->shards[s].index_tensors,
+				m->shards[s].missing ? "false" : "true");
+		}
+		fputs(m->nshards ? "\n], \"missing_shards\": [" : "], \"missing_shards\": [", f);
+		for (uint32_t s = 0, k = 0; s < m->nshards; s++) {
+			if (!m->shards[s].missing)
+				continue;
+			fputs(k++ ? ", " : "", f);
+			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+		}
+		fprintf(f, "], \"tensor_count\": %llu, \"total_size\": ", (unsigned long long)m->ntensors);
+		if (has_ts)
+			fprintf(f, "%llu", ts);
+		else
+			fputs("null", f);
+		fputs(", \"index_metadata\": ", f);
+		put_compact(f, m->index_meta);
+		fputs("}\n", f);
+		return ferror(f) ? -1 : 0;
+	}
+	fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing,
+		m->nshards);
+	size_t w = 5;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		if (display_width(m->shards[s].name) > w)
+			w = display_width(m->shards[s].name);
+	put_padded(f, "shard", w);
+	fprintf(f, "  %9s  %s\n", "tensors", "file");
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		put_padded(f, m->shards[s].name, w);
+		fprintf(f, "  %9llu  %s\n", (unsigned long long)m->shards[s].index_tensors,
+			m->shards[s].missing ? "missing" : "present");
+	}
+	fprintf(f, "\n%llu tensors in %u shards", (unsigned long long)m->ntensors, m->nshards);
+	if (has_ts)
+		fprintf(f, ", metadata.total_size %llu bytes", ts);
+	fputs("\nindex metadata: ", f);
+	put_compact(f, m->index_meta);
+	fputc('\n', f);
+	return ferror(f) ? -1 : 0;
+}
+
 int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f)
 {
 	struct stats st = {0};
+	if (m->index_only)
+		return inspect_index_only(m, source, json, f);
 	int multi = m->nshards > 1 || m->kind != TFS_MODEL_FILE;
 	size_t w = 4;
 
@@ -91,15 +228,21 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 		jstr(f, source, strlen(source));
 		fputs(", \"tensors\": [", f);
 	} else {
-		/* Column width from the names (capped): one cheap pass. */
-		for (uint32_t s = 0; s < m->nshards; s++)
-			for (uint32_t i = 0; i < m->shards[s].h.n; i++)
-				if (m->shards[s].h.t[i].name_len > w)
-					w = m->shards[s].h.t[i].name_len;
+		/* Column width from the names as shown (capped at 60). */
+		char q[512];
+		for (uint32_t s = 0; s < m->nshards; s++) {
+			const struct tfs_header *h = &m->shards[s].h;
+			for (uint32_t i = 0; i < h->n && w < 60; i++) {
+				table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
+				size_t dw = display_width(q);
+				if (dw > w)
+					w = dw;
+			}
+		}
 		if (w > 60)
 			w = 60;
-		fprintf(f, "%-*s  %-11s  %-20s  %14s%s\n", (int)w, "name", "dtype", "shape", "bytes",
-			multi ? "  shard" : "");
+		put_padded(f, "name", w);
+		fprintf(f, "  %-11s  %-20s  %14s%s\n", "dtype", "shape", "bytes", multi ? "  shard" : "");
 	}
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_shard *sh = &m->shards[s];
@@ -126,11 +269,12 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 			} else {
 				char q[512], dq[80];
 				/* Printable, one line, whatever the name holds. */
-				tfs_quote(q, sizeof q, tfs_tensor_name(h, t), t->name_len);
-				tfs_quote(dq, sizeof dq, dt, dl);
-				q[strlen(q) - 1] = 0;
-				dq[strlen(dq) - 1] = 0;
-				fprintf(f, "%-*s  %-11s  ", (int)w, q + 1, dq + 1);
+				table_name(q, sizeof q, tfs_tensor_name(h, t), t->name_len);
+				table_name(dq, sizeof dq, dt, dl);
+				put_padded(f, q, w);
+				fputs("  ", f);
+				put_padded(f, dq, 11);
+				fputs("  ", f);
 				char shp[64];
 				FILE *sf = fmemopen(shp, sizeof shp, "w");
 				if (sf) {

@@ -446,12 +446,30 @@ static int inspect_main(int argc, char **argv)
 	}
 	struct tfs_model model;
 	struct tfs_model_diag md;
-	struct tfs_model_opts mo = {.parse_flags = strict ? TFS_PARSE_STRICT : 0, .warn = warn_cb};
+	struct tfs_model_opts mo = {
+		.parse_flags = strict ? TFS_PARSE_STRICT : 0,
+		.warn = warn_cb,
+		.index_only_ok = 1,
+	};
 	tfs_hash_seed_init();
 	tfs_err e = tfs_model_open(source, &mo, &model, &md);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		return exit_of(e);
+	}
+	if (model.index_only) {
+		char list[512];
+		size_t o = 0;
+		uint32_t k = 0;
+		for (uint32_t s = 0; s < model.nshards; s++) {
+			if (!model.shards[s].missing)
+				continue;
+			if (k++ < 4 && o < sizeof list)
+				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
+						      model.shards[s].name);
+		}
+		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
+			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
 	}
 	int r = tfs_inspect(&model, source, json, stdout);
 	if (fflush(stdout) != 0)

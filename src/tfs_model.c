@@ -538,6 +538,52 @@ static char *dir_of(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
+/* Which shards are not there; returns how many. */
+static uint32_t mark_missing(struct tfs_model *m)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		struct stat st;
+		m->shards[i].missing = stat(m->shards[i].path, &st) != 0 && errno == ENOENT;
+		n += (uint32_t)m->shards[i].missing;
+	}
+	return n;
+}
+
+/* The model as the index alone tells it: each name once (its last entry
+ * wins, as when the index is read as JSON), counted for its shard. */
+static tfs_err index_only(struct tfs_model *m, const struct idx *x, const char *where,
+			  struct tfs_model_diag *md)
+{
+	size_t ns = 16;
+	while (ns < x->n * 2)
+		ns *= 2;
+	uint64_t *slots = calloc(ns, sizeof *slots); /* entry + 1 */
+	if (!slots)
+		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	for (size_t k = 0; k < x->n; k++) {
+		const char *name = x->arena + x->e[k].off;
+		size_t j = tfs_hash(name, x->e[k].len, tfs_hash_seed) & (ns - 1);
+		while (slots[j]) {
+			const struct ientry *o = &x->e[slots[j] - 1];
+			if (o->len == x->e[k].len && memcmp(x->arena + o->off, name, o->len) == 0)
+				break;
+			j = (j + 1) & (ns - 1);
+		}
+		if (!slots[j])
+			m->ntensors++;
+		slots[j] = k + 1;
+	}
+	for (size_t j = 0; j < ns; j++)
+		if (slots[j])
+			m->shards[x->e[slots[j] - 1].shard].index_tensors++;
+	free(slots);
+	m->index_only = 1;
+	if (x->meta_text && !(m->index_meta = strndup(x->meta_text, x->meta_len)))
+		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	return TFS_OK;
+}
+
 static tfs_err open_index(struct tfs_model *m, const char *path, const struct tfs_model_opts *o,
 			  struct tfs_model_diag *md)
 {
@@ -614,8 +660,13 @@ static tfs_err open_index(struct tfs_model *m, const char *path, const struct tf
 		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((e = add_shards(m, dir, sorted, x.nsn, path, md)) ||
-	    (e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
+	if ((e = add_shards(m, dir, sorted, x.nsn, path, md)))
+		goto out;
+	if (o && o->index_only_ok && mark_missing(m)) {
+		e = index_only(m, &x, path, md);
+		goto out;
+	}
+	if ((e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
 		goto out;
 	first = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *first);
 	last = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *last);
@@ -791,6 +842,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->shards);
 	free(m->index_path);
 	free(m->index_json);
+	free(m->index_meta);
 	memset(m, 0, sizeof *m);
 }
 

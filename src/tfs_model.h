@@ -17,6 +17,8 @@ struct tfs_shard {
 	char *location;    /* absolute path, final symlink kept: user.source */
 	struct tfs_source *src;
 	struct tfs_header h;
+	int missing;          /* index_only: the file is not there */
+	uint64_t index_tensors; /* index_only: weight_map entries for it */
 };
 
 enum tfs_model_kind { TFS_MODEL_FILE, TFS_MODEL_INDEX, TFS_MODEL_DIR };
@@ -30,6 +32,11 @@ struct tfs_model {
 	size_t index_len;
 	struct tfs_identity id; /* of the file, index or directory given */
 	uint64_t ntensors;
+	/* Set only with tfs_model_opts.index_only_ok, when shards are
+	 * missing: the model is what the index alone tells (tensor counts per
+	 * shard, its metadata), with no headers; it cannot be mounted. */
+	int index_only;
+	char *index_meta;   /* the index's "metadata" member as JSON, or NULL */
 };
 
 /* Where a message is about, so the CLI can print "tensorfs: WHERE: MSG". */
@@ -45,6 +52,8 @@ struct tfs_model_opts {
 	tfs_model_warn_fn warn;
 	void *warn_ctx;
 	unsigned threads;            /* header readers; 0 picks one per core, up to 8 */
+	int index_only_ok;           /* an index whose shards are missing gives an
+				      * index_only model, not an error */
 };
 
 tfs_err tfs_model_open(const char *source, const struct tfs_model_opts *o,
