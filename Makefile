@@ -97,7 +97,11 @@ uninstall:
 clean:
 	rm -rf $(BUILD) $(SAN) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
 
+# A null FUSE server, the ceiling of any FUSE filesystem here (make bench).
+$(BUILD)/nullfs: tests/bench/nullfs.c | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(DEPS_LIBS) -lpthread
+
 # Not part of check: prints ratios against baselines from the same run.
 bench: deps
-	$(MAKE) all
+	$(MAKE) all $(BUILD)/nullfs
 	$(PYTHON) scripts/bench.py

@@ -14,6 +14,12 @@ asserts nothing about time. Rows (see issue 4 and the README):
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
 
+and against a null FUSE server (tests/bench/nullfs.c: the same libfuse, mount options,
+loop and readahead, files that read as zeros from memory; the ceiling of any FUSE
+filesystem on this machine), in the same repetitions:
+
+  read1-null, par-null, rand-null   the read1, par and rand workloads, tensorfs / nullfs
+
 Higher is better for read1, read2, par and rand (throughput ratios); lower is
 better for mount, rss and ls (time or memory ratios).
 
@@ -99,6 +105,8 @@ def header_info(path):
 
 
 EXTRA_OPTS = os.environ.get("TENSORFS_BENCH_OPTS", "").split()
+NULLFS = os.path.join(REPO, "build", "nullfs")
+READAHEAD_KB = 4096  # tensorfs's default, given to nullfs through sysfs too
 
 
 class Mount:
@@ -118,6 +126,39 @@ class Mount:
     def __exit__(self, *a):
         subprocess.run(["fusermount3", "-u", self.mnt], check=False)
         os.rmdir(self.mnt)
+
+
+class NullMount:
+    """The null FUSE server with files of the same names and sizes."""
+
+    def __init__(self, files):
+        self.files = files  # {name: size}
+
+    def __enter__(self):
+        self.mnt = tempfile.mkdtemp(prefix="tfs-bench-null-")
+        self.proc = subprocess.Popen([NULLFS, self.mnt] + [f"{n}={s}" for n, s in self.files.items()])
+        deadline = time.time() + 30
+        while not os.path.ismount(self.mnt):
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("nullfs did not mount")
+            time.sleep(0.01)
+        dev = os.stat(self.mnt).st_dev
+        try:
+            with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w") as f:
+                f.write(f"{READAHEAD_KB}\n")
+        except OSError:
+            pass  # not root: both keep the kernel's value
+        return self
+
+    def __exit__(self, *a):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+        self.proc.wait(timeout=30)
+        os.rmdir(self.mnt)
+
+
+def sizes_of(path):
+    _, hdr = header_info(path)
+    return {n: t["data_offsets"][1] - t["data_offsets"][0] for n, t in hdr.items()}
 
 
 def vm_hwm_kb(pid):
@@ -150,18 +191,25 @@ def median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
-def paired(reps, base_fn, ours_fn):
-    """Baseline and tensorfs back to back in every repetition, so a machine
-    whose speed drifts during the run drifts for both; returns the median
-    baseline, the median tensorfs value and the median of the ratios
-    tensorfs/baseline (for times)."""
-    bs, os_, rs = [], [], []
+def paired(reps, base_fn, ours_fn, null_fn=None):
+    """Baseline and tensorfs (and nullfs, when given) back to back in every
+    repetition, so a machine whose speed drifts during the run drifts for
+    all; returns the median baseline, the median tensorfs value and the
+    median of the ratios tensorfs/baseline (for times), and with null_fn
+    also the median nullfs value and of the ratios tensorfs/nullfs."""
+    bs, os_, rs, ns, nrs = [], [], [], [], []
     for _ in range(reps):
         b = base_fn()
         o = ours_fn()
         bs.append(b)
         os_.append(o)
         rs.append(o / b)
+        if null_fn:
+            n = null_fn()
+            ns.append(n)
+            nrs.append(o / n)
+    if null_fn:
+        return median(bs), median(os_), median(rs), median(ns), median(nrs)
     return median(bs), median(os_), median(rs)
 
 
@@ -185,11 +233,16 @@ def row_read(big, reps):
         bases.append(t)
         return t
 
-    bt, t1, r1 = paired(reps, base, ours)
+    def null():
+        with NullMount({"big.weight": e - b}) as m:
+            return dd(os.path.join(m.mnt, "big.weight"))
+
+    bt, t1, r1, nt, nr = paired(reps, base, ours, null)
     r2 = median([t2 / bt_i for (_, t2), bt_i in zip(seconds, bases)])
     t2 = median([t2 for _, t2 in seconds])
     return [("read1", 1 / r1, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"),
-            ("read2", 1 / r2, f"{GiB / t2 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher")]
+            ("read2", 1 / r2, f"{GiB / t2 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"),
+            ("read1-null", 1 / nr, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / nt / 1e9:.2f} GB/s", "higher")]
 
 
 def row_mount_rss(many, reps):
@@ -259,9 +312,14 @@ def row_par(big, reps):
     def ours():
         with Mount(big) as m:
             return par([(os.path.join(m.mnt, n), 0, None) for n in names])
-    bt, ot, r = paired(reps, lambda: par(ranges), ours)
+
+    def null():
+        with NullMount({n: 256 * MiB for n in names}) as m:
+            return par([(os.path.join(m.mnt, n), 0, None) for n in names])
+    bt, ot, r, nt, nr = paired(reps, lambda: par(ranges), ours, null)
     total = 8 * 256 * MiB
-    return [("par", 1 / r, f"{total / ot / 1e9:.2f} GB/s vs {total / bt / 1e9:.2f} GB/s", "higher")]
+    return [("par", 1 / r, f"{total / ot / 1e9:.2f} GB/s vs {total / bt / 1e9:.2f} GB/s", "higher"),
+            ("par-null", 1 / nr, f"{total / ot / 1e9:.2f} GB/s vs {total / nt / 1e9:.2f} GB/s", "higher")]
 
 
 def row_rand(big, reps, n=20000):
@@ -285,19 +343,27 @@ def row_rand(big, reps, n=20000):
         os.close(fd)
         return t
 
+    def through(mnt):
+        fds = {name: os.open(os.path.join(mnt, name), os.O_RDONLY) for name in names}
+        t0 = time.perf_counter()
+        for name, off, _ in picks:
+            os.pread(fds[name], 4096, off)
+        t = time.perf_counter() - t0
+        for fd in fds.values():
+            os.close(fd)
+        return t
+
     def ours():
         with Mount(big) as m:
-            fds = {name: os.open(os.path.join(m.mnt, name), os.O_RDONLY) for name in names}
-            t0 = time.perf_counter()
-            for name, off, _ in picks:
-                os.pread(fds[name], 4096, off)
-            t = time.perf_counter() - t0
-            for fd in fds.values():
-                os.close(fd)
-            return t
+            return through(m.mnt)
 
-    bt, ot, r = paired(reps, direct, ours)
-    return [("rand", 1 / r, f"{n / ot / 1e3:.0f}k reads/s vs {n / bt / 1e3:.0f}k reads/s", "higher")]
+    def null():
+        with NullMount(sizes_of(big)) as m:
+            return through(m.mnt)
+
+    bt, ot, r, nt, nr = paired(reps, direct, ours, null)
+    return [("rand", 1 / r, f"{n / ot / 1e3:.0f}k reads/s vs {n / bt / 1e3:.0f}k reads/s", "higher"),
+            ("rand-null", 1 / nr, f"{n / ot / 1e3:.0f}k reads/s vs {n / nt / 1e3:.0f}k reads/s", "higher")]
 
 
 def shards_fixture(nshards=500, per=1000):
@@ -340,12 +406,14 @@ def row_shards(reps):
 
 TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
            "rss": ("<=", 0.5, 0.25), "ls": ("<=", 1.5, 1.0), "par": (">=", 0.25, 0.5),
-           "rand": (">=", 0.2, 0.5), "shards": None}  # issue 3 sets no ratio for shards
+           "rand": (">=", 0.2, 0.5), "shards": None,  # issue 3 sets no ratio for shards
+           # against the null FUSE server (issue 9)
+           "read1-null": (">=", 0.9, 0.9), "par-null": (">=", 0.9, 0.9), "rand-null": (">=", 0.8, 0.95)}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="read1,read2,mount,rss,ls,par,rand,shards")
+    ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
@@ -353,15 +421,15 @@ def main():
     want = set(a.rows.split(","))
     big, many, hundred = fixtures(a.mount_tensors)
     rows = []
-    if want & {"read1", "read2"}:
+    if want & {"read1", "read2", "read1-null"}:
         rows += row_read(big, a.reps)
     if want & {"mount", "rss"}:
         rows += row_mount_rss(many, a.reps)
     if "ls" in want:
         rows += row_ls(hundred, a.reps)
-    if "par" in want:
+    if want & {"par", "par-null"}:
         rows += row_par(big, a.reps)
-    if "rand" in want:
+    if want & {"rand", "rand-null"}:
         rows += row_rand(big, a.reps)
     if "shards" in want:
         rows += row_shards(a.reps)
