@@ -510,6 +510,7 @@ def test_demo_script(tmp):
         assert "00000000  00 00 00 00" in r.stdout
         assert "fusermount3 -u " + mnt in r.stdout
         assert "6 tensors, " in r.stdout  # the --inspect summary
+        assert "name\tdtype\tshape\tbytes\toffsets\n" in r.stdout  # the table
         assert is_mounted(mnt)
         assert json.load(open(os.path.join(mnt, "__metadata__.json")))["format"] == "pt"
     finally:
