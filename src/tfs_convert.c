@@ -5,33 +5,14 @@
 
 int tfs_converts(unsigned dt)
 {
-	switch (dt) {
-	case TFS_DT_BF16: case TFS_DT_F16:
-	case TFS_DT_F8_E4M3: case TFS_DT_F8_E5M2: case TFS_DT_F8_E8M0:
-	case TFS_DT_F8_E4M3FNUZ: case TFS_DT_F8_E5M2FNUZ:
-	case TFS_DT_F4: case TFS_DT_F6_E2M3: case TFS_DT_F6_E3M2:
-		return 1;
-	default:
-		return 0;
-	}
+	const struct tfs_dtype_info *d = tfs_dtype_info(dt);
+	return d && d->decodes;
 }
 
-uint64_t tfs_tensor_elements(const struct tfs_header *h, const struct tfs_tensor *t)
-{
-	uint64_t n = 1;
-	for (uint32_t i = 0; i < t->ndim; i++) {
-		uint64_t d = h->dims[t->dims_off + i];
-		if (d && n > UINT64_MAX / d)
-			return UINT64_MAX;
-		n *= d;
-	}
-	return n;
-}
-
-uint64_t tfs_view_size(const struct tfs_header *h, const struct tfs_tensor *t, int convert)
+uint64_t tfs_view_size(const struct tfs_table *h, const struct tfs_tensor *t, int convert)
 {
 	if (convert && tfs_converts(t->dtype))
-		return tfs_tensor_elements(h, t) * 4; /* validated: no overflow for 16 bits and less */
+		return tfs_tensor_elements(h, t) * 4; /* validated: the stored bytes are at least 1/8 of this */
 	return tfs_tensor_size(t);
 }
 
@@ -41,27 +22,8 @@ static const char *npy_descr(unsigned dt, int convert)
 {
 	if (convert && tfs_converts(dt))
 		return "<f4";
-	switch (dt) {
-	case TFS_DT_BOOL: return "|b1";
-	case TFS_DT_U8: return "|u1";
-	case TFS_DT_I8: return "|i1";
-	case TFS_DT_U16: return "<u2";
-	case TFS_DT_I16: return "<i2";
-	case TFS_DT_F16: return "<f2";
-	case TFS_DT_BF16: return "<u2";
-	case TFS_DT_U32: return "<u4";
-	case TFS_DT_I32: return "<i4";
-	case TFS_DT_F32: return "<f4";
-	case TFS_DT_U64: return "<u8";
-	case TFS_DT_I64: return "<i8";
-	case TFS_DT_F64: return "<f8";
-	case TFS_DT_C64: return "<c8";
-	case TFS_DT_F8_E4M3: case TFS_DT_F8_E5M2: case TFS_DT_F8_E8M0:
-	case TFS_DT_F8_E4M3FNUZ: case TFS_DT_F8_E5M2FNUZ:
-		return "|u1";
-	default:
-		return NULL; /* raw bytes: F4, F6, unknown dtypes */
-	}
+	const struct tfs_dtype_info *d = tfs_dtype_info(dt);
+	return d ? d->npy : NULL; /* NULL: raw bytes */
 }
 
 size_t tfs_npy_header_max(const struct tfs_tensor *t)
@@ -69,7 +31,7 @@ size_t tfs_npy_header_max(const struct tfs_tensor *t)
 	return 128 + (size_t)t->ndim * 22 + 64;
 }
 
-size_t tfs_npy_header(const struct tfs_header *h, const struct tfs_tensor *t, int convert,
+size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert,
 		      char *out, size_t cap)
 {
 	const char *descr = npy_descr(t->dtype, convert);
@@ -194,22 +156,10 @@ uint32_t tfs_decode_one(unsigned dt, unsigned b)
 
 void tfs_stored_range(unsigned dt, uint64_t first, uint64_t n, uint64_t *b, uint64_t *e)
 {
-	switch (dt) {
-	case TFS_DT_F4:
-		*b = first / 2;
-		*e = (first + n + 1) / 2;
-		return;
-	case TFS_DT_F6_E2M3:
-	case TFS_DT_F6_E3M2:
-		*b = first * 6 / 8;
-		*e = ((first + n) * 6 + 7) / 8;
-		return;
-	default: {
-		uint64_t w = tfs_dtype_bits(dt) / 8;
-		*b = first * w;
-		*e = (first + n) * w;
-	}
-	}
+	uint32_t ue, ub;
+	tfs_dtype_unit(dt, &ue, &ub);
+	*b = first / ue * ub;
+	*e = (first + n + ue - 1) / ue * ub;
 }
 
 void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_t n,
@@ -236,9 +186,10 @@ void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_
 	case TFS_DT_F6_E2M3:
 	case TFS_DT_F6_E3M2:
 		/* Four per three bytes: element k is bits [6k, 6k + 6) of the
-		 * little-endian bit stream, least significant bit first. */
+		 * little-endian bit stream, least significant bit first; src
+		 * starts at the group of four that holds `first`. */
 		for (i = 0; i < n; i++) {
-			uint64_t bit = (first + i) * 6 - first * 6 / 8 * 8;
+			uint64_t bit = (first + i - first / 4 * 4) * 6;
 			unsigned lo = src[bit / 8], hi = (bit % 8 > 2) ? src[bit / 8 + 1] : 0;
 			unsigned v = ((lo | hi << 8) >> (bit % 8)) & 63;
 			out[i] = tfs_decode_one(dt, v);

@@ -6,20 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tfs_header.h"
+#include "tfs_table.h"
 
 /* Whether -o convert=f32 decodes this dtype (BF16, F16, the F8, F6 and F4
  * families); other dtypes are served as stored. */
 int tfs_converts(unsigned dtype);
 
-/* Element count of a tensor (the product of its shape, 1 for a scalar), or
- * UINT64_MAX when it does not fit 64 bits (only possible for unknown
- * dtypes, which validation cannot check). */
-uint64_t tfs_tensor_elements(const struct tfs_header *h, const struct tfs_tensor *t);
-
 /* Bytes the tensor's file shows: the stored bytes, or 4 per element when
  * converted. */
-uint64_t tfs_view_size(const struct tfs_header *h, const struct tfs_tensor *t, int convert);
+uint64_t tfs_view_size(const struct tfs_table *h, const struct tfs_tensor *t, int convert);
 
 /* Writes the NPY header for the tensor into out (which needs
  * tfs_npy_header_max(t) bytes) and returns its length, a multiple of 64.
@@ -27,19 +22,20 @@ uint64_t tfs_view_size(const struct tfs_header *h, const struct tfs_tensor *t, i
  * unsigned integers of their width; packed sub-byte tensors (F4, F6) and
  * unknown dtypes as their raw bytes, uint8 of shape (nbytes,); converted
  * dtypes as little-endian float32 in their shape. */
-size_t tfs_npy_header(const struct tfs_header *h, const struct tfs_tensor *t, int convert,
+size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert,
 		      char *out, size_t cap);
 size_t tfs_npy_header_max(const struct tfs_tensor *t);
 
 /* Decodes elements [first, first + n) of a tensor stored as `dtype` from
- * `src` (the stored bytes holding exactly those elements; for F4 and F6,
- * starting at the byte that holds element `first`) into float32 bit
- * patterns, little-endian in memory. */
+ * `src`, the stored bytes from tfs_stored_range() (they start at the unit
+ * that holds element `first`: the element, the byte of a packed pair, the
+ * three bytes of four F6 elements, the block), into float32 bit patterns,
+ * little-endian in memory. */
 void tfs_decode_f32(unsigned dtype, const unsigned char *src, uint64_t first, size_t n,
 		    uint32_t *out);
 
-/* Stored byte range [*b, *e) (relative to the tensor) that holds elements
- * [first, first + n). */
+/* Stored byte range [*b, *e) (relative to the tensor) of the whole units
+ * (see tfs_dtype_unit) that hold elements [first, first + n). */
 void tfs_stored_range(unsigned dtype, uint64_t first, uint64_t n, uint64_t *b, uint64_t *e);
 
 /* One element's float32 bits, for tests. */

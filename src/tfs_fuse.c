@@ -329,7 +329,7 @@ static tfs_err read_converted(const struct tfs_shard *sh, const struct tfs_tenso
 	unsigned char *raw = (unsigned char *)thread_buf(1, (size_t)(e - b) + (size_t)n * 4 + 8);
 	if (!raw)
 		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_pread(sh->src, raw, (size_t)(e - b), sh->h.data_start + t->begin + b);
+	tfs_err err = tfs_source_pread(sh->src, raw, (size_t)(e - b), t->begin + b);
 	if (err)
 		return err;
 	uint32_t *dec = (uint32_t *)(void *)(raw + ((e - b + 7) & ~(uint64_t)7));
@@ -373,7 +373,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
 	uint64_t hl = n->first; /* NPY header length, 0 without one */
 	int convert = (fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype);
-	uint64_t at = sh->h.data_start + t->begin + ((uint64_t)off - hl);
+	uint64_t at = t->begin + ((uint64_t)off - hl);
 	/* Splice costs an fstat (below) and two pipe hops per request; for
 	 * small reads one copy through a buffer is cheaper: make bench
 	 * measured 4 KiB random reads at 0.85-0.87 of a null FUSE server
@@ -422,7 +422,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			e = read_converted(sh, t, doff, len - pos, buf + pos);
 		else
 			e = tfs_source_pread(sh->src, buf + pos, len - pos,
-					     sh->h.data_start + t->begin + doff);
+					     t->begin + doff);
 	}
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));
@@ -478,7 +478,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
-	const struct tfs_header *h = &sh->h;
+	const struct tfs_table *h = &sh->h;
 	const struct tfs_tensor *t = &h->t[n->ref];
 	size_t len;
 	const char *v;

@@ -126,7 +126,7 @@ static void put_padded(FILE *f, const char *s, size_t width)
 		fputc(' ', f);
 }
 
-static void shape_str(FILE *f, const struct tfs_header *h, const struct tfs_tensor *t, int json)
+static void shape_str(FILE *f, const struct tfs_table *h, const struct tfs_tensor *t, int json)
 {
 	fputc('[', f);
 	for (uint32_t i = 0; i < t->ndim; i++)
@@ -231,7 +231,7 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 		/* Column width from the names as shown (capped at 60). */
 		char q[512];
 		for (uint32_t s = 0; s < m->nshards; s++) {
-			const struct tfs_header *h = &m->shards[s].h;
+			const struct tfs_table *h = &m->shards[s].h;
 			for (uint32_t i = 0; i < h->n && w < 60; i++) {
 				table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
 				size_t dw = display_width(q);
@@ -246,7 +246,7 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 	}
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_shard *sh = &m->shards[s];
-		const struct tfs_header *h = &sh->h;
+		const struct tfs_table *h = &sh->h;
 		for (uint32_t i = 0; i < h->n; i++) {
 			const struct tfs_tensor *t = &h->t[i];
 			size_t dl;
@@ -262,8 +262,8 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 				fputs(", \"shape\": ", f);
 				shape_str(f, h, t, 1);
 				fprintf(f, ", \"bytes\": %llu, \"offsets\": [%llu,%llu], \"shard\": ",
-					(unsigned long long)bytes, (unsigned long long)(h->data_start + t->begin),
-					(unsigned long long)(h->data_start + t->end));
+					(unsigned long long)bytes, (unsigned long long)t->begin,
+					(unsigned long long)t->end);
 				jstr(f, sh->name, strlen(sh->name));
 				fputc('}', f);
 			} else {

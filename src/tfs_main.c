@@ -45,6 +45,7 @@ struct cli {
 	char *layout;
 	char *format;
 	char *convert;
+	char *input;
 	char *readahead;
 	char *uid, *gid;
 	int bad_extra;
@@ -61,6 +62,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
+	CLI_OPT("input=%s", input, 0),
 	CLI_OPT("readahead_kb=%s", readahead, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
@@ -153,6 +155,7 @@ static void usage(FILE *f)
 		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
 		"       convert=f32        BF16, F16, F8, F6 and F4 tensors as float32\n"
 		"       notsv              no __tensors__.tsv table in each directory\n"
+		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
 		"       overmount          mount even where something is mounted already\n"
@@ -577,9 +580,17 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
+	const struct tfs_format *input = NULL;
+	if (c.input && !(input = tfs_format_find(c.input))) {
+		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(), c.input);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
 	tfs_hash_seed_init();
 	struct tfs_model_opts mo = {
 		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
+		.format = input,
 		.warn = warn_cb,
 	};
 	e = tfs_model_open(c.source, &mo, &model, &md);
@@ -721,6 +732,7 @@ out_args:
 	free(c.layout);
 	free(c.format);
 	free(c.convert);
+	free(c.input);
 	free(c.readahead);
 	fuse_opt_free_args(&args);
 	return rc;

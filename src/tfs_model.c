@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tfs_hash.h"
+#include "tfs_index.h"
 #include "tfs_mem.h"
 #include "tfs_json.h"
 
@@ -119,7 +120,7 @@ static void read_one(struct job *j, uint32_t i)
 	};
 	j->errs[i] = tfs_source_open_file(s->path, &s->src, &j->diags[i]);
 	if (!j->errs[i])
-		j->errs[i] = tfs_header_read(s->src, &po, &s->h, &j->diags[i]);
+		j->errs[i] = tfs_format_read(s->src, j->o ? j->o->format : NULL, &po, &s->h, &j->diags[i]);
 }
 
 static void *reader(void *arg)
@@ -201,7 +202,7 @@ struct names {
 
 static const char *tname(const struct tfs_model *m, struct where_t w, size_t *len)
 {
-	const struct tfs_header *h = &m->shards[w.shard].h;
+	const struct tfs_table *h = &m->shards[w.shard].h;
 	*len = h->t[w.t].name_len;
 	return tfs_tensor_name(h, &h->t[w.t]);
 }
@@ -231,7 +232,7 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
 	for (uint32_t s = 0; s < m->nshards; s++) {
-		const struct tfs_header *h = &m->shards[s].h;
+		const struct tfs_table *h = &m->shards[s].h;
 		for (uint32_t i = 0; i < h->n; i++) {
 			struct where_t w = {s, i};
 			size_t len;
@@ -420,7 +421,7 @@ static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struc
 		eg[k] = g;
 	}
 	for (uint32_t s = 0; s < m->nshards; s++) {
-		const struct tfs_header *h = &m->shards[s].h;
+		const struct tfs_table *h = &m->shards[s].h;
 		for (uint32_t i = 0; i < h->n; i++) {
 			uint64_t g = base[s] + i;
 			tfs_quote(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
@@ -833,7 +834,7 @@ void tfs_model_free(struct tfs_model *m)
 		return;
 	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
 		struct tfs_shard *s = &m->shards[i];
-		tfs_header_free(&s->h);
+		tfs_table_free(&s->h);
 		tfs_source_close(s->src);
 		free(s->name);
 		free(s->path);
@@ -847,7 +848,7 @@ void tfs_model_free(struct tfs_model *m)
 }
 
 tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
-			 struct tfs_header *h)
+			 struct tfs_table *h)
 {
 	memset(m, 0, sizeof *m);
 	m->kind = TFS_MODEL_FILE;
@@ -872,40 +873,6 @@ tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
 
 /* ---- __metadata__.json ---- */
 
-tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *outlen)
-{
-	char *b = NULL;
-	size_t len = 0, cap = 0;
-	tfs_err e = TFS_OK;
-	if (!h->has_metadata || h->nmeta == 0) {
-		e = tfs_json_put(&b, &len, &cap, "{}\n", 3);
-	} else {
-		e = tfs_json_put(&b, &len, &cap, "{\n", 2);
-		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
-			const struct tfs_meta_pair *m = &h->meta[i];
-			e = tfs_json_put(&b, &len, &cap, "  ", 2);
-			if (!e)
-				e = tfs_json_str(&b, &len, &cap, h->arena + m->key_off, m->key_len);
-			if (!e)
-				e = tfs_json_put(&b, &len, &cap, ": ", 2);
-			if (!e)
-				e = tfs_json_str(&b, &len, &cap, h->arena + m->val_off, m->val_len);
-			if (!e)
-				e = tfs_json_put(&b, &len, &cap, i + 1 < h->nmeta ? ",\n" : "\n", i + 1 < h->nmeta ? 2 : 1);
-		}
-		if (!e)
-			e = tfs_json_put(&b, &len, &cap, "}\n", 2);
-	}
-	if (e) {
-		free(b);
-		return e;
-	}
-	*out = b;
-	*outlen = len;
-	return TFS_OK;
-}
-
-
 static int pair_cmp(const void *a, const void *b, void *arena)
 {
 	const struct tfs_meta_pair *x = a, *y = b;
@@ -916,7 +883,7 @@ static int pair_cmp(const void *a, const void *b, void *arena)
 }
 
 /* Do two shards carry the same __metadata__, in whatever key order? */
-static int meta_equal(const struct tfs_header *a, const struct tfs_header *b)
+static int meta_equal(const struct tfs_table *a, const struct tfs_table *b)
 {
 	if (a->nmeta != b->nmeta)
 		return 0;
@@ -945,7 +912,7 @@ tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
 	for (uint32_t i = 1; agree && i < m->nshards; i++)
 		agree = meta_equal(&m->shards[0].h, &m->shards[i].h);
 	if (agree)
-		return tfs_meta_json(&m->shards[0].h, out, len);
+		return tfs_table_meta_json(&m->shards[0].h, out, len);
 	/* Each shard's object, indented one level more, under its name. */
 	char *b = NULL;
 	size_t n = 0, cap = 0;
@@ -959,7 +926,7 @@ tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, ": ", 2);
 		if (!e)
-			e = tfs_meta_json(&m->shards[i].h, &one, &ol);
+			e = tfs_table_meta_json(&m->shards[i].h, &one, &ol);
 		if (e)
 			break;
 		/* The shard's own object, without its final newline. */

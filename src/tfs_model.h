@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "tfs_err.h"
-#include "tfs_header.h"
+#include "tfs_format.h"
 #include "tfs_source.h"
 
 struct tfs_shard {
@@ -16,7 +16,7 @@ struct tfs_shard {
 	char *path;        /* path used to open it, for messages */
 	char *location;    /* absolute path, final symlink kept: user.source */
 	struct tfs_source *src;
-	struct tfs_header h;
+	struct tfs_table h;
 	int missing;          /* index_only: the file is not there */
 	uint64_t index_tensors; /* index_only: weight_map entries for it */
 };
@@ -49,6 +49,7 @@ typedef void (*tfs_model_warn_fn)(void *ctx, const char *where, const char *msg)
 
 struct tfs_model_opts {
 	unsigned parse_flags;        /* TFS_PARSE_* */
+	const struct tfs_format *format; /* -o input=: this driver for every file */
 	tfs_model_warn_fn warn;
 	void *warn_ctx;
 	unsigned threads;            /* header readers; 0 picks one per core, up to 8 */
@@ -63,11 +64,7 @@ void tfs_model_free(struct tfs_model *m);
 /* A one-file model over an already parsed header (tests, the fuzzer). It
  * takes ownership of `src` and of the header's contents. */
 tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
-			 struct tfs_header *h);
-
-/* __metadata__ as pretty-printed JSON ("{}" when absent or null), with a
- * trailing newline. */
-tfs_err tfs_meta_json(const struct tfs_header *h, char **out, size_t *len);
+			 struct tfs_table *h);
 
 /* __metadata__.json for the model: the one file's __metadata__; for shards,
  * their __metadata__ when all agree, else an object keyed by shard name. */

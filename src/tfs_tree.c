@@ -254,7 +254,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	first_user = t->nnodes;
 
 	for (uint32_t s = 0; s < m->nshards; s++) {
-		const struct tfs_header *h = &m->shards[s].h;
+		const struct tfs_table *h = &m->shards[s].h;
 		for (uint32_t i = 0; i < h->n; i++) {
 			const struct tfs_tensor *ts = &h->t[i];
 			const char *name = tfs_tensor_name(h, ts);
@@ -476,7 +476,7 @@ size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n)
 
 size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out)
 {
-	const struct tfs_header *h = &t->m->shards[n->shard].h;
+	const struct tfs_table *h = &t->m->shards[n->shard].h;
 	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
 	size_t o = 0;
 	char num[24];
@@ -493,9 +493,7 @@ size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *
 
 size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out)
 {
-	const struct tfs_header *h = &t->m->shards[n->shard].h;
 	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-	return (size_t)snprintf(out, TFS_OFFSETS_MAX, "[%llu,%llu]",
-				(unsigned long long)(h->data_start + ts->begin),
-				(unsigned long long)(h->data_start + ts->end));
+	return (size_t)snprintf(out, TFS_OFFSETS_MAX, "[%llu,%llu]", (unsigned long long)ts->begin,
+				(unsigned long long)ts->end);
 }

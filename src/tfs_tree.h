@@ -8,7 +8,6 @@
 #include <stddef.h>
 
 #include "tfs_err.h"
-#include "tfs_header.h"
 
 #include "tfs_model.h"
 

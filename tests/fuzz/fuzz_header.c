@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_header.h"
+#include "tfs_index.h"
+#include "tfs_jscan.h"
+#include "tfs_safetensors.h"
 #include "tfs_names.h"
 #include "tfs_tree.h"
 #include "tfs_listing.h"
@@ -19,9 +21,9 @@ static void noop_warn(void *ctx, const char *msg)
 	(void)msg;
 }
 
-static void check_json_c(const uint8_t *data, size_t size, const struct tfs_header *h)
+static void check_json_c(const uint8_t *data, size_t size, const struct tfs_table *h)
 {
-	uint64_t n = h->header_len;
+	uint64_t n = h->data_start - 8;
 	struct json_tokener *tok = json_tokener_new_ex(TFS_NESTING_MAX + 1);
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	json_object *o = json_tokener_parse_ex(tok, (const char *)data + 8, (int)n);
@@ -89,7 +91,7 @@ static void check_table(const struct tfs_tree *tr, const struct tfs_node *nd)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tfs_source *src;
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_tree tr;
 	struct tfs_diag d;
 	struct tfs_parse_opts o = {.flags = 0, .warn = noop_warn};
@@ -98,12 +100,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (size > 0 && (data[0] & 1))
 		o.flags = TFS_PARSE_STRICT;
-	if (tfs_header_read(src, &o, &h, &d) == TFS_OK) {
+	if (tfs_st_read(src, &o, &h, &d) == TFS_OK) {
 		/* The tree is built over a second view of the same bytes: the
 		 * model owns its source. */
 		for (uint32_t i = 0; i < h.n; i++) {
 			const struct tfs_tensor *t = &h.t[i];
-			if (t->end < t->begin || h.data_start + t->end > size)
+			if (t->end < t->begin || t->begin < h.data_start || t->end > size)
 				abort();
 		}
 		check_json_c(data, size, &h);

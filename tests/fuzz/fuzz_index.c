@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_header.h"
+#include "tfs_index.h"
+#include "tfs_jscan.h"
+#include "tfs_safetensors.h"
 
 struct count {
 	size_t entries, others;

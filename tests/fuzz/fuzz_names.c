@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_header.h"
+#include "tfs_index.h"
+#include "tfs_jscan.h"
+#include "tfs_safetensors.h"
 #include "tfs_names.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_header.h"
+#include "tfs_index.h"
+#include "tfs_jscan.h"
+#include "tfs_safetensors.h"
 #include "tfs_names.h"
 #include "tfs_tree.h"
 
@@ -54,7 +56,7 @@ static void count_warn(void *ctx, const char *msg)
 	warnings++;
 }
 
-static tfs_err parse_file(struct file f, unsigned flags, struct tfs_header *h,
+static tfs_err parse_file(struct file f, unsigned flags, struct tfs_table *h,
 			  struct tfs_diag *d)
 {
 	struct tfs_source *src;
@@ -62,7 +64,7 @@ static tfs_err parse_file(struct file f, unsigned flags, struct tfs_header *h,
 	if (tfs_source_open_mem(f.p, f.len, "mem", &src))
 		abort();
 	d->msg[0] = 0;
-	tfs_err e = tfs_header_read(src, &o, h, d);
+	tfs_err e = tfs_st_read(src, &o, h, d);
 	tfs_source_close(src);
 	return e;
 }
@@ -73,7 +75,7 @@ static tfs_err verdict_flags(const char *hdr, size_t hlen, size_t data, unsigned
 			     char *msg)
 {
 	struct file f = mkfile_n(hdr, hlen, data);
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	tfs_err e = parse_file(f, flags, &h, &d);
 	if (msg)
@@ -88,7 +90,7 @@ static tfs_err verdict_flags(const char *hdr, size_t hlen, size_t data, unsigned
 		      "accepted a header json-c refuses: %.80s", hdr);
 		json_object_put(o);
 		json_tokener_free(tok);
-		tfs_header_free(&h);
+		tfs_table_free(&h);
 	}
 	free(f.p);
 	return e;
@@ -111,7 +113,7 @@ static void refuse_msg(const char *hdr, size_t data, const char *want)
 }
 
 /* A flat tree over one parsed header; the model takes the header. */
-static tfs_err tree_of(struct tfs_header *h, struct tfs_model *m, struct tfs_tree *tr,
+static tfs_err tree_of(struct tfs_table *h, struct tfs_model *m, struct tfs_tree *tr,
 		       struct tfs_diag *d)
 {
 	struct tfs_source *src;
@@ -129,7 +131,7 @@ static tfs_err tree_of(struct tfs_header *h, struct tfs_model *m, struct tfs_tre
 static void test_prefix(void)
 {
 	current = "prefix";
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	struct file f;
 
@@ -168,7 +170,7 @@ static void test_prefix(void)
 static void test_sniff(void)
 {
 	current = "sniff";
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	const char *lfs = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 12345\n";
 	struct file f = {(unsigned char *)strdup(lfs), strlen(lfs)};
@@ -272,7 +274,7 @@ static void test_escapes(void)
 	current = "escapes";
 	char msg[TFS_DIAG_MAX];
 	struct file f;
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 
 	/* Keys compare after unescaping. */
@@ -281,14 +283,14 @@ static void test_escapes(void)
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "escaped keys: %s", d.msg);
 	CHECK(h.n == 1 && h.t[0].name_len == 1 && tfs_tensor_name(&h, &h.t[0])[0] == 'a', "name a");
 	CHECK(h.t[0].dtype == TFS_DT_F32, "dtype F32");
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 
 	hd = "{\"\\u005f_metadata__\":{\"k\":\"v\"}}";
 	f = mkfile_n(hd, strlen(hd), 0);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "escaped __metadata__: %s", d.msg);
 	CHECK(h.n == 0 && h.has_metadata && h.nmeta == 1, "it is the metadata");
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 
 	/* Surrogates: pairs join, lone ones are refused anywhere. */
@@ -298,7 +300,7 @@ static void test_escapes(void)
 	CHECK(h.n == 1 && h.t[0].name_len == 6 &&
 		      memcmp(tfs_tensor_name(&h, &h.t[0]), "\xf0\x9f\x98\x80\0x", 6) == 0,
 	      "pair and NUL decoded");
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 
 	REFUSE("{\"\\ud800\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
@@ -361,7 +363,7 @@ static void test_metadata(void)
 {
 	current = "metadata";
 	struct file f;
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 
 	ACCEPT("{\"__metadata__\":null}", 0);
@@ -383,19 +385,19 @@ static void test_metadata(void)
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "dup meta: %s", d.msg);
 	char *js;
 	size_t jl;
-	CHECK(tfs_meta_json(&h, &js, &jl) == TFS_OK, "meta json");
+	CHECK(tfs_table_meta_json(&h, &js, &jl) == TFS_OK, "meta json");
 	CHECK(strcmp(js, "{\n  \"a\": \"3\",\n  \"b\": \"2\"\n}\n") == 0, "got: %s", js);
 	free(js);
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 
 	/* null and absent both give {}. */
 	hd = "{\"__metadata__\":null}";
 	f = mkfile_n(hd, strlen(hd), 0);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK && !h.has_metadata, "null is absent");
-	CHECK(tfs_meta_json(&h, &js, &jl) == TFS_OK && strcmp(js, "{}\n") == 0, "null -> {}");
+	CHECK(tfs_table_meta_json(&h, &js, &jl) == TFS_OK && strcmp(js, "{}\n") == 0, "null -> {}");
 	free(js);
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 
 	/* Escapes survive the trip: control characters, quotes, U+0000, and
@@ -403,7 +405,7 @@ static void test_metadata(void)
 	hd = "{\"__metadata__\":{\"k\\u0000ey\":\"v\\n\\\"\\u0001\\u00e9/\",\"x\":\"{\\\"j\\\": 1}\"}}";
 	f = mkfile_n(hd, strlen(hd), 0);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "escaped meta: %s", d.msg);
-	CHECK(tfs_meta_json(&h, &js, &jl) == TFS_OK, "json");
+	CHECK(tfs_table_meta_json(&h, &js, &jl) == TFS_OK, "json");
 	CHECK(strstr(js, "\"k\\u0000ey\": \"v\\n\\\"\\u0001\xc3\xa9/\"") != NULL, "got: %s", js);
 	json_object *o = json_tokener_parse(js);
 	CHECK(o != NULL, "json-c parses our output");
@@ -413,7 +415,7 @@ static void test_metadata(void)
 	      "x round-trips");
 	json_object_put(o);
 	free(js);
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 }
 
@@ -475,14 +477,14 @@ static void test_unknown_dtype(void)
 	      "lenient: the winning copy is F32, no warning");
 
 	/* The dtype string is passed through as stored. */
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	struct file f = mkfile_n(trail, strlen(trail), 7);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "parse");
 	size_t len;
 	const char *dt = tfs_tensor_dtype(&h, &h.t[0], &len);
 	CHECK(len == 1 && dt[0] == 'X' && h.unknown_dtypes == 1, "passed through");
-	tfs_header_free(&h);
+	tfs_table_free(&h);
 	free(f.p);
 }
 
@@ -569,10 +571,10 @@ static void test_dtypes(void)
 		{"I32", 32}, {"U32", 32}, {"F32", 32}, {"C64", 64}, {"F64", 64}, {"I64", 64},
 		{"U64", 64},
 	};
-	CHECK(sizeof all / sizeof *all == 22 && TFS_DT_COUNT == 22, "22 dtypes");
+	CHECK(sizeof all / sizeof *all == 22 && TFS_DT_SAFETENSORS_END == 22, "22 dtypes");
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
-		unsigned dt = tfs_dtype_lookup(all[i].name, strlen(all[i].name));
-		CHECK(dt == i && tfs_dtype_bits(dt) == all[i].bits, "%s", all[i].name);
+		unsigned dt = tfs_dtype_lookup_safetensors(all[i].name, strlen(all[i].name));
+		CHECK(dt == i && tfs_dtype_info(dt)->bits == all[i].bits, "%s", all[i].name);
 		/* 8 elements always make whole bytes. */
 		size_t bytes = all[i].bits;
 		char hd[256];
@@ -591,7 +593,7 @@ static void test_duplicates(void)
 {
 	current = "duplicates";
 	struct file f;
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	/* The last definition wins, in the first one's place. */
 	const char *hd = "{\"a\":{\"dtype\":\"U8\",\"shape\":[99],\"data_offsets\":[0,99]},"
@@ -600,9 +602,9 @@ static void test_duplicates(void)
 	f = mkfile_n(hd, strlen(hd), 6);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "dup: %s", d.msg);
 	CHECK(h.n == 2, "two tensors, got %u", h.n);
-	CHECK(h.t[0].dtype == TFS_DT_I32 && h.t[0].end == 4, "last wins");
-	CHECK(h.t[1].begin == 4, "b second");
-	tfs_header_free(&h);
+	CHECK(h.t[0].dtype == TFS_DT_I32 && h.t[0].end == 8 + strlen(hd) + 4, "last wins");
+	CHECK(h.t[1].begin == 8 + strlen(hd) + 4, "b second, at an absolute offset");
+	tfs_table_free(&h);
 	free(f.p);
 	/* Every earlier copy must still parse. */
 	REFUSE("{\"a\":{\"dtype\":\"U8\"},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
@@ -737,7 +739,7 @@ static void test_names(void)
 	}
 	o += (size_t)sprintf(hd + o, "}");
 	struct file f = mkfile_n(hd, o, 3);
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	struct tfs_tree tr;
 	struct tfs_model m;
@@ -766,7 +768,7 @@ static void test_tree(void)
 			 "\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,3]},"
 			 "\"..\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[3,4]}}";
 	struct file f = mkfile_n(hd, strlen(hd), 4);
-	struct tfs_header h;
+	struct tfs_table h;
 	struct tfs_diag d;
 	struct tfs_tree tr;
 	struct tfs_model m;
