@@ -11,6 +11,7 @@ const char *tfs_err_str(tfs_err e)
 	case TFS_ERR_IO: return "I/O error";
 	case TFS_ERR_SHORT: return "source is shorter than at mount time";
 	case TFS_ERR_OPEN: return "cannot open source";
+	case TFS_ERR_NOENT: return "no such file";
 	case TFS_ERR_NOTREG: return "not a regular file";
 	case TFS_ERR_FORMAT: return "invalid safetensors file";
 	case TFS_ERR_INVAL: return "invalid argument";

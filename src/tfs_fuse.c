@@ -25,6 +25,7 @@ int tfs_errno(tfs_err e)
 	case TFS_ERR_IO:
 	case TFS_ERR_SHORT:
 	case TFS_ERR_OPEN:
+	case TFS_ERR_NOENT:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_FORMAT:
 		return EIO;
@@ -433,12 +434,27 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* ---- extended attributes ---- */
 
-enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_COUNT };
+enum {
+	XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION,
+	XA_COUNT
+};
 static const char *const xa_names[XA_COUNT] = {
 	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
 	"user.source_dtype", /* only on tensors served converted */
+	"user.etag", "user.revision", /* only where the source pins a version */
 };
 
+/* Whether a tensor has the attribute. */
+static int xa_present(const struct tfs_fs *fs, const struct tfs_node *n, int which)
+{
+	const struct tfs_source *src = fs->m->shards[n->shard].src;
+	switch (which) {
+	case XA_SOURCE_DTYPE: return tfs_node_converted(fs->tree, n);
+	case XA_ETAG: return src->etag != NULL;
+	case XA_REVISION: return src->revision != NULL;
+	default: return 1;
+	}
+}
 
 /* Hands a value to the kernel following the getxattr size protocol. */
 static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
@@ -473,7 +489,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	for (int i = 0; i < XA_COUNT; i++)
 		if (strcmp(name, xa_names[i]) == 0)
 			which = i;
-	if (n->kind != TFS_NODE_TENSOR || which < 0) {
+	if (n->kind != TFS_NODE_TENSOR || which < 0 || !xa_present(fs, n, which)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -483,10 +499,6 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	size_t len;
 	const char *v;
 	char small[64];
-	if (which == XA_SOURCE_DTYPE && !tfs_node_converted(fs->tree, n)) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
 	switch (which) {
 	case XA_DTYPE:
 		v = tfs_node_dtype(fs->tree, n, &len);
@@ -501,6 +513,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	case XA_SOURCE:
 		reply_value(req, size, sh->location, strlen(sh->location));
+		return;
+	case XA_ETAG:
+		reply_value(req, size, sh->src->etag, strlen(sh->src->etag));
+		return;
+	case XA_REVISION:
+		reply_value(req, size, sh->src->revision, strlen(sh->src->revision));
 		return;
 	case XA_OFFSETS:
 		len = tfs_node_offsets(fs->tree, n, small);
@@ -526,7 +544,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct tfs_fs *fs = fs_of(req);
 	const struct tfs_node *n = node_of(fs, ino);
-	char list[160];
+	char list[256];
 	size_t len = 0;
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -534,7 +552,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	if (n->kind == TFS_NODE_TENSOR) {
 		for (int i = 0; i < XA_COUNT; i++) {
-			if (i == XA_SOURCE_DTYPE && !tfs_node_converted(fs->tree, n))
+			if (!xa_present(fs, n, i))
 				continue;
 			size_t l = strlen(xa_names[i]) + 1;
 			memcpy(list + len, xa_names[i], l);

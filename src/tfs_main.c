@@ -15,6 +15,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "tfs_daemon.h"
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
 #include "tfs_hash.h"
@@ -23,14 +24,13 @@
 #define TFS_VERSION "0.1.0"
 #endif
 
-/* Exit codes, one per class of failure (README, "Exit codes"). */
 enum {
-	EXIT_OK = 0,
-	EXIT_INTERNAL = 1, /* out of memory, unexpected library failure */
-	EXIT_USAGE = 2,    /* bad arguments or options */
-	EXIT_SOURCE = 3,   /* the source cannot be opened or read */
-	EXIT_FORMAT = 4,   /* the source is not a valid safetensors file */
-	EXIT_MOUNT = 5,    /* the mount point or FUSE itself failed */
+	EXIT_OK = TFS_EXIT_OK,
+	EXIT_INTERNAL = TFS_EXIT_INTERNAL,
+	EXIT_USAGE = TFS_EXIT_USAGE,
+	EXIT_SOURCE = TFS_EXIT_SOURCE,
+	EXIT_FORMAT = TFS_EXIT_FORMAT,
+	EXIT_MOUNT = TFS_EXIT_MOUNT,
 };
 
 struct cli {
@@ -50,7 +50,12 @@ struct cli {
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
+	int inspect, json;
+	struct tfs_opts driver_opts; /* the source drivers' -o options */
+	int nomem;
 };
+
+enum { KEY_INSPECT = 1, KEY_JSON };
 
 #define CLI_OPT(t, p, v) { t, offsetof(struct cli, p), v }
 static const struct fuse_opt cli_opts[] = {
@@ -66,6 +71,8 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("readahead_kb=%s", readahead, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
+	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
+	FUSE_OPT_KEY("--json", KEY_JSON),
 	FUSE_OPT_END,
 };
 
@@ -73,6 +80,27 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;
 	(void)out;
+	if (key == KEY_INSPECT || key == KEY_JSON) {
+		*(key == KEY_INSPECT ? &c->inspect : &c->json) = 1;
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_OPT) {
+		/* A source driver's option is the driver's; the rest go on to
+		 * libfuse, which refuses what it does not know. */
+		const char *eq = strchr(arg, '=');
+		size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
+		if (!spec)
+			return 1;
+		if (spec->takes_value != (eq != NULL)) {
+			fprintf(stderr, "tensorfs: -o %.*s %s\n", (int)klen, arg,
+				spec->takes_value ? "takes a value (-o NAME=VALUE)" : "takes no value");
+			return -1;
+		}
+		if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
+			c->nomem = 1;
+		return 0;
+	}
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	switch (c->nonopt++) {
@@ -97,49 +125,17 @@ static void warn_cb(void *ctx, const char *where, const char *msg)
 	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
 }
 
-/* Once detached the daemon has no terminal: its warnings go to syslog. */
-static int log_syslog;
-
-/* libfuse prints its own messages, sometimes a line in several calls:
- * gather each line and print it once with our prefix. */
-static void log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	static char line[1024];
-	static size_t len;
-	if (level > FUSE_LOG_NOTICE)
-		return;
-	if (len < sizeof line - 1)
-		vsnprintf(line + len, sizeof line - len, fmt, ap);
-	len = strlen(line);
-	if (!len || line[len - 1] != '\n')
-		return;
-	while (len && line[len - 1] == '\n')
-		line[--len] = 0;
-	for (char *p = line; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
-	const char *m = strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line;
-	if (strncmp(m, "tensorfs: ", 10) == 0)
-		m += 10;
-	if (log_syslog)
-		syslog(level <= FUSE_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", m);
-	else
-		fprintf(stderr, "tensorfs: %s\n", m);
-	len = 0;
-	line[0] = 0;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
-		"       tensorfs --inspect [--json] [-o strict] SOURCE\n"
+		"       tensorfs --inspect [--json] [-o OPTIONS] SOURCE\n"
 		"\n"
-		"Mounts a safetensors checkpoint read-only: one file per tensor, with\n"
-		"user.dtype, user.shape, user.name, user.offsets and user.source xattrs,\n"
-		"and __metadata__.json. SOURCE is a .safetensors file, a\n"
-		"*.safetensors.index.json file, a directory holding one index, or a\n"
-		"directory of .safetensors files (all of them, as one model).\n"
+		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
+		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
+		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
+		"(*.index.json), a directory holding one index, or a directory of\n"
+		"checkpoint files (all of them, as one model). Formats: %s.\n"
 		"\n"
 		"options:\n"
 		"    -h, --help            print this help and exit\n"
@@ -149,11 +145,11 @@ static void usage(FILE *f)
 		"    -s                    single-threaded\n"
 		"    -o opt[,opt...]       mount options:\n"
 		"       uid=N, gid=N       owner of every file (default: the caller)\n"
-		"       strict             refuse dtypes the reference reader does not know\n"
+		"       strict             refuse what the format's reference reader refuses\n"
 		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
 		"                          tree: names split on '.' into directories\n"
 		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
-		"       convert=f32        BF16, F16, F8, F6 and F4 tensors as float32\n"
+		"       convert=f32        narrow float and quantized tensors as float32\n"
 		"       notsv              no __tensors__.tsv table in each directory\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
@@ -161,241 +157,17 @@ static void usage(FILE *f)
 		"       overmount          mount even where something is mounted already\n"
 		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
 		"                          0 keeps the kernel's 128; needs root)\n"
-		"       max_threads=N      worker threads (default 10)\n"
+		"       max_threads=N      worker threads (default 10)\n",
+		tfs_format_names());
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *o = tfs_source_drivers[i]->opts; o && o->name; o++)
+			fprintf(f, "       %-18s %s\n", o->name, o->help);
+	fprintf(f,
 		"       allow_other, ...   standard FUSE mount options pass through\n"
 		"\n"
 		"exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
-		"4 invalid safetensors file, 5 mount failed.\n"
+		"4 invalid checkpoint, 5 mount failed.\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
-}
-
-/* Finds the absolute, symlink-free path `abs` among the mount points of
- * /proc/self/mountinfo (the last, topmost, match wins). Its paths escape
- * space, tab, newline and backslash as \ooo, so a field is unescaped before
- * it is compared. Fills the device numbers and "TYPE from SOURCE" when
- * asked. Returns 1 when found. */
-static void unescape_octal(char *s)
-{
-	char *o = s;
-	for (char *p = s; *p; p++) {
-		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-		    p[3] >= '0' && p[3] <= '7') {
-			*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
-			p += 3;
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o = 0;
-}
-
-static int mountinfo_find(const char *abs, unsigned *maj, unsigned *min, char *what, size_t wsz)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-	while (f && getline(&line, &cap, f) > 0) {
-		char *save = NULL, *field[5];
-		unsigned a, b;
-		int k = 0;
-		for (char *t = strtok_r(line, " \n", &save); t && k < 5; t = strtok_r(NULL, " \n", &save))
-			field[k++] = t;
-		if (k < 5 || sscanf(field[2], "%u:%u", &a, &b) != 2)
-			continue;
-		unescape_octal(field[4]);
-		if (strcmp(field[4], abs) != 0)
-			continue;
-		found = 1;
-		if (maj)
-			*maj = a, *min = b;
-		if (what) {
-			/* Optional fields, then "-", then type and source. */
-			char *t, *type = NULL, *src = NULL;
-			while ((t = strtok_r(NULL, " \n", &save)) && strcmp(t, "-") != 0)
-				;
-			if (t && (type = strtok_r(NULL, " \n", &save)))
-				src = strtok_r(NULL, " \n", &save);
-			if (src)
-				unescape_octal(src);
-			snprintf(what, wsz, "%s from %s", type ? type : "?", src ? src : "?");
-		}
-	}
-	free(line);
-	if (f)
-		fclose(f);
-	return found;
-}
-
-static void dead_mount(const char *mp)
-{
-	fprintf(stderr,
-		"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
-		mp, mp);
-}
-
-/* Checks the mount point and returns its absolute, symlink-free path, or
- * NULL after one line on stderr. Everything the daemon keeps must be
- * absolute: it leaves the caller's working directory when it detaches, and
- * unmounting (at a signal) goes through this path. */
-static char *check_mountpoint(const char *mp, int overmount)
-{
-	struct stat st;
-	if (stat(mp, &st) != 0) {
-		int e = errno;
-		if (e == ENOTCONN || e == ECONNABORTED)
-			dead_mount(mp);
-		else if (e == ENOENT)
-			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
-		else
-			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp,
-				strerror(e));
-		return NULL;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
-		return NULL;
-	}
-	/* A FUSE mount whose daemon died still answers stat() from the
-	 * kernel's cache; statfs always asks, and tells (ENOTCONN, or
-	 * ECONNABORTED on kernels that report an aborted connection so). */
-	struct statvfs sv;
-	if (statvfs(mp, &sv) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-		dead_mount(mp);
-		return NULL;
-	}
-	char *abs = realpath(mp, NULL);
-	if (!abs) {
-		fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(errno));
-		return NULL;
-	}
-	/* Mounting again on a mount point stacks a second mount that hides
-	 * the first, and takes two unmounts to clear: refuse unless asked. */
-	char what[512];
-	if (!overmount && mountinfo_find(abs, NULL, NULL, what, sizeof what)) {
-		fprintf(stderr,
-			"tensorfs: %s: already a mount point (%s); unmount it first, or pass -o overmount to mount on top of it\n",
-			mp, what);
-		free(abs);
-		return NULL;
-	}
-	DIR *dir = opendir(abs);
-	if (dir) {
-		struct dirent *de;
-		while ((de = readdir(dir)))
-			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-				break;
-		if (de)
-			fprintf(stderr,
-				"tensorfs: %s: warning: the mount point is not empty; its files are hidden until the unmount\n",
-				mp);
-		closedir(dir);
-	}
-	/* Unprivileged mounts go through the setuid fusermount3, which opens
-	 * the device itself: only root needs to open it here. */
-	if (access("/dev/fuse", getuid() == 0 ? (R_OK | W_OK) : F_OK) != 0) {
-		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
-			strerror(errno));
-		free(abs);
-		return NULL;
-	}
-	return abs;
-}
-
-/* The kernel reads ahead only 128 KiB on a FUSE mount, and a daemon cannot
- * ask for more at INIT; the mount's backing device in sysfs can be told
- * (by root). Big sequential reads then arrive as 1 MiB requests, several
- * at once, which is what first reads of large tensors need. The device
- * number comes from mountinfo: stat() on the mount point would wait for
- * the daemon, which is not answering yet. */
-static void set_readahead(const char *mountpoint, unsigned long kb)
-{
-	unsigned maj = 0, min = 0;
-	if (!mountinfo_find(mountpoint, &maj, &min, NULL, 0))
-		return;
-	char path[128];
-	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	FILE *ra = fopen(path, "w");
-	if (!ra) {
-		fuse_log(FUSE_LOG_DEBUG, "tensorfs: cannot set %s: %s\n", path, strerror(errno));
-		return;
-	}
-	fprintf(ra, "%lu\n", kb);
-	fclose(ra);
-}
-
-/* Readiness, when detaching: after the loop starts, a helper thread opens
- * the mount root, which the kernel lets through only once INIT with us is
- * complete (and which applies the readahead, see after_init), and then
- * tells the waiting parent that the mount is ready. open(), not stat():
- * valgrind holds its lock over syscalls it thinks cannot block, stat among
- * them, and the daemon would wait for itself. In the foreground there is no
- * helper: nobody waits, and its open could make an early unmount busy. */
-struct ready {
-	char *mountpoint;     /* absolute: the daemon leaves the caller's cwd */
-	unsigned long readahead_kb;
-	int notify_fd;        /* write end of the parent's pipe, or -1 */
-};
-
-static void after_init(void *arg)
-{
-	struct ready *r = arg;
-	if (r->readahead_kb)
-		set_readahead(r->mountpoint, r->readahead_kb);
-}
-
-static void *ready_thread(void *arg)
-{
-	struct ready *r = arg;
-	/* The open is the daemon's first request, which applies the
-	 * readahead before it is answered. */
-	int fd = open(r->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	unsigned char status = fd >= 0 ? 0 : EXIT_MOUNT;
-	if (fd >= 0)
-		close(fd);
-	if (r->notify_fd >= 0) {
-		/* The parent has printed nothing and exits with `status`; from
-		 * here on the daemon has no terminal. */
-		ssize_t w = write(r->notify_fd, &status, 1);
-		(void)w;
-		close(r->notify_fd);
-		openlog("tensorfs", LOG_PID, LOG_DAEMON);
-		log_syslog = 1;
-		int nul = open("/dev/null", O_RDWR);
-		if (nul >= 0) {
-			dup2(nul, 0);
-			dup2(nul, 1);
-			dup2(nul, 2);
-			if (nul > 2)
-				close(nul);
-		}
-	}
-	return NULL;
-}
-
-/* Forks; the parent waits for the child's word and exits with it. Returns
- * the write end of the pipe in the child, -1 on failure. */
-static int daemonize(void)
-{
-	int pfd[2];
-	if (pipe(pfd) != 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid > 0) {
-		unsigned char status = EXIT_INTERNAL;
-		close(pfd[1]);
-		if (read(pfd[0], &status, 1) != 1)
-			status = EXIT_INTERNAL; /* the daemon died before ready */
-		_exit(status);
-	}
-	close(pfd[0]);
-	setsid();
-	if (chdir("/") != 0) {
-		/* not fatal: only keeps the caller's directory busy */
-	}
-	return pfd[1];
 }
 
 static int parse_id(const char *s, unsigned long *v)
@@ -415,6 +187,7 @@ static int exit_of(tfs_err e)
 	switch (e) {
 	case TFS_ERR_FORMAT: return EXIT_FORMAT;
 	case TFS_ERR_OPEN:
+	case TFS_ERR_NOENT:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_IO:
 	case TFS_ERR_SHORT: return EXIT_SOURCE;
@@ -422,40 +195,28 @@ static int exit_of(tfs_err e)
 	}
 }
 
-/* tensorfs --inspect [--json] [-o strict] SOURCE: same sources, same checks
- * and exit codes as mounting, without a mount point. */
-static int inspect_main(int argc, char **argv)
+/* tensorfs --inspect [--json] [-o OPTIONS] SOURCE: same sources, same
+ * checks and exit codes as mounting, without a mount point. */
+static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
 {
-	int json = 0, strict = 0;
-	const char *source = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--inspect") == 0)
-			continue;
-		if (strcmp(argv[i], "--json") == 0) {
-			json = 1;
-		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc && strcmp(argv[i + 1], "strict") == 0) {
-			strict = 1;
-			i++;
-		} else if (argv[i][0] == '-' || source) {
-			fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o strict] SOURCE)\n", argv[i]);
-			return EXIT_USAGE;
-		} else {
-			source = argv[i];
-		}
+	if (c->mountpoint || c->bad_extra || rest->argc > 1) {
+		const char *what = c->mountpoint ? c->mountpoint : c->bad_extra ? c->extra : rest->argv[1];
+		/* libfuse gathers the options it would take as "-o", "a,b". */
+		if (!c->mountpoint && !c->bad_extra && strcmp(what, "-o") == 0 && rest->argc > 2)
+			what = rest->argv[2];
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n",
+			what);
+		return EXIT_USAGE;
 	}
-	if (!source) {
-		fprintf(stderr, "tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o strict] SOURCE)\n");
+	if (!c->source) {
+		fprintf(stderr, "tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n");
 		return EXIT_USAGE;
 	}
 	struct tfs_model model;
 	struct tfs_model_diag md;
-	struct tfs_model_opts mo = {
-		.parse_flags = strict ? TFS_PARSE_STRICT : 0,
-		.warn = warn_cb,
-		.index_only_ok = 1,
-	};
-	tfs_hash_seed_init();
-	tfs_err e = tfs_model_open(source, &mo, &model, &md);
+	struct tfs_model_opts io = *mo;
+	io.index_only_ok = 1;
+	tfs_err e = tfs_model_open(c->source, &io, &model, &md);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		return exit_of(e);
@@ -474,12 +235,12 @@ static int inspect_main(int argc, char **argv)
 		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
 			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
 	}
-	int r = tfs_inspect(&model, source, json, stdout);
+	int r = tfs_inspect(&model, c->source, c->json, stdout);
 	if (fflush(stdout) != 0)
 		r = -1;
 	tfs_model_free(&model);
 	if (r) {
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", source);
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", c->source);
 		return EXIT_INTERNAL;
 	}
 	return EXIT_OK;
@@ -487,10 +248,6 @@ static int inspect_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--inspect") == 0)
-			return inspect_main(argc, argv);
-
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts fo;
 	struct cli c;
@@ -502,7 +259,7 @@ int main(int argc, char **argv)
 	struct fuse_session *se = NULL;
 	int rc = EXIT_INTERNAL;
 	tfs_err e;
-	struct ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
+	struct tfs_ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
 	pthread_t rt;
 	int have_rt = 0;
 
@@ -511,15 +268,32 @@ int main(int argc, char **argv)
 	memset(&model, 0, sizeof model);
 	memset(&tree, 0, sizeof tree);
 	memset(&fs, 0, sizeof fs);
-	fuse_set_log_func(log_cb);
+	fuse_set_log_func(tfs_log_cb);
 
-	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0) {
-		fuse_opt_free_args(&args);
-		return EXIT_USAGE;
+	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0 || c.nomem) {
+		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
+		goto out_args;
+	}
+	const struct tfs_format *input = NULL;
+	if (c.input && !(input = tfs_format_find(c.input))) {
+		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(), c.input);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	tfs_hash_seed_init();
+	struct tfs_model_opts mo = {
+		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
+		.format = input,
+		.opts = &c.driver_opts,
+		.warn = warn_cb,
+	};
+	if (c.inspect) {
+		rc = inspect_main(&c, &mo, &args);
+		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0) {
-		fuse_opt_free_args(&args);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out_args;
 	}
 	if (fo.show_help) {
 		usage(stdout);
@@ -580,19 +354,6 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 
-	const struct tfs_format *input = NULL;
-	if (c.input && !(input = tfs_format_find(c.input))) {
-		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(), c.input);
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-
-	tfs_hash_seed_init();
-	struct tfs_model_opts mo = {
-		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
-		.format = input,
-		.warn = warn_cb,
-	};
 	e = tfs_model_open(c.source, &mo, &model, &md);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
@@ -607,7 +368,7 @@ int main(int argc, char **argv)
 		goto out_model;
 	}
 
-	if (!(rd.mountpoint = check_mountpoint(c.mountpoint, c.overmount))) {
+	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount))) {
 		rc = EXIT_MOUNT;
 		goto out_tree;
 	}
@@ -662,9 +423,9 @@ int main(int argc, char **argv)
 		rc = EXIT_MOUNT;
 		goto out_signals;
 	}
-	fs.after_init = after_init;
+	fs.after_init = tfs_after_init;
 	fs.after_init_ctx = &rd;
-	if (!fo.foreground && (rd.notify_fd = daemonize()) < 0) {
+	if (!fo.foreground && (rd.notify_fd = tfs_daemonize()) < 0) {
 		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
@@ -679,7 +440,7 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGHUP);
 	sigaddset(&block, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, ready_thread, &rd);
+	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, tfs_ready_thread, &rd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (tr != 0) {
 		rc = EXIT_INTERNAL;
@@ -734,6 +495,7 @@ out_args:
 	free(c.convert);
 	free(c.input);
 	free(c.readahead);
+	tfs_opts_free(&c.driver_opts);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -1,36 +1,26 @@
-#include "tfs_model.h"
+/* The tensor tables of a checkpoint: one file, the shards an index names,
+ * or a directory's files, each read (in parallel) by its format's driver
+ * from the store the source driver gave, and checked against each other.
+ * Indexes are read in tfs_index.c. */
+#include "tfs_model_int.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <json.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tfs_hash.h"
-#include "tfs_index.h"
-#include "tfs_mem.h"
 #include "tfs_json.h"
+#include "tfs_mem.h"
 
-#define INDEX_SUFFIX ".safetensors.index.json"
-#define ST_SUFFIX ".safetensors"
-#define INDEX_MAX ((size_t)1 << 31)
-
-static int ends_with(const char *s, const char *suf)
+int tfs_ends_with(const char *s, const char *suf)
 {
 	size_t n = strlen(s), k = strlen(suf);
 	return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
-static tfs_err mfail(struct tfs_model_diag *md, const char *where, tfs_err e,
-		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static tfs_err mfail(struct tfs_model_diag *md, const char *where, tfs_err e,
-		     const char *fmt, ...)
+tfs_err tfs_mfail(struct tfs_model_diag *md, const char *where, tfs_err e, const char *fmt, ...)
 {
 	va_list ap;
 	snprintf(md->where, sizeof md->where, "%s", where);
@@ -40,43 +30,12 @@ static tfs_err mfail(struct tfs_model_diag *md, const char *where, tfs_err e,
 	return e;
 }
 
-static char *join(const char *dir, const char *name)
-{
-	size_t a = strlen(dir), b = strlen(name);
-	char *p = malloc(a + b + 2);
-	if (!p)
-		return NULL;
-	memcpy(p, dir, a);
-	p[a] = '/';
-	memcpy(p + a + 1, name, b + 1);
-	return p;
-}
-
-/* The absolute path with the directory part resolved and the file name kept
- * as given: a Hugging Face cache shard shows as snapshots/REV/NAME, not as
- * its blob. */
-static char *location_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
-	const char *base = slash ? slash + 1 : path;
-	if (!dir)
-		return NULL;
-	char *rdir = realpath(*dir ? dir : "/", NULL);
-	free(dir);
-	if (!rdir)
-		return NULL;
-	char *out = strcmp(rdir, "/") == 0 ? join("", base) : join(rdir, base);
-	free(rdir);
-	return out;
-}
-
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* ---- reading the shard headers, in parallel ---- */
+/* ---- reading the shard tables, in parallel ---- */
 
 struct warn_buf {
 	char *text;
@@ -118,9 +77,10 @@ static void read_one(struct job *j, uint32_t i)
 		.warn = warn_collect,
 		.warn_ctx = &j->warns[i],
 	};
-	j->errs[i] = tfs_source_open_file(s->path, &s->src, &j->diags[i]);
+	j->errs[i] = j->m->store->ops->open(j->m->store, s->sname, &s->src, &j->diags[i]);
 	if (!j->errs[i])
 		j->errs[i] = tfs_format_read(s->src, j->o ? j->o->format : NULL, &po, &s->h, &j->diags[i]);
+	s->missing = j->errs[i] == TFS_ERR_NOENT;
 }
 
 static void *reader(void *arg)
@@ -134,27 +94,28 @@ static void *reader(void *arg)
 	}
 }
 
-static tfs_err read_headers(struct tfs_model *m, const struct tfs_model_opts *o,
-			    const char *where, struct tfs_model_diag *md)
+tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
+			      const char *where, struct tfs_model_diag *md)
 {
 	struct job j = {.m = m, .o = o};
 	tfs_err e = TFS_OK;
 	uint32_t n = m->nshards;
-	j.errs = calloc(n, sizeof *j.errs);
-	j.diags = calloc(n, sizeof *j.diags);
-	j.warns = calloc(n, sizeof *j.warns);
+	j.errs = calloc(n ? n : 1, sizeof *j.errs);
+	j.diags = calloc(n ? n : 1, sizeof *j.diags);
+	j.warns = calloc(n ? n : 1, sizeof *j.warns);
 	if (!j.errs || !j.diags || !j.warns) {
-		e = mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	unsigned nt = o && o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	/* Remote shards wait on the network, not on a core: more readers. */
+	unsigned nt = o && o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN) * 4;
 	if (nt < 1)
 		nt = 1;
-	if (nt > 8)
-		nt = 8;
+	if (nt > TFS_MODEL_READERS)
+		nt = TFS_MODEL_READERS;
 	if (nt > n)
 		nt = n;
-	pthread_t th[8];
+	pthread_t th[TFS_MODEL_READERS];
 	unsigned started = 0;
 	for (unsigned t = 1; t < nt; t++)
 		if (pthread_create(&th[started], NULL, reader, &j) == 0)
@@ -173,10 +134,12 @@ static tfs_err read_headers(struct tfs_model *m, const struct tfs_model_opts *o,
 		}
 		if (j.errs[i] && !e) {
 			if (m->kind == TFS_MODEL_FILE)
-				e = mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
+				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
 			else
-				e = mfail(md, where, j.errs[i], "shard '%s': %s", s->name, j.diags[i].msg);
+				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s", s->name, j.diags[i].msg);
 		}
+		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 		m->ntensors += s->h.n;
 	}
 out:
@@ -191,15 +154,6 @@ out:
 
 /* ---- consistency across shards ---- */
 
-struct where_t {
-	uint32_t shard, t;
-};
-
-struct names {
-	struct where_t *slots; /* shard == UINT32_MAX: empty */
-	size_t n;
-};
-
 static const char *tname(const struct tfs_model *m, struct where_t w, size_t *len)
 {
 	const struct tfs_table *h = &m->shards[w.shard].h;
@@ -207,7 +161,7 @@ static const char *tname(const struct tfs_model *m, struct where_t w, size_t *le
 	return tfs_tensor_name(h, &h->t[w.t]);
 }
 
-static struct where_t *names_find(const struct tfs_model *m, const struct names *nt,
+struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt,
 				  const char *name, size_t len)
 {
 	size_t j = tfs_hash(name, len, tfs_hash_seed) & (nt->n - 1);
@@ -221,7 +175,7 @@ static struct where_t *names_find(const struct tfs_model *m, const struct names 
 	return &nt->slots[j];
 }
 
-static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *where,
+tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
 			    struct tfs_model_diag *md)
 {
 	nt->n = 16;
@@ -229,7 +183,7 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 		nt->n *= 2;
 	nt->slots = tfs_malloc_big(nt->n * sizeof *nt->slots);
 	if (!nt->slots)
-		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
@@ -237,11 +191,11 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 			struct where_t w = {s, i};
 			size_t len;
 			const char *name = tname(m, w, &len);
-			struct where_t *slot = names_find(m, nt, name, len);
+			struct where_t *slot = tfs_model_names_find(m, nt, name, len);
 			if (slot->shard != UINT32_MAX) {
 				char q[200];
 				tfs_quote(q, sizeof q, name, len);
-				return mfail(md, where, TFS_ERR_FORMAT,
+				return tfs_mfail(md, where, TFS_ERR_FORMAT,
 					     "tensor %s is in two shards, '%s' and '%s'", q,
 					     m->shards[slot->shard].name, m->shards[s].name);
 			}
@@ -251,509 +205,67 @@ static tfs_err check_unique(struct tfs_model *m, struct names *nt, const char *w
 	return TFS_OK;
 }
 
-/* What the index says, gathered by the scanner's callbacks. */
-struct ientry {
-	uint64_t off;     /* name in arena */
-	uint32_t len;
-	uint32_t shard;   /* shard id (index into snames) */
-};
-
-struct iother {
-	char *key;
-	char *text;
-	size_t len;
-};
-
-struct idx {
-	char *arena;
-	size_t alen, acap;
-	struct ientry *e;
-	size_t n, cap;
-	char **snames;
-	uint32_t nsn, csn;
-	uint32_t *sslots; /* shard id + 1 keyed by name */
-	size_t nss;
-	struct iother *o;
-	size_t no, co, wm_pos;
-	const char *meta_text;
-	size_t meta_len;
-};
-
-static uint32_t *sname_slot(struct idx *x, const char *s, size_t len)
-{
-	size_t j = tfs_hash(s, len, tfs_hash_seed) & (x->nss - 1);
-	while (x->sslots[j]) {
-		const char *o = x->snames[x->sslots[j] - 1];
-		if (strlen(o) == len && memcmp(o, s, len) == 0)
-			break;
-		j = (j + 1) & (x->nss - 1);
-	}
-	return &x->sslots[j];
-}
-
-static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *shard,
-			 size_t slen, struct tfs_diag *d)
-{
-	struct idx *x = ctx;
-	if (slen == 0 || memchr(shard, '/', slen) || memchr(shard, 0, slen) ||
-	    (slen == 1 && shard[0] == '.') || (slen == 2 && shard[0] == '.' && shard[1] == '.')) {
-		char q[200], sq[200];
-		tfs_quote(q, sizeof q, name, nlen);
-		tfs_quote(sq, sizeof sq, shard, slen);
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
-				q, sq);
-	}
-	if ((x->nsn + 1) * 2 > x->nss) {
-		size_t ns = x->nss ? x->nss * 2 : 64;
-		free(x->sslots);
-		x->sslots = calloc(ns, sizeof *x->sslots);
-		if (!x->sslots)
-			return TFS_ERR_NOMEM;
-		x->nss = ns;
-		for (uint32_t i = 0; i < x->nsn; i++)
-			*sname_slot(x, x->snames[i], strlen(x->snames[i])) = i + 1;
-	}
-	uint32_t *slot = sname_slot(x, shard, slen);
-	if (!*slot) {
-		if (x->nsn == x->csn) {
-			x->csn = x->csn ? x->csn * 2 : 16;
-			char **q = realloc(x->snames, x->csn * sizeof *q);
-			if (!q)
-				return TFS_ERR_NOMEM;
-			x->snames = q;
-		}
-		if (!(x->snames[x->nsn] = strndup(shard, slen)))
-			return TFS_ERR_NOMEM;
-		*slot = ++x->nsn;
-	}
-	if (x->n == x->cap) {
-		x->cap = x->cap ? x->cap * 2 : 1024;
-		struct ientry *q = realloc(x->e, x->cap * sizeof *q);
-		if (!q)
-			return TFS_ERR_NOMEM;
-		x->e = q;
-	}
-	if (tfs_json_put(&x->arena, &x->alen, &x->acap, name, nlen))
-		return TFS_ERR_NOMEM;
-	x->e[x->n].off = x->alen - nlen;
-	x->e[x->n].len = (uint32_t)nlen;
-	x->e[x->n].shard = *slot - 1;
-	x->n++;
-	x->wm_pos = x->no;
-	return TFS_OK;
-}
-
-static tfs_err idx_other(void *ctx, const char *key, size_t klen, const char *text,
-			 size_t tlen, struct tfs_diag *d)
-{
-	struct idx *x = ctx;
-	(void)d;
-	if (x->no == x->co) {
-		x->co = x->co ? x->co * 2 : 4;
-		struct iother *q = realloc(x->o, x->co * sizeof *q);
-		if (!q)
-			return TFS_ERR_NOMEM;
-		x->o = q;
-	}
-	struct iother *o = &x->o[x->no];
-	o->key = strndup(key, klen);
-	o->text = strndup(text, tlen);
-	o->len = tlen;
-	if (!o->key || !o->text) {
-		free(o->key);
-		free(o->text);
-		return TFS_ERR_NOMEM;
-	}
-	x->no++;
-	if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
-		x->meta_text = o->text;
-		x->meta_len = tlen;
-	}
-	return TFS_OK;
-}
-
-static void idx_free(struct idx *x)
-{
-	for (uint32_t i = 0; i < x->nsn; i++)
-		free(x->snames[i]);
-	for (size_t i = 0; i < x->no; i++) {
-		free(x->o[i].key);
-		free(x->o[i].text);
-	}
-	free(x->snames);
-	free(x->sslots);
-	free(x->arena);
-	free(x->e);
-	free(x->o);
-}
-
-/* Every weight_map entry must be in the shard it names, and every tensor of
- * every shard must be listed for its shard. A name listed twice keeps its
- * last shard, as JSON readers do. first/last: per tensor (numbered across
- * shards), the first and last entry that lists it. */
-static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struct names *nt,
-			   uint32_t *first, uint32_t *last, uint64_t *eg, const char *where,
-			   struct tfs_model_diag *md)
-{
-	uint64_t *base = malloc(((size_t)m->nshards + 1) * sizeof *base);
-	if (!base)
-		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	base[0] = 0;
-	for (uint32_t s = 0; s < m->nshards; s++)
-		base[s + 1] = base[s] + m->shards[s].h.n;
-	tfs_err e = TFS_OK;
-	char q[200];
-	for (size_t k = 0; k < x->n; k++) {
-		const char *name = x->arena + x->e[k].off;
-		struct where_t *w = names_find(m, nt, name, x->e[k].len);
-		if (w->shard == UINT32_MAX) {
-			tfs_quote(q, sizeof q, name, x->e[k].len);
-			e = mfail(md, where, TFS_ERR_FORMAT,
-				  "weight_map puts tensor %s in shard '%s', which does not hold it (no shard does)",
-				  q, m->shards[x->e[k].shard].name);
-			goto out;
-		}
-		uint64_t g = base[w->shard] + w->t;
-		if (first[g] == UINT32_MAX)
-			first[g] = (uint32_t)k;
-		last[g] = (uint32_t)k;
-		eg[k] = g;
-	}
-	for (uint32_t s = 0; s < m->nshards; s++) {
-		const struct tfs_table *h = &m->shards[s].h;
-		for (uint32_t i = 0; i < h->n; i++) {
-			uint64_t g = base[s] + i;
-			tfs_quote(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
-			if (last[g] == UINT32_MAX) {
-				e = mfail(md, where, TFS_ERR_FORMAT,
-					  "shard '%s' holds tensor %s, which weight_map does not list for it",
-					  m->shards[s].name, q);
-				goto out;
-			}
-			if (x->e[last[g]].shard != s) {
-				e = mfail(md, where, TFS_ERR_FORMAT,
-					  "weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
-					  q, m->shards[x->e[last[g]].shard].name, m->shards[s].name);
-				goto out;
-			}
-		}
-	}
-out:
-	free(base);
-	return e;
-}
-
-/* __index__.json: the index pretty-printed, two spaces a level. Members
- * other than weight_map (small) go through json-c; weight_map, which can
- * hold a million names, is written directly, each name once (first place,
- * last shard). */
-static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32_t *first,
-			  const uint32_t *last, const uint64_t *eg)
-{
-	/* About the size of the index itself: start there. */
-	size_t cap = x->alen + (size_t)x->n * 48 + 4096, n = 0;
-	char *b = tfs_malloc_big(cap);
-	if (!b)
-		return TFS_ERR_NOMEM;
-	tfs_err e = tfs_json_put(&b, &n, &cap, "{", 1);
-	int members = 0;
-	for (size_t i = 0; !e && i <= x->no; i++) {
-		if (i == x->wm_pos) {
-			e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
-			int any = 0;
-			for (size_t k = 0; !e && k < x->n; k++) {
-				const char *name = x->arena + x->e[k].off;
-				uint64_t g = eg[k];
-				if (first[g] != k)
-					continue;
-				e = tfs_json_puts(&b, &n, &cap, any++ ? ",\n    " : "\n    ");
-				if (!e)
-					e = tfs_json_str(&b, &n, &cap, name, x->e[k].len);
-				if (!e)
-					e = tfs_json_put(&b, &n, &cap, ": ", 2);
-				const char *sh = m->shards[x->e[last[g]].shard].name;
-				if (!e)
-					e = tfs_json_str(&b, &n, &cap, sh, strlen(sh));
-			}
-			if (!e)
-				e = tfs_json_puts(&b, &n, &cap, any ? "\n  }" : "}");
-		}
-		if (i == x->no || e)
-			continue;
-		json_object *v = json_tokener_parse(x->o[i].text);
-		const char *pretty = v ? json_object_to_json_string_ext(
-						 v, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-							    JSON_C_TO_STRING_NOSLASHESCAPE)
-				       : x->o[i].text;
-		e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
-		if (!e)
-			e = tfs_json_str(&b, &n, &cap, x->o[i].key, strlen(x->o[i].key));
-		if (!e)
-			e = tfs_json_put(&b, &n, &cap, ": ", 2);
-		if (!e)
-			e = tfs_json_nested(&b, &n, &cap, pretty, strlen(pretty));
-		json_object_put(v);
-	}
-	if (!e)
-		e = tfs_json_puts(&b, &n, &cap, members ? "\n}\n" : "}\n");
-	if (e) {
-		free(b);
-		return e;
-	}
-	m->index_json = b;
-	m->index_len = n;
-	return TFS_OK;
-}
-
 /* ---- building the shard list ---- */
 
-static tfs_err add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
-			  const char *where, struct tfs_model_diag *md)
+tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
+			     const char *where, struct tfs_model_diag *md)
 {
+	const char *prefix = m->store->prefix;
 	m->shards = calloc(n ? n : 1, sizeof *m->shards);
 	if (!m->shards)
-		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	m->nshards = n;
 	for (uint32_t i = 0; i < n; i++) {
 		struct tfs_shard *s = &m->shards[i];
+		size_t dl = strlen(dir), nl = strlen(names[i]), pl = strlen(prefix);
 		s->name = strdup(names[i]);
-		s->path = dir ? join(dir, names[i]) : strdup(names[i]);
-		if (!s->name || !s->path)
-			return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-		s->location = location_of(s->path);
-		if (!s->location)
-			return mfail(md, where, TFS_ERR_OPEN, "shard '%s': cannot open: %s",
-				     names[i], strerror(errno));
+		s->sname = malloc(dl + nl + 1);
+		s->path = malloc(pl + dl + nl + 1);
+		if (!s->name || !s->sname || !s->path)
+			return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		memcpy(s->sname, dir, dl);
+		memcpy(s->sname + dl, names[i], nl + 1);
+		memcpy(s->path, prefix, pl);
+		memcpy(s->path + pl, s->sname, dl + nl + 1);
 	}
 	return TFS_OK;
 }
 
-static char *dir_of(const char *path)
+/* The directory rules: the first format (in the registry's order) with
+ * files in the directory decides; its one index, or else all its files.
+ * A Hub repository that ships both safetensors and .bin files mounts the
+ * safetensors ones. */
+static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
+			const struct tfs_model_opts *o, struct tfs_model_diag *md)
 {
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		return strdup(".");
-	if (slash == path)
-		return strdup("/");
-	return strndup(path, (size_t)(slash - path));
-}
-
-/* Which shards are not there; returns how many. */
-static uint32_t mark_missing(struct tfs_model *m)
-{
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < m->nshards; i++) {
-		struct stat st;
-		m->shards[i].missing = stat(m->shards[i].path, &st) != 0 && errno == ENOENT;
-		n += (uint32_t)m->shards[i].missing;
-	}
-	return n;
-}
-
-/* The model as the index alone tells it: each name once (its last entry
- * wins, as when the index is read as JSON), counted for its shard. */
-static tfs_err index_only(struct tfs_model *m, const struct idx *x, const char *where,
-			  struct tfs_model_diag *md)
-{
-	size_t ns = 16;
-	while (ns < x->n * 2)
-		ns *= 2;
-	uint64_t *slots = calloc(ns, sizeof *slots); /* entry + 1 */
-	if (!slots)
-		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	for (size_t k = 0; k < x->n; k++) {
-		const char *name = x->arena + x->e[k].off;
-		size_t j = tfs_hash(name, x->e[k].len, tfs_hash_seed) & (ns - 1);
-		while (slots[j]) {
-			const struct ientry *o = &x->e[slots[j] - 1];
-			if (o->len == x->e[k].len && memcmp(x->arena + o->off, name, o->len) == 0)
-				break;
-			j = (j + 1) & (ns - 1);
-		}
-		if (!slots[j])
-			m->ntensors++;
-		slots[j] = k + 1;
-	}
-	for (size_t j = 0; j < ns; j++)
-		if (slots[j])
-			m->shards[x->e[slots[j] - 1].shard].index_tensors++;
-	free(slots);
-	m->index_only = 1;
-	if (x->meta_text && !(m->index_meta = strndup(x->meta_text, x->meta_len)))
-		return mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	return TFS_OK;
-}
-
-static tfs_err open_index(struct tfs_model *m, const char *path, const struct tfs_model_opts *o,
-			  struct tfs_model_diag *md)
-{
-	tfs_err e = TFS_OK;
-	char *text = NULL, *dir = NULL, **sorted = NULL;
-	uint32_t *remap = NULL, *first = NULL, *last = NULL;
-	uint64_t *eg = NULL;
+	struct tfs_dirlist dl = {0};
+	struct tfs_diag d;
+	char **idx = NULL, **files = NULL;
+	size_t nidx = 0, nfiles = 0;
+	tfs_err e = m->store->ops->list(m->store, dir, &dl, &d);
 	struct names nt = {0};
-	struct idx x;
-	struct stat st;
-	FILE *f = fopen(path, "rb");
-
-	memset(&x, 0, sizeof x);
-	m->kind = TFS_MODEL_INDEX;
-	m->index_path = strdup(path);
-	if (!m->index_path) {
-		if (f)
-			fclose(f);
-		return mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-	}
-	if (!f)
-		return mfail(md, path, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
-	if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > INDEX_MAX) {
-		fclose(f);
-		return mfail(md, path, TFS_ERR_FORMAT, "index file too large");
-	}
-	text = malloc((size_t)st.st_size + 1);
-	if (!text) {
-		fclose(f);
-		return mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-	}
-	size_t got = fread(text, 1, (size_t)st.st_size, f);
-	fclose(f);
-	if (got != (size_t)st.st_size) {
-		e = mfail(md, path, TFS_ERR_IO, "read error");
+	if (e)
+		return tfs_mfail(md, where, e, "%s", d.msg);
+	idx = calloc(dl.n + 1, sizeof *idx);
+	files = calloc(dl.n + 1, sizeof *files);
+	if (!idx || !files) {
+		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	text[got] = 0;
-	/* The entries' names and records cannot outgrow the index text. */
-	x.acap = got + 1;
-	x.cap = got / 8 + 16;
-	x.arena = tfs_malloc_big(x.acap);
-	x.e = tfs_malloc_big(x.cap * sizeof *x.e);
-	if (!x.arena || !x.e) {
-		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	struct tfs_index_cb cb = {.entry = idx_entry, .other = idx_other, .ctx = &x};
-	x.wm_pos = SIZE_MAX;
-	e = tfs_index_scan(text, got, &cb, &md->d);
-	if (e) {
-		snprintf(md->where, sizeof md->where, "%s", path);
-		goto out;
-	}
-	if (x.wm_pos == SIZE_MAX)
-		x.wm_pos = x.no; /* an empty weight_map: keep it last */
-
-	/* Shards in name order; entries renumbered to match. */
-	sorted = malloc((x.nsn ? x.nsn : 1) * sizeof *sorted);
-	remap = malloc((x.nsn ? x.nsn : 1) * sizeof *remap);
-	if (!sorted || !remap) {
-		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	memcpy(sorted, x.snames, x.nsn * sizeof *sorted);
-	qsort(sorted, x.nsn, sizeof *sorted, name_cmp);
-	for (uint32_t i = 0; i < x.nsn; i++)
-		remap[*sname_slot(&x, sorted[i], strlen(sorted[i])) - 1] = i;
-	for (size_t k = 0; k < x.n; k++)
-		x.e[k].shard = remap[x.e[k].shard];
-
-	dir = dir_of(path);
-	if (!dir) {
-		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	if ((e = add_shards(m, dir, sorted, x.nsn, path, md)))
-		goto out;
-	if (o && o->index_only_ok && mark_missing(m)) {
-		e = index_only(m, &x, path, md);
-		goto out;
-	}
-	if ((e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
-		goto out;
-	first = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *first);
-	last = tfs_malloc_big((m->ntensors ? m->ntensors : 1) * sizeof *last);
-	eg = tfs_malloc_big((x.n ? x.n : 1) * sizeof *eg);
-	if (!first || !last || !eg) {
-		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	memset(first, 0xff, m->ntensors * sizeof *first);
-	memset(last, 0xff, m->ntensors * sizeof *last);
-	if ((e = check_index(m, &x, &nt, first, last, eg, path, md)))
-		goto out;
-
-	if (x.meta_text && o && o->warn) {
-		json_object *meta = json_tokener_parse(x.meta_text), *ts;
-		if (meta && json_object_is_type(meta, json_type_object) &&
-		    json_object_object_get_ex(meta, "total_size", &ts) &&
-		    (json_object_is_type(ts, json_type_int) || json_object_is_type(ts, json_type_double))) {
-			uint64_t sum = 0;
-			for (uint32_t s = 0; s < m->nshards; s++)
-				for (uint32_t i = 0; i < m->shards[s].h.n; i++)
-					sum += tfs_tensor_size(&m->shards[s].h.t[i]);
-			uint64_t want = json_object_is_type(ts, json_type_int)
-						? (uint64_t)json_object_get_uint64(ts)
-						: (uint64_t)json_object_get_double(ts);
-			if (want != sum) {
-				char msg[256];
-				snprintf(msg, sizeof msg,
-					 "metadata.total_size is %llu but the shards' tensors hold %llu bytes",
-					 (unsigned long long)want, (unsigned long long)sum);
-				o->warn(o->warn_ctx, path, msg);
-			}
-		}
-		json_object_put(meta);
-	}
-	if (index_json(m, &x, first, last, eg))
-		e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-out:
-	free(eg);
-	free(first);
-	free(last);
-	free(nt.slots);
-	free(sorted);
-	free(remap);
-	free(dir);
-	free(text);
-	idx_free(&x);
-	return e;
-}
-
-static tfs_err open_dir(struct tfs_model *m, const char *path, const struct tfs_model_opts *o,
-			struct tfs_model_diag *md)
-{
-	DIR *d = opendir(path);
-	char **idx = NULL, **st = NULL;
-	size_t nidx = 0, nst = 0, cidx = 0, cst = 0;
-	tfs_err e = TFS_OK;
-	struct names nt = {0};
-	if (!d)
-		return mfail(md, path, TFS_ERR_OPEN, "cannot open directory: %s", strerror(errno));
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char ***list;
-		size_t *n, *c;
-		if (de->d_name[0] == '.')
+	for (size_t f = 0; tfs_formats[f] && !nidx && !nfiles; f++) {
+		const char *ext = o && o->format ? o->format->ext : tfs_formats[f]->ext;
+		char isuf[64];
+		if (!ext)
 			continue;
-		if (ends_with(de->d_name, INDEX_SUFFIX)) {
-			list = &idx, n = &nidx, c = &cidx;
-		} else if (ends_with(de->d_name, ST_SUFFIX)) {
-			list = &st, n = &nst, c = &cst;
-		} else {
-			continue;
+		snprintf(isuf, sizeof isuf, "%s.index.json", ext);
+		for (size_t i = 0; i < dl.n; i++) {
+			if (tfs_ends_with(dl.name[i], isuf))
+				idx[nidx++] = dl.name[i];
+			else if (tfs_ends_with(dl.name[i], ext))
+				files[nfiles++] = dl.name[i];
 		}
-		if (*n == *c) {
-			*c = *c ? *c * 2 : 64;
-			char **q = realloc(*list, *c * sizeof **list);
-			if (!q) {
-				e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-				goto out;
-			}
-			*list = q;
-		}
-		if (!((*list)[(*n)++] = strdup(de->d_name))) {
-			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-			goto out;
-		}
+		if (o && o->format)
+			break;
 	}
 	if (nidx > 1) {
 		char list[768];
@@ -761,37 +273,44 @@ static tfs_err open_dir(struct tfs_model *m, const char *path, const struct tfs_
 		qsort(idx, nidx, sizeof *idx, name_cmp);
 		for (size_t i = 0; i < nidx && o2 < sizeof list - 64; i++)
 			o2 += (size_t)snprintf(list + o2, sizeof list - o2, "%s%s", i ? ", " : "", idx[i]);
-		e = mfail(md, path, TFS_ERR_FORMAT,
-			  "the directory holds %zu index files (%s); pass the one to mount", nidx, list);
+		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+			      "the directory holds %zu index files (%s); pass the one to mount", nidx, list);
 		goto out;
 	}
 	if (nidx == 1) {
-		char *ip = join(path, idx[0]);
-		if (!ip) {
-			e = mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-			goto out;
+		size_t n = strlen(dir) + strlen(idx[0]) + 1;
+		char *name = malloc(n), *disp = malloc(strlen(m->store->prefix) + n);
+		if (name && disp) {
+			snprintf(name, n, "%s%s", dir, idx[0]);
+			sprintf(disp, "%s%s", m->store->prefix, name);
+			e = tfs_model_open_index(m, name, disp, o, md);
+		} else {
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 		}
-		e = open_index(m, ip, o, md);
-		free(ip);
+		free(name);
+		free(disp);
 		goto out;
 	}
-	if (nst == 0) {
-		e = mfail(md, path, TFS_ERR_FORMAT, "the directory holds no .safetensors file and no index");
+	if (nfiles == 0) {
+		char exts[256];
+		size_t k = 0;
+		for (size_t f = 0; tfs_formats[f]; f++)
+			if (tfs_formats[f]->ext)
+				k += (size_t)snprintf(exts + k, sizeof exts - k, "%s%s", k ? ", " : "",
+						      tfs_formats[f]->ext);
+		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+			      "the directory holds no checkpoint file (%s) and no index", exts);
 		goto out;
 	}
-	qsort(st, nst, sizeof *st, name_cmp);
+	qsort(files, nfiles, sizeof *files, name_cmp);
 	m->kind = TFS_MODEL_DIR;
-	if ((e = add_shards(m, path, st, (uint32_t)nst, path, md)) ||
-	    (e = read_headers(m, o, path, md)) || (e = check_unique(m, &nt, path, md)))
+	if ((e = tfs_model_add_shards(m, dir, files, (uint32_t)nfiles, where, md)) ||
+	    (e = tfs_model_read_tables(m, o, where, md)) || (e = tfs_model_check_unique(m, &nt, where, md)))
 		goto out;
 out:
-	closedir(d);
-	for (size_t i = 0; i < nidx; i++)
-		free(idx[i]);
-	for (size_t i = 0; i < nst; i++)
-		free(st[i]);
 	free(idx);
-	free(st);
+	free(files);
+	tfs_dirlist_free(&dl);
 	free(nt.slots);
 	return e;
 }
@@ -799,30 +318,33 @@ out:
 tfs_err tfs_model_open(const char *source, const struct tfs_model_opts *o,
 		       struct tfs_model *m, struct tfs_model_diag *md)
 {
-	struct stat st;
+	struct tfs_diag d;
+	char *target = NULL;
 	tfs_err e;
 	memset(m, 0, sizeof *m);
 	memset(md, 0, sizeof *md);
-	if (stat(source, &st) != 0)
-		return mfail(md, source, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
-	m->id.size = (uint64_t)st.st_size;
-	m->id.dev = st.st_dev;
-	m->id.ino = st.st_ino;
-	m->id.mtime_sec = st.st_mtim.tv_sec;
-	m->id.mtime_nsec = st.st_mtim.tv_nsec;
-	m->id.ctime_sec = st.st_ctim.tv_sec;
-	m->id.ctime_nsec = st.st_ctim.tv_nsec;
-	if (S_ISDIR(st.st_mode)) {
-		e = open_dir(m, source, o, md);
-	} else if (S_ISREG(st.st_mode) && ends_with(source, ".json")) {
-		e = open_index(m, source, o, md);
+	e = tfs_source_resolve(source, o ? o->opts : NULL, &m->store, &target, &d);
+	if (e)
+		return tfs_mfail(md, source, e, "%s", d.msg);
+	m->id = m->store->id;
+	if (!target) {
+		/* The source named a directory (of a store): "" is its root. */
+		e = open_dir(m, "", source, o, md);
+	} else if (tfs_ends_with(target, ".json")) {
+		e = tfs_model_open_index(m, target, source, o, md);
 	} else {
-		char *name = (char *)source;
 		m->kind = TFS_MODEL_FILE;
-		e = add_shards(m, NULL, &name, 1, source, md);
+		e = tfs_model_add_shards(m, "", &target, 1, source, md);
+		if (!e) {
+			/* Messages name the file as the user wrote it. */
+			free(m->shards[0].path);
+			if (!(m->shards[0].path = strdup(source)))
+				e = tfs_mfail(md, source, TFS_ERR_NOMEM, "out of memory");
+		}
 		if (!e)
-			e = read_headers(m, o, source, md);
+			e = tfs_model_read_tables(m, o, source, md);
 	}
+	free(target);
 	if (e)
 		tfs_model_free(m);
 	return e;
@@ -837,6 +359,7 @@ void tfs_model_free(struct tfs_model *m)
 		tfs_table_free(&s->h);
 		tfs_source_close(s->src);
 		free(s->name);
+		free(s->sname);
 		free(s->path);
 		free(s->location);
 	}
@@ -844,6 +367,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->index_path);
 	free(m->index_json);
 	free(m->index_meta);
+	tfs_store_close(m->store);
 	memset(m, 0, sizeof *m);
 }
 

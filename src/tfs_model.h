@@ -1,7 +1,7 @@
-/* What a mount shows, before any FUSE: one safetensors file, or the shards
+/* What a mount shows, before any FUSE: one checkpoint file, or the shards
  * of a sharded checkpoint (an index file, a directory holding one index, or a
- * directory of .safetensors files), each header read and validated, and the
- * shards checked against each other and against the index. */
+ * directory of checkpoint files), each read and validated by its format's
+ * driver, and the shards checked against each other and against the index. */
 #ifndef TFS_MODEL_H
 #define TFS_MODEL_H
 
@@ -13,8 +13,9 @@
 
 struct tfs_shard {
 	char *name;        /* file name as the index or directory gives it */
-	char *path;        /* path used to open it, for messages */
-	char *location;    /* absolute path, final symlink kept: user.source */
+	char *sname;       /* its name in the store */
+	char *path;        /* as the user would write it, for messages */
+	char *location;    /* absolute path or URL: user.source */
 	struct tfs_source *src;
 	struct tfs_table h;
 	int missing;          /* index_only: the file is not there */
@@ -30,6 +31,7 @@ struct tfs_model {
 	char *index_path;   /* the index file, when there is one */
 	char *index_json;   /* the index, pretty-printed, or NULL */
 	size_t index_len;
+	struct tfs_store *store; /* where the files are */
 	struct tfs_identity id; /* of the file, index or directory given */
 	uint64_t ntensors;
 	/* Set only with tfs_model_opts.index_only_ok, when shards are
@@ -52,11 +54,16 @@ struct tfs_model_opts {
 	const struct tfs_format *format; /* -o input=: this driver for every file */
 	tfs_model_warn_fn warn;
 	void *warn_ctx;
-	unsigned threads;            /* header readers; 0 picks one per core, up to 8 */
+	unsigned threads;            /* table readers; 0 picks 4 per core, up to
+				      * TFS_MODEL_READERS */
+	const struct tfs_opts *opts; /* the source drivers' options */
 	int index_only_ok;           /* an index whose shards are missing gives an
 				      * index_only model, not an error */
 };
 
+#define TFS_MODEL_READERS 16
+
+/* Opens SOURCE through the source driver that claims it. */
 tfs_err tfs_model_open(const char *source, const struct tfs_model_opts *o,
 		       struct tfs_model *m, struct tfs_model_diag *md);
 void tfs_model_free(struct tfs_model *m);

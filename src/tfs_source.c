@@ -1,12 +1,9 @@
 #include "tfs_source.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "tfs_table.h"
 
 void tfs_source_close(struct tfs_source *s)
 {
@@ -14,105 +11,121 @@ void tfs_source_close(struct tfs_source *s)
 		s->ops->close(s);
 }
 
-static void fill_identity(const struct stat *st, struct tfs_identity *id)
+void tfs_store_close(struct tfs_store *st)
 {
-	id->size = (uint64_t)st->st_size;
-	id->dev = (uint64_t)st->st_dev;
-	id->ino = (uint64_t)st->st_ino;
-	id->mtime_sec = st->st_mtim.tv_sec;
-	id->mtime_nsec = st->st_mtim.tv_nsec;
-	id->ctime_sec = st->st_ctim.tv_sec;
-	id->ctime_nsec = st->st_ctim.tv_nsec;
+	if (st)
+		st->ops->close(st);
 }
 
-/* ---- local file ---- */
-
-static tfs_err file_pread(struct tfs_source *s, void *buf, size_t len,
-			  uint64_t off)
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
+			 struct tfs_diag *d)
 {
-	char *p = buf;
-	while (len > 0) {
-		if (off > (uint64_t)INT64_MAX)
-			return TFS_ERR_SHORT;
-		ssize_t r = pread(s->fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return TFS_ERR_IO;
-		}
-		if (r == 0)
-			return TFS_ERR_SHORT;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return TFS_OK;
-}
-
-static tfs_err file_identity(struct tfs_source *s, struct tfs_identity *id)
-{
-	struct stat st;
-	if (fstat(s->fd, &st) != 0)
-		return TFS_ERR_IO;
-	fill_identity(&st, id);
-	return TFS_OK;
-}
-
-static void file_close(struct tfs_source *s)
-{
-	if (s->fd >= 0)
-		close(s->fd);
-	free(s->location);
-	free(s);
-}
-
-static const struct tfs_source_ops file_ops = {
-	.pread = file_pread,
-	.identity = file_identity,
-	.close = file_close,
-};
-
-tfs_err tfs_source_open_file(const char *path, struct tfs_source **out,
-			     struct tfs_diag *d)
-{
-	struct stat st;
-	struct tfs_source *s;
-	/* O_NOFOLLOW is not used: Hugging Face caches reach blobs through
-	 * symlinks, and the resolved path is what user.source shows. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return tfs_fail(d, TFS_ERR_OPEN, "cannot open: %s", strerror(errno));
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return tfs_fail(d, TFS_ERR_OPEN, "cannot stat: %s", strerror(e));
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return tfs_fail(d, TFS_ERR_NOTREG,
-				"is a directory, not a .safetensors file");
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return tfs_fail(d, TFS_ERR_NOTREG,
-				"is not a regular file (a device, pipe or socket cannot be mounted)");
-	}
-	s = calloc(1, sizeof *s);
-	if (!s) {
-		close(fd);
+	if (s->id.size > max)
+		return tfs_fail(d, TFS_ERR_FORMAT, "too large (%llu bytes; at most %zu)",
+				(unsigned long long)s->id.size, max);
+	size_t n = (size_t)s->id.size;
+	char *buf = malloc(n + 1);
+	if (!buf)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = tfs_source_pread(s, buf, n, 0);
+	if (e) {
+		free(buf);
+		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "%s",
+				e == TFS_ERR_SHORT ? "the file shrank while being read" : "read error");
 	}
-	s->ops = &file_ops;
-	s->fd = fd;
-	s->location = realpath(path, NULL);
-	if (!s->location) {
-		file_close(s);
-		return tfs_fail(d, TFS_ERR_OPEN, "cannot resolve path: %s",
-				strerror(errno));
-	}
-	fill_identity(&st, &s->id);
-	*out = s;
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
 	return TFS_OK;
+}
+
+/* ---- options ---- */
+
+const char *tfs_opts_get(const struct tfs_opts *o, const char *key)
+{
+	const char *v = NULL;
+	for (size_t i = 0; o && i < o->n; i++)
+		if (strcmp(o->key[i], key) == 0)
+			v = o->val[i]; /* the last one given wins, as with -o */
+	return v;
+}
+
+tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val)
+{
+	char **k = realloc(o->key, (o->n + 1) * sizeof *k);
+	if (!k)
+		return TFS_ERR_NOMEM;
+	o->key = k;
+	char **v = realloc(o->val, (o->n + 1) * sizeof *v);
+	if (!v)
+		return TFS_ERR_NOMEM;
+	o->val = v;
+	o->key[o->n] = strndup(key, klen);
+	o->val[o->n] = strdup(val ? val : "");
+	if (!o->key[o->n] || !o->val[o->n]) {
+		free(o->key[o->n]);
+		free(o->val[o->n]);
+		return TFS_ERR_NOMEM;
+	}
+	o->n++;
+	return TFS_OK;
+}
+
+void tfs_opts_free(struct tfs_opts *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		free(o->key[i]);
+		free(o->val[i]);
+	}
+	free(o->key);
+	free(o->val);
+	memset(o, 0, sizeof *o);
+}
+
+/* ---- directory listings ---- */
+
+tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size)
+{
+	size_t cap = l->cap;
+	if (tfs_grow((void **)&l->name, &cap, l->n + 1, sizeof *l->name))
+		return TFS_ERR_NOMEM;
+	cap = l->cap;
+	if (tfs_grow((void **)&l->size, &cap, l->n + 1, sizeof *l->size))
+		return TFS_ERR_NOMEM;
+	l->cap = cap;
+	if (!(l->name[l->n] = strdup(name)))
+		return TFS_ERR_NOMEM;
+	l->size[l->n++] = size;
+	return TFS_OK;
+}
+
+void tfs_dirlist_free(struct tfs_dirlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->name[i]);
+	free(l->name);
+	free(l->size);
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- drivers ---- */
+
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		if (tfs_source_drivers[i]->claims(spec))
+			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
+	return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
+}
+
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *s = tfs_source_drivers[i]->opts; s && s->name; s++)
+			if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+				return s;
+	return NULL;
 }
 
 /* ---- memory ---- */
@@ -123,8 +136,7 @@ struct mem_source {
 	size_t len;
 };
 
-static tfs_err mem_pread(struct tfs_source *s, void *buf, size_t len,
-			 uint64_t off)
+static tfs_err mem_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
 {
 	struct mem_source *m = (struct mem_source *)s;
 	if (off > m->len || len > m->len - off)

@@ -1,8 +1,12 @@
-/* The byte source behind a mount.
+/* Where the bytes come from: sources, stores and source drivers.
  *
- * Every read of tensor bytes goes through this interface so that sources
- * other than a local file (HTTP range requests are planned) can be added
- * without touching the FUSE glue or the format layer. */
+ * A source is one file's bytes, read at absolute offsets. A store is where
+ * the files of a checkpoint live (a local directory, an HTTP base URL, a
+ * Hub repository at a commit, an S3 prefix): it opens files by their name
+ * in it and lists a directory of it. A source driver turns the SOURCE
+ * argument into a store and the name in it that SOURCE points at. Nothing
+ * above this layer knows which kind it talks to; adding one is adding a
+ * driver file and one line in tfs_sources.c. */
 #ifndef TFS_SOURCE_H
 #define TFS_SOURCE_H
 
@@ -26,21 +30,26 @@ struct tfs_source_ops {
 	/* Reads exactly `len` bytes at absolute offset `off`, looping over
 	 * short transfers. Fewer bytes available than asked is TFS_ERR_SHORT,
 	 * never a partial success: a caller must not serve bytes that are not
-	 * there. */
+	 * there. Safe to call from several threads at once. */
 	tfs_err (*pread)(struct tfs_source *s, void *buf, size_t len, uint64_t off);
-	/* The identity now (re-read from the source, not cached). */
+	/* The identity now (re-read from the source where that is cheap;
+	 * remote sources, pinned to a version, return the pinned one). */
 	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
 	void (*close)(struct tfs_source *s);
 };
 
 struct tfs_source {
 	const struct tfs_source_ops *ops;
-	/* Absolute path or URL, for user.source and messages. */
+	/* Absolute path or URL without credentials: user.source, messages. */
 	char *location;
 	/* Identity when opened: the size that validation was done against. */
 	struct tfs_identity id;
 	/* A descriptor the bytes can be spliced from, or -1. */
 	int fd;
+	/* The version the mount is pinned to, where the source has one
+	 * (user.etag, user.revision), or NULL. */
+	char *etag;
+	char *revision;
 };
 
 static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
@@ -51,13 +60,95 @@ static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
 
 void tfs_source_close(struct tfs_source *s);
 
-/* Opens a local file read-only. `path` is kept as given for messages;
- * location becomes its absolute, symlink-free form. */
-tfs_err tfs_source_open_file(const char *path, struct tfs_source **out,
-			     struct tfs_diag *d);
-
 /* A source over bytes in memory (not copied), for tests and the fuzzer. */
 tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
 			    struct tfs_source **out);
+
+/* Reads a whole (small) source into a NUL-terminated buffer of at most
+ * `max` bytes. */
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
+			 struct tfs_diag *d);
+
+/* ---- options ---- */
+
+/* Mount options that belong to drivers (-o cache_dir=..., -o path_style),
+ * as the command line collected them: key and value ("" for a flag). */
+struct tfs_opts {
+	char **key, **val;
+	size_t n;
+};
+
+/* The value of `key`, or NULL when it was not given. */
+const char *tfs_opts_get(const struct tfs_opts *o, const char *key);
+tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val);
+void tfs_opts_free(struct tfs_opts *o);
+
+struct tfs_opt_spec {
+	const char *name;
+	int takes_value;
+	const char *help;     /* one line for --help */
+};
+
+/* ---- stores ---- */
+
+struct tfs_store;
+
+/* A directory listing: file names (relative to the directory listed) and
+ * sizes, regular files only. */
+struct tfs_dirlist {
+	char **name;
+	uint64_t *size;
+	size_t n, cap;
+};
+tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size);
+void tfs_dirlist_free(struct tfs_dirlist *l);
+
+struct tfs_store_ops {
+	/* Opens the file `name` ('/'-separated, relative to the store). The
+	 * diag line says what failed, without the name (the caller adds it).
+	 * Safe to call from several threads at once. */
+	tfs_err (*open)(struct tfs_store *st, const char *name, struct tfs_source **out,
+			struct tfs_diag *d);
+	/* Lists directory `dir` of the store ("" for its root), one level. */
+	tfs_err (*list)(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
+			struct tfs_diag *d);
+	void (*close)(struct tfs_store *st);
+};
+
+struct tfs_store {
+	const struct tfs_store_ops *ops;
+	/* What names are joined to in messages ("dir/", "https://h/p/"), as
+	 * the user wrote it; "" when SOURCE had no directory part. */
+	char *prefix;
+	/* Identity of what SOURCE named (a file, an index, a directory), for
+	 * the times of directories and synthetic files. */
+	struct tfs_identity id;
+};
+
+void tfs_store_close(struct tfs_store *st);
+
+/* ---- source drivers ---- */
+
+struct tfs_source_driver {
+	const char *name;
+	/* 1 when the SOURCE argument is this driver's (by its scheme). */
+	int (*claims)(const char *spec);
+	/* Opens the store that `spec` lives in; *target is the name in it
+	 * that spec points at (a file), or NULL when spec is a directory. */
+	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d);
+	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
+};
+
+/* The registered drivers (tfs_sources.c), the last one claiming anything. */
+extern const struct tfs_source_driver *const tfs_source_drivers[];
+
+/* The driver for `spec`, then its resolve. */
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d);
+
+/* Whether some driver takes mount option `name`, and if so whether it
+ * takes a value. */
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len);
 
 #endif

@@ -184,7 +184,7 @@ def test_inconsistent_index(tmp):
     os.unlink(os.path.join(os.path.dirname(idx), "b.safetensors"))
     os.mkdir(os.path.join(os.path.dirname(idx), "b.safetensors"))
     msg = refused(idx, tmp, EXIT_SOURCE)
-    assert msg == f"tensorfs: {idx}: shard 'b.safetensors': is a directory, not a .safetensors file\n"
+    assert msg == f"tensorfs: {idx}: shard 'b.safetensors': is a directory, not a checkpoint file\n"
 
     idx = case("bad-shard")
     with open(os.path.join(os.path.dirname(idx), "b.safetensors"), "r+b") as f:

@@ -1,0 +1,10 @@
+/* The registry of source drivers: the one place that names them. The
+ * local file driver claims everything, so it comes last. */
+#include "tfs_source.h"
+
+extern const struct tfs_source_driver tfs_source_file;
+
+const struct tfs_source_driver *const tfs_source_drivers[] = {
+	&tfs_source_file,
+	NULL,
+};
