@@ -9,6 +9,9 @@ PKGS=(
   gcc make pkg-config libc6-dev   # the build
   libfuse3-dev fuse3              # FUSE headers, library, fusermount3
   libjson-c-dev                   # __metadata__ and emitted JSON
+  libcurl4-openssl-dev            # http(s), Hugging Face Hub and S3 sources
+  nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
+  curl                            # baselines in make bench
   python3 python3-pytest python3-numpy  # integration tests
   attr                            # getfattr / setfattr for tests and the demo
   bsdextrautils                   # hexdump for the demo and tests

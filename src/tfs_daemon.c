@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +213,31 @@ void tfs_after_init(void *arg)
 	struct tfs_ready *r = arg;
 	if (r->readahead_kb)
 		set_readahead(r->mountpoint, r->readahead_kb);
+	/* In the process that serves the mount, after any fork. */
+	tfs_sources_start();
+}
+
+static void *watch(void *arg)
+{
+	struct tfs_watch *w = arg;
+	struct timespec tick = {0, 100 * 1000 * 1000};
+	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && !fuse_session_exited(w->se))
+		nanosleep(&tick, NULL);
+	tfs_sources_stop();
+	return NULL;
+}
+
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se)
+{
+	w->se = se;
+	w->done = 0;
+	return pthread_create(&w->th, NULL, watch, w);
+}
+
+void tfs_watch_end(struct tfs_watch *w)
+{
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	pthread_join(w->th, NULL);
 }
 
 void *tfs_ready_thread(void *arg)

@@ -3,6 +3,8 @@
 #ifndef TFS_DAEMON_H
 #define TFS_DAEMON_H
 
+#include <pthread.h>
+
 #include "tfs_fuse.h"
 
 /* Exit codes, one per class of failure (README, "Exit codes"). */
@@ -35,6 +37,18 @@ void tfs_after_init(void *ready);
 /* The helper thread of a detaching daemon: waits until the mount answers,
  * then tells the waiting parent and leaves the terminal. */
 void *tfs_ready_thread(void *ready);
+
+/* Watches the session from a thread: once it ends (a signal, an unmount),
+ * the sources stop their transfers, so that a read waiting on a dead
+ * server cannot hold up the exit (libfuse waits for its workers). Start it
+ * with the signals blocked. */
+struct tfs_watch {
+	struct fuse_session *se;
+	int done;
+	pthread_t th;
+};
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se);
+void tfs_watch_end(struct tfs_watch *w);
 
 /* Forks; the parent waits for the child's word and exits with it. Returns
  * the write end of the pipe in the child, -1 on failure. */

@@ -3,6 +3,26 @@
 #include <stdio.h>
 #include <string.h>
 
+static void (*log_sink)(const char *line);
+
+void tfs_log_set(void (*sink)(const char *line))
+{
+	log_sink = sink;
+}
+
+void tfs_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (log_sink)
+		log_sink(line);
+	else
+		fprintf(stderr, "tensorfs: %s\n", line);
+}
+
 const char *tfs_err_str(tfs_err e)
 {
 	switch (e) {

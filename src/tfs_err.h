@@ -35,6 +35,12 @@ tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap);
 
+/* One line for the log: stderr, or where the daemon sends its messages once
+ * detached (tfs_log_set). For events during reads that a caller cannot
+ * report itself (a remote file that changed). */
+void tfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tfs_log_set(void (*sink)(const char *line));
+
 /* Writes `name` as a single-quoted, printable, bounded rendering for messages:
  * bytes that could break a one-line message (control characters, quotes,
  * backslashes) become \xNN and long names are cut with "...". Hostile tensor

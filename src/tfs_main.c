@@ -119,6 +119,12 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	}
 }
 
+/* The core's log lines go where libfuse's go (stderr, then syslog). */
+static void log_line(const char *line)
+{
+	fuse_log(FUSE_LOG_WARNING, "tensorfs: %s\n", line);
+}
+
 static void warn_cb(void *ctx, const char *where, const char *msg)
 {
 	(void)ctx;
@@ -186,6 +192,7 @@ static int exit_of(tfs_err e)
 {
 	switch (e) {
 	case TFS_ERR_FORMAT: return EXIT_FORMAT;
+	case TFS_ERR_INVAL: return EXIT_USAGE; /* a source or option that cannot be right */
 	case TFS_ERR_OPEN:
 	case TFS_ERR_NOENT:
 	case TFS_ERR_NOTREG:
@@ -269,6 +276,7 @@ int main(int argc, char **argv)
 	memset(&tree, 0, sizeof tree);
 	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(tfs_log_cb);
+	tfs_log_set(log_line);
 
 	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
@@ -378,9 +386,8 @@ int main(int argc, char **argv)
 	if (fuse_opt_add_arg(&args, "-oro,default_permissions,subtype=tensorfs") != 0)
 		goto out_tree;
 	{
-		char *fsname = NULL, *abs = realpath(c.source, NULL);
-		int r0 = fuse_opt_add_opt_escaped(&fsname, abs ? abs : c.source);
-		free(abs);
+		char *fsname = NULL;
+		int r0 = fuse_opt_add_opt_escaped(&fsname, model.store ? model.store->location : c.source);
 		if (r0 != 0)
 			goto out_tree;
 		char *opt = malloc(strlen(fsname) + 16);
@@ -441,18 +448,21 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, tfs_ready_thread, &rd);
+	have_rt = !fo.foreground && tr == 0;
+	struct tfs_watch watch;
+	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (tr != 0) {
+	if (tr != 0 || tw != 0) {
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
-	have_rt = !fo.foreground;
 	int r;
 	if (fo.singlethread) {
 		r = fuse_session_loop(se);
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		if (!lc) {
+			tfs_watch_end(&watch);
 			rc = EXIT_INTERNAL;
 			goto out_unmount;
 		}
@@ -468,6 +478,7 @@ int main(int argc, char **argv)
 	/* The loops return 0 after an unmount, the signal number after
 	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
 	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
+	tfs_watch_end(&watch);
 
 out_unmount:
 	fuse_session_unmount(se);

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tfs_cache.h"
+#include "tfs_http.h"
 #include "tfs_table.h"
 
 void tfs_source_close(struct tfs_source *s)
@@ -15,6 +17,16 @@ void tfs_store_close(struct tfs_store *st)
 {
 	if (st)
 		st->ops->close(st);
+}
+
+void tfs_sources_start(void)
+{
+	tfs_cache_start();
+}
+
+void tfs_sources_stop(void)
+{
+	tfs_http_abort();
 }
 
 tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,

@@ -60,6 +60,10 @@ static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
 
 void tfs_source_close(struct tfs_source *s);
 
+/* A local file as a source (the file driver's), for drivers that find a
+ * file on disk (a cache). */
+tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d);
+
 /* A source over bytes in memory (not copied), for tests and the fuzzer. */
 tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
 			    struct tfs_source **out);
@@ -123,6 +127,9 @@ struct tfs_store {
 	/* Identity of what SOURCE named (a file, an index, a directory), for
 	 * the times of directories and synthetic files. */
 	struct tfs_identity id;
+	/* SOURCE as the mount's device name: an absolute path, or the URL
+	 * without credentials. */
+	char *location;
 };
 
 void tfs_store_close(struct tfs_store *st);
@@ -139,6 +146,14 @@ struct tfs_source_driver {
 			   char **target, struct tfs_diag *d);
 	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
 };
+
+/* The mount is up, in the process that serves it: the sources' work in the
+ * background (prefetching) may start. Nothing runs before, so nothing is
+ * lost when the daemon forks. */
+void tfs_sources_start(void);
+/* The mount is going away: every transfer in progress ends now, and reads
+ * that need the network fail. */
+void tfs_sources_stop(void);
 
 /* The registered drivers (tfs_sources.c), the last one claiming anything. */
 extern const struct tfs_source_driver *const tfs_source_drivers[];

@@ -2,9 +2,13 @@
  * local file driver claims everything, so it comes last. */
 #include "tfs_source.h"
 
+extern const struct tfs_source_driver tfs_source_hf;
+extern const struct tfs_source_driver tfs_source_http;
 extern const struct tfs_source_driver tfs_source_file;
 
 const struct tfs_source_driver *const tfs_source_drivers[] = {
+	&tfs_source_hf,
+	&tfs_source_http,
 	&tfs_source_file,
 	NULL,
 };

@@ -92,6 +92,8 @@ static void file_close(struct tfs_source *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->location);
+	free(s->etag);
+	free(s->revision);
 	free(s);
 }
 
@@ -101,7 +103,7 @@ static const struct tfs_source_ops file_ops = {
 	.close = file_close,
 };
 
-static tfs_err open_path(const char *path, struct tfs_source **out, struct tfs_diag *d)
+tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct stat st;
 	struct tfs_source *s;
@@ -160,7 +162,7 @@ static tfs_err dir_open(struct tfs_store *st, const char *name, struct tfs_sourc
 	char *path = path_in((struct dir_store *)st, name);
 	if (!path)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = open_path(path, out, d);
+	tfs_err e = tfs_source_open_path(path, out, d);
 	free(path);
 	return e;
 }
@@ -196,6 +198,7 @@ static void dir_close(struct tfs_store *st)
 	struct dir_store *ds = (struct dir_store *)st;
 	free(ds->root);
 	free(ds->base.prefix);
+	free(ds->base.location);
 	free(ds);
 }
 
@@ -248,7 +251,8 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		}
 	}
-	if (!ds->root || !ds->base.prefix) {
+	ds->base.location = realpath(spec, NULL);
+	if (!ds->root || !ds->base.prefix || !ds->base.location) {
 		free(*target);
 		*target = NULL;
 		dir_close(&ds->base);

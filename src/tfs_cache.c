@@ -1,0 +1,791 @@
+#include "tfs_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tfs_hash.h"
+
+#define B ((uint64_t)TFS_CACHE_BLOCK)
+#define WORKERS 4
+#define RUN_MAX 32               /* blocks in one prefetch request (8 MiB) */
+#define PREFETCH_MAX (64ull << 20)
+#define STREAMS 4
+/* A read this close to where a reader stopped continues its stream: the
+ * kernel's readahead sends a sequential reader's requests a few at once,
+ * not always in order. */
+#define STREAM_SLACK (1ull << 20)
+/* Larger reads (a header, an index, read once) bypass the cache: one
+ * request straight into the reader's buffer. FUSE reads are far smaller. */
+#define DIRECT_MIN (4ull << 20)
+
+enum { LOADING, READY, FAILED };
+
+struct blk {
+	struct tfs_cfile *f;
+	uint64_t idx;
+	int state;
+	tfs_err err;
+	unsigned pins;
+	int in_table;
+	int unread;               /* prefetched, not read yet */
+	uint32_t len;
+	char *data;
+	struct blk *hnext, *lprev, *lnext;
+	char msg[200];            /* why it failed */
+};
+
+struct stream {
+	uint64_t next;            /* where the reader stopped */
+	unsigned hits;            /* reads in a row that continued it */
+	uint64_t window;          /* bytes to keep fetched ahead of it */
+	uint64_t ahead;           /* first block not yet scheduled */
+	uint64_t used;
+};
+
+struct tfs_cfile {
+	char *key;
+	uint64_t size, nblocks;
+	tfs_fetch_fn fetch;
+	void *ctx;
+	char hex[33];             /* its directory in the disk cache */
+	int dir_made;
+	struct stream st[STREAMS];
+	uint64_t clock;
+	unsigned refs;            /* the owner's, and one per queued job */
+};
+
+struct job {
+	struct tfs_cfile *f;
+	uint64_t first, n;
+	struct job *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t changed;   /* a block left LOADING */
+	pthread_cond_t work;      /* a job was queued */
+	int configured, started;
+	uint64_t mem, used;
+	struct blk **tab;
+	size_t nslots;
+	struct blk lru;           /* lnext: most recent; lprev: least */
+	struct job *jh, *jt;
+	pthread_t workers[WORKERS];
+	unsigned nworkers;
+	char *dir;                /* DIR/tensorfs-v1, or NULL */
+	uint64_t disk_max, disk_used;
+	int evicting;
+} C = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.changed = PTHREAD_COND_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+};
+
+/* ---- configuration ---- */
+
+static int parse_size(const char *s, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	uint64_t mul = 1;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1ull << 30, end++;
+	else if (*end == 'T' || *end == 't')
+		mul = 1ull << 40, end++;
+	if (*end || (x && mul > UINT64_MAX / x))
+		return -1;
+	*v = x * mul;
+	return 0;
+}
+
+static int du_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)p;
+	(void)ftw;
+	if (type == FTW_F)
+		C.disk_used += (uint64_t)st->st_size;
+	return 0;
+}
+
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		int r = mkdir(path, 0755);
+		*p = '/';
+		if (r != 0 && errno != EEXIST)
+			return -1;
+	}
+	return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
+		   *cm = tfs_opts_get(o, "cache_max");
+	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK;
+	if (cs && (parse_size(cs, &mem) || mem < 4 * B))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
+	if (cm && parse_size(cm, &disk))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_max= takes a size (as 10G), not '%s'", cm);
+	pthread_mutex_lock(&C.lock);
+	if (C.configured) {
+		pthread_mutex_unlock(&C.lock);
+		return TFS_OK;
+	}
+	C.mem = mem;
+	C.disk_max = disk;
+	C.nslots = 64;
+	while (C.nslots < 2 * (mem / B + 64))
+		C.nslots *= 2;
+	C.tab = calloc(C.nslots, sizeof *C.tab);
+	C.lru.lnext = C.lru.lprev = &C.lru;
+	tfs_err e = C.tab ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e && dir && *dir) {
+		size_t n = strlen(dir) + 32;
+		C.dir = malloc(n);
+		if (!C.dir) {
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		} else {
+			snprintf(C.dir, n, "%s/tensorfs-v1", dir);
+			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0) {
+				e = tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", dir,
+					     strerror(errno));
+				free(C.dir);
+				C.dir = NULL;
+			} else {
+				C.disk_used = 0;
+				nftw(C.dir, du_cb, 16, FTW_PHYS);
+			}
+		}
+	}
+	C.configured = !e;
+	pthread_mutex_unlock(&C.lock);
+	return e;
+}
+
+/* ---- the in-memory table (all under C.lock) ---- */
+
+static size_t slot_of(const struct tfs_cfile *f, uint64_t idx)
+{
+	uint64_t k[2] = {(uint64_t)(uintptr_t)f, idx};
+	return tfs_hash(k, sizeof k, 0x6a09e667f3bcc909ull) & (C.nslots - 1);
+}
+
+static struct blk *find(const struct tfs_cfile *f, uint64_t idx)
+{
+	for (struct blk *b = C.tab[slot_of(f, idx)]; b; b = b->hnext)
+		if (b->f == f && b->idx == idx)
+			return b;
+	return NULL;
+}
+
+static void table_remove(struct blk *b)
+{
+	struct blk **pp = &C.tab[slot_of(b->f, b->idx)];
+	while (*pp && *pp != b)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = b->hnext;
+	b->in_table = 0;
+}
+
+static void lru_unlink(struct blk *b)
+{
+	if (b->lnext) {
+		b->lnext->lprev = b->lprev;
+		b->lprev->lnext = b->lnext;
+		b->lnext = b->lprev = NULL;
+	}
+}
+
+static void lru_front(struct blk *b)
+{
+	lru_unlink(b);
+	b->lnext = C.lru.lnext;
+	b->lprev = &C.lru;
+	C.lru.lnext->lprev = b;
+	C.lru.lnext = b;
+}
+
+static void blk_free(struct blk *b)
+{
+	lru_unlink(b);
+	C.used -= b->len;
+	free(b->data);
+	free(b);
+}
+
+static void unpin(struct blk *b)
+{
+	if (--b->pins == 0 && !b->in_table)
+		blk_free(b);
+}
+
+/* Frees least recently used blocks nobody holds until `need` more bytes
+ * fit; returns whether they do. Prefetching never pushes out what was
+ * prefetched and not read yet: many readers would otherwise throw away
+ * each other's windows. */
+static int make_room(uint64_t need, int for_prefetch)
+{
+	struct blk *b = C.lru.lprev;
+	while (C.used + need > C.mem && b != &C.lru) {
+		struct blk *prev = b->lprev;
+		if (b->pins == 0 && b->state == READY && !(for_prefetch && b->unread)) {
+			table_remove(b);
+			blk_free(b);
+		}
+		b = prev;
+	}
+	return C.used + need <= C.mem;
+}
+
+/* A new LOADING block, pinned once for whoever will load it. */
+static struct blk *blk_new(struct tfs_cfile *f, uint64_t idx)
+{
+	uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+	struct blk *b = calloc(1, sizeof *b);
+	if (!b)
+		return NULL;
+	b->data = malloc(len ? len : 1);
+	if (!b->data) {
+		free(b);
+		return NULL;
+	}
+	b->f = f;
+	b->idx = idx;
+	b->len = (uint32_t)len;
+	b->state = LOADING;
+	b->pins = 1;
+	b->in_table = 1;
+	size_t s = slot_of(f, idx);
+	b->hnext = C.tab[s];
+	C.tab[s] = b;
+	C.used += len;
+	return b;
+}
+
+/* ---- the disk cache ---- */
+
+/* A block file: this header, the key, then the data. */
+struct disk_hdr {
+	char magic[8];            /* "TFSBLK01" */
+	uint32_t key_len, data_len;
+	uint64_t idx;
+	uint64_t data_hash;
+	uint64_t hdr_hash;        /* of the fields above and the key */
+};
+#define DISK_SEED 0x3c6ef372fe94f82bull
+
+static void blk_path(const struct tfs_cfile *f, uint64_t idx, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%.2s/%s/%016llx.blk", C.dir, f->hex, f->hex, (unsigned long long)idx);
+}
+
+static uint64_t hdr_hash(const struct disk_hdr *h, const char *key)
+{
+	struct disk_hdr c = *h;
+	c.hdr_hash = 0;
+	return tfs_hash(&c, sizeof c, DISK_SEED) ^ tfs_hash(key, h->key_len, DISK_SEED + 1);
+}
+
+/* Fills the block from its file when one is there and checks out; a file
+ * that does not (torn, damaged, another key) is removed. */
+static int disk_read(struct tfs_cfile *f, struct blk *b)
+{
+	char path[4096];
+	blk_path(f, b->idx, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct disk_hdr h;
+	size_t kl = strlen(f->key);
+	char *key = malloc(kl + 1);
+	int ok = key && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+		 memcmp(h.magic, "TFSBLK01", 8) == 0 && h.key_len == kl && h.data_len == b->len &&
+		 h.idx == b->idx && pread(fd, key, kl, sizeof h) == (ssize_t)kl &&
+		 memcmp(key, f->key, kl) == 0 && hdr_hash(&h, key) == h.hdr_hash &&
+		 pread(fd, b->data, b->len, (off_t)(sizeof h + kl)) == (ssize_t)b->len &&
+		 tfs_hash(b->data, b->len, DISK_SEED) == h.data_hash;
+	if (ok)
+		futimens(fd, NULL); /* its age for the eviction order */
+	close(fd);
+	free(key);
+	if (!ok)
+		unlink(path);
+	return ok;
+}
+
+static int evict_cb_collect;
+static uint64_t scan_total;
+struct old {
+	int64_t mtime;
+	uint64_t size;
+	char *path;
+};
+static struct old *olds;
+static size_t nolds, cold;
+
+static int scan_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type != FTW_F)
+		return 0;
+	scan_total += (uint64_t)st->st_size;
+	if (!evict_cb_collect)
+		return 0;
+	if (nolds == cold) {
+		size_t nc = cold ? cold * 2 : 1024;
+		struct old *q = realloc(olds, nc * sizeof *q);
+		if (!q)
+			return 0;
+		olds = q;
+		cold = nc;
+	}
+	olds[nolds].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
+	olds[nolds].size = (uint64_t)st->st_size;
+	olds[nolds].path = strdup(p);
+	if (olds[nolds].path)
+		nolds++;
+	return 0;
+}
+
+static int old_cmp(const void *a, const void *b)
+{
+	const struct old *x = a, *y = b;
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* Over the limit: remove the oldest block files until 90% of it is used.
+ * The directory may be shared by other mounts, so it is measured again
+ * rather than trusted. One thread at a time (the others go on). */
+static void disk_evict(void)
+{
+	pthread_mutex_lock(&C.lock);
+	if (C.evicting) {
+		pthread_mutex_unlock(&C.lock);
+		return;
+	}
+	C.evicting = 1;
+	pthread_mutex_unlock(&C.lock);
+	/* nftw has no context argument: the collection is serialised by
+	 * C.evicting. */
+	uint64_t measured;
+	scan_total = 0;
+	evict_cb_collect = 1;
+	nolds = 0;
+	nftw(C.dir, scan_cb, 16, FTW_PHYS);
+	measured = scan_total;
+	qsort(olds, nolds, sizeof *olds, old_cmp);
+	for (size_t i = 0; i < nolds; i++) {
+		if (measured > C.disk_max / 10 * 9 && unlink(olds[i].path) == 0)
+			measured -= olds[i].size;
+		free(olds[i].path);
+	}
+	nolds = 0;
+	evict_cb_collect = 0;
+	pthread_mutex_lock(&C.lock);
+	C.disk_used = measured;
+	C.evicting = 0;
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* Writes the block's file atomically: a temporary name, then rename. */
+static void disk_write(struct tfs_cfile *f, const struct blk *b)
+{
+	char path[4096], tmp[4200];
+	size_t kl = strlen(f->key);
+	if (!f->dir_made) {
+		snprintf(path, sizeof path, "%s/%.2s/%s", C.dir, f->hex, f->hex);
+		if (mkdirs(path) != 0)
+			return;
+		f->dir_made = 1;
+	}
+	blk_path(f, b->idx, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.%d.%lx.tmp", path, (int)getpid(), (unsigned long)pthread_self());
+	struct disk_hdr h;
+	memset(&h, 0, sizeof h);
+	memcpy(h.magic, "TFSBLK01", 8);
+	h.key_len = (uint32_t)kl;
+	h.data_len = b->len;
+	h.idx = b->idx;
+	h.data_hash = tfs_hash(b->data, b->len, DISK_SEED);
+	h.hdr_hash = hdr_hash(&h, f->key);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, f->key, kl) == (ssize_t)kl &&
+		 write(fd, b->data, b->len) == (ssize_t)b->len;
+	ok = close(fd) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return;
+	}
+	pthread_mutex_lock(&C.lock);
+	C.disk_used += sizeof h + kl + b->len;
+	int over = C.disk_used > C.disk_max;
+	pthread_mutex_unlock(&C.lock);
+	if (over)
+		disk_evict();
+}
+
+/* ---- loading ---- */
+
+/* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller): each
+ * from the disk cache when it has it, the rest with one request per
+ * stretch of consecutive blocks. Marks them READY or FAILED, then drops
+ * the caller's pins. */
+static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
+{
+	struct tfs_iov *iov = malloc((n ? n : 1) * sizeof *iov);
+	char *from_disk = calloc(n ? n : 1, 1);
+	for (uint64_t i = 0; C.dir && from_disk && i < n; i++)
+		from_disk[i] = (char)disk_read(f, blocks[i]);
+	uint64_t i = 0;
+	while (i < n) {
+		if (from_disk && from_disk[i]) {
+			i++;
+			continue;
+		}
+		uint64_t j = i;
+		while (j < n && !(from_disk && from_disk[j]))
+			j++;
+		uint64_t len = 0;
+		for (uint64_t k = i; k < j; k++) {
+			iov[k - i].p = blocks[k]->data;
+			iov[k - i].len = blocks[k]->len;
+			len += blocks[k]->len;
+		}
+		tfs_err e = iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len)
+				: TFS_ERR_NOMEM;
+		for (uint64_t k = i; k < j; k++) {
+			blocks[k]->err = e;
+			if (e)
+				snprintf(blocks[k]->msg, sizeof blocks[k]->msg, "%s", tfs_err_str(e));
+		}
+		i = j;
+	}
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t k = 0; k < n; k++) {
+		struct blk *b = blocks[k];
+		b->state = b->err ? FAILED : READY;
+		if (b->err)
+			table_remove(b); /* the next reader tries again */
+		else
+			lru_front(b);
+	}
+	pthread_cond_broadcast(&C.changed);
+	pthread_mutex_unlock(&C.lock);
+	for (uint64_t k = 0; C.dir && k < n; k++)
+		if (!blocks[k]->err && !(from_disk && from_disk[k]))
+			disk_write(f, blocks[k]);
+	free(from_disk);
+	free(iov);
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t k = 0; k < n; k++)
+		unpin(blocks[k]);
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* The last reference gone (the owner's, and every prefetch job's): its
+ * blocks leave the table before the file goes, so that no block can ever
+ * be taken for a later file's at the same address. */
+static void file_unref(struct tfs_cfile *f)
+{
+	if (--f->refs)
+		return;
+	for (size_t s = 0; s < C.nslots; s++) {
+		struct blk **pp = &C.tab[s];
+		while (*pp) {
+			struct blk *b = *pp;
+			if (b->f == f) {
+				*pp = b->hnext;
+				b->in_table = 0;
+				if (b->pins == 0)
+					blk_free(b);
+			} else {
+				pp = &b->hnext;
+			}
+		}
+	}
+	free(f->key);
+	free(f);
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	struct blk *blocks[RUN_MAX];
+	pthread_mutex_lock(&C.lock);
+	for (;;) {
+		while (!C.jh && !tfs_http_aborted())
+			pthread_cond_wait(&C.work, &C.lock);
+		if (!C.jh)
+			break;
+		struct job *j = C.jh;
+		C.jh = j->next;
+		if (!C.jh)
+			C.jt = NULL;
+		for (uint64_t k = 0; k < j->n; k++)
+			blocks[k] = find(j->f, j->first + k);
+		pthread_mutex_unlock(&C.lock);
+		load(j->f, blocks, j->n);
+		pthread_mutex_lock(&C.lock);
+		file_unref(j->f);
+		pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
+		free(j);
+	}
+	pthread_mutex_unlock(&C.lock);
+	return NULL;
+}
+
+void tfs_cache_start(void)
+{
+	pthread_mutex_lock(&C.lock);
+	if (!C.started && C.configured) {
+		C.started = 1;
+		for (unsigned i = 0; i < WORKERS; i++)
+			if (pthread_create(&C.workers[C.nworkers], NULL, worker, NULL) == 0) {
+				pthread_detach(C.workers[C.nworkers]);
+				C.nworkers++;
+			}
+	}
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* Queues prefetch of blocks [from, to) that are not there yet, while they
+ * fit the budget without pushing out anything a reader holds. */
+static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		struct job *j = NULL;
+		while (from < to && find(f, from))
+			from++;
+		while (from < to && !find(f, from) && (!j || j->n < RUN_MAX)) {
+			struct blk *nb = NULL;
+			if (!make_room(B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
+			    !(nb = blk_new(f, from))) {
+				to = from; /* no room: stop here */
+				break;
+			}
+			nb->unread = 1;
+			if (!j->n)
+				j->first = from;
+			j->n++;
+			from++;
+		}
+		if (!j)
+			return;
+		if (!j->n) {
+			free(j);
+			return;
+		}
+		j->f = f;
+		f->refs++;
+		if (C.jt)
+			C.jt->next = j;
+		else
+			C.jh = j;
+		C.jt = j;
+		pthread_cond_signal(&C.work);
+	}
+}
+
+/* The prefetch window after a read of [off, off + len): grows while the
+ * reads follow each other, and is 0 for a random read. */
+static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len)
+{
+	struct stream *s = NULL, *oldest = &f->st[0];
+	f->clock++;
+	for (int i = 0; i < STREAMS; i++) {
+		struct stream *t = &f->st[i];
+		if (t->used && off + STREAM_SLACK >= t->next && off <= t->next + STREAM_SLACK)
+			s = t;
+		if (t->used < oldest->used)
+			oldest = t;
+	}
+	uint64_t cap = C.mem / 4 < PREFETCH_MAX ? C.mem / 4 : PREFETCH_MAX;
+	if (s) {
+		/* Two random reads can land close by chance; three in a row
+		 * that follow each other are a reader moving forward. */
+		if (++s->hits >= 2)
+			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap) : 2 * B;
+		if (off + len > s->next)
+			s->next = off + len;
+	} else {
+		s = oldest;
+		s->next = off + len;
+		s->hits = 0;
+		s->window = 0;
+		s->ahead = 0;
+	}
+	s->used = f->clock;
+	return s;
+}
+
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
+		       struct tfs_diag *d)
+{
+	if (len == 0)
+		return TFS_OK;
+	if (off > f->size || len > f->size - off)
+		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
+	if (len >= DIRECT_MIN || len > C.mem / 4) {
+		struct tfs_iov v = {buf, len};
+		tfs_err e = f->fetch(f->ctx, &v, 1, off, len);
+		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
+	}
+	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
+	struct blk **mine = malloc(nb * sizeof *mine), *one;
+	uint64_t nmine = 0;
+	if (!mine)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = TFS_OK;
+
+	pthread_mutex_lock(&C.lock);
+	struct stream *s = follow(f, off, len);
+	for (uint64_t i = b0; i <= b1; i++) {
+		if (find(f, i))
+			continue;
+		/* A reader always gets its blocks, over budget if it must (by
+		 * at most what the readers in flight hold). */
+		make_room(B, 0);
+		if (!(one = blk_new(f, i))) {
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			break;
+		}
+		mine[nmine++] = one;
+	}
+	if (!e && C.started && s->window) {
+		uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
+		uint64_t to = (off + len + s->window + B - 1) / B;
+		if (to > f->nblocks)
+			to = f->nblocks;
+		if (from < to) {
+			prefetch(f, from, to);
+			s->ahead = to;
+		}
+	}
+	pthread_mutex_unlock(&C.lock);
+
+	/* Loads in runs of consecutive blocks (they are, unless another
+	 * reader got some of them first), one request a run. */
+	for (uint64_t i = 0; i < nmine;) {
+		uint64_t j = i + 1;
+		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
+			j++;
+		load(f, mine + i, j - i);
+		i = j;
+	}
+	free(mine);
+
+	char *out = buf;
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t i = b0; !e && i <= b1; i++) {
+		struct blk *b = find(f, i);
+		if (!b) {
+			/* Evicted between loading and now (a tiny budget and
+			 * many readers): load it again. */
+			make_room(B, 0);
+			if (!(b = blk_new(f, i))) {
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+				break;
+			}
+			b->pins++; /* ours, beside the loader's */
+			pthread_mutex_unlock(&C.lock);
+			load(f, &b, 1);
+			pthread_mutex_lock(&C.lock);
+		} else {
+			b->pins++;
+		}
+		while (b->state == LOADING)
+			pthread_cond_wait(&C.changed, &C.lock);
+		if (b->state == FAILED) {
+			e = tfs_fail(d, b->err, "%s", b->msg);
+			unpin(b);
+			break;
+		}
+		lru_front(b);
+		b->unread = 0;
+		pthread_mutex_unlock(&C.lock);
+		uint64_t start = i == b0 ? off - b0 * B : 0;
+		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
+		memcpy(out, b->data + start, end - start);
+		out += end - start;
+		pthread_mutex_lock(&C.lock);
+		unpin(b);
+	}
+	pthread_mutex_unlock(&C.lock);
+	return e;
+}
+
+struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fetch, void *ctx)
+{
+	struct tfs_cfile *f = calloc(1, sizeof *f);
+	if (!f || !(f->key = strdup(key))) {
+		free(f);
+		return NULL;
+	}
+	f->size = size;
+	f->nblocks = (size + B - 1) / B;
+	f->fetch = fetch;
+	f->ctx = ctx;
+	f->refs = 1;
+	uint64_t h1 = tfs_hash(key, strlen(key), DISK_SEED), h2 = tfs_hash(key, strlen(key), ~DISK_SEED);
+	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1,
+		 (unsigned long long)h2);
+	return f;
+}
+
+void tfs_cfile_free(struct tfs_cfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&C.lock);
+	/* Its queued prefetches are dropped (their blocks fail, for no one),
+	 * and the running ones are waited for: they use the source that is
+	 * about to go. At unmount, tfs_http_abort() has made them short. */
+	for (struct job **pp = &C.jh, *prev = NULL; *pp;) {
+		struct job *j = *pp;
+		if (j->f != f) {
+			prev = j;
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		if (C.jt == j)
+			C.jt = prev;
+		for (uint64_t k = 0; k < j->n; k++) {
+			struct blk *b = find(f, j->first + k);
+			if (!b)
+				continue;
+			b->state = FAILED;
+			b->err = TFS_ERR_IO;
+			table_remove(b);
+			unpin(b);
+		}
+		f->refs--;
+		free(j);
+	}
+	pthread_cond_broadcast(&C.changed);
+	while (f->refs > 1)
+		pthread_cond_wait(&C.changed, &C.lock);
+	file_unref(f);
+	pthread_mutex_unlock(&C.lock);
+}

@@ -1,0 +1,62 @@
+/* The block cache of remote files: what a remote source reads through.
+ *
+ * A file is cut into aligned blocks. A block is fetched once however many
+ * readers want it (the others wait for it), kept in memory under a byte
+ * budget (least recently used first out), and, with a cache directory, kept
+ * on disk too: one file per block, written atomically, checksummed, keyed
+ * by the file's URL and pinned version, verified on every read, evicted
+ * oldest first under a byte limit, shared safely by several mounts.
+ *
+ * A reader moving forward grows a prefetch window (two blocks, doubling on
+ * every sequential read up to a cap) that worker threads fetch ahead of it
+ * in runs of blocks, one range request per run, within the memory budget;
+ * a random reader gets only the blocks it asked for. */
+#ifndef TFS_CACHE_H
+#define TFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfs_err.h"
+#include "tfs_http.h"
+#include "tfs_source.h"
+
+#define TFS_CACHE_BLOCK (256u << 10)
+#define TFS_CACHE_DEFAULT_MEM (256ull << 20)
+#define TFS_CACHE_DEFAULT_DISK (10ull << 30)
+
+struct tfs_cache_cfg {
+	uint64_t mem_bytes;      /* -o cache_size= */
+	const char *dir;         /* -o cache_dir=, or NULL */
+	uint64_t disk_bytes;     /* -o cache_max= */
+};
+
+/* Fetches bytes [off, off + len) of the file from the network into the
+ * buffers (in order); no retry is owed beyond the HTTP layer's. */
+typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov,
+				uint64_t off, uint64_t len);
+
+struct tfs_cfile;
+
+/* Sets the process-wide cache up from the sources' options (cache_size,
+ * cache_dir, cache_max); the first call wins. */
+tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d);
+
+/* A file of `size` bytes; `key` names its bytes for the disk cache (the
+ * URL and the pinned version: a new version is a new key). */
+struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fetch, void *ctx);
+/* After every read of it has returned. */
+void tfs_cfile_free(struct tfs_cfile *f);
+
+/* Reads exactly `len` bytes at `off` (within the file). A range larger
+ * than a quarter of the memory budget (a header, an index) is fetched
+ * straight into buf, not cached. */
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
+		       struct tfs_diag *d);
+
+/* The mount is up (in the process that serves it): prefetching may start.
+ * Before, reads fetch only what they ask for, so that nothing runs in the
+ * background when the daemon forks. */
+void tfs_cache_start(void);
+
+#endif

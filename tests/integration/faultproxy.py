@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""A fault-injecting HTTP proxy for the tests (Python standard library), for
+what nginx cannot do by itself: reset a connection in the middle of a body,
+cut a body short, answer another Content-Range, stall, fail a number of
+times before answering. It forwards everything else to the upstream
+(nginx) as it is.
+
+usage: faultproxy.py UPSTREAM_PORT      (prints its own port, then serves)
+
+POST /__faults with a JSON list of rules replaces the rules; GET /__stats
+gives the requests seen per path. A rule:
+  {"match": "substring of the path" (default all),
+   "fault": "reset" | "truncate" | "badrange" | "stall" | "status",
+   "times": how many matching requests it applies to (default: all),
+   "after": body bytes sent before a reset or a cut (default 1000),
+   "status": the status for "status" (default 503),
+   "retry_after": a Retry-After value for "status",
+   "seconds": how long "stall" holds the answer (default 3600)}
+"""
+
+import http.client
+import http.server
+import json
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+
+UPSTREAM = int(sys.argv[1])
+LOCK = threading.Lock()
+RULES = []
+STATS = {}
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def reply_json(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        if self.path == "/__faults":
+            rules = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with LOCK:
+                RULES[:] = rules
+            self.reply_json({"ok": True})
+        else:
+            self.send_error(404)
+
+    def rule(self):
+        with LOCK:
+            STATS[self.path] = STATS.get(self.path, 0) + 1
+            for r in RULES:
+                if r.get("match", "") in self.path and r.get("times", -1) != 0:
+                    if r.get("times", -1) > 0:
+                        r["times"] -= 1
+                    return dict(r)
+        return None
+
+    def reset(self):
+        # an RST, not a clean end: SO_LINGER with a zero timeout
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    def do_HEAD(self):
+        self.forward(head=True)
+
+    def do_GET(self):
+        if self.path == "/__stats":
+            with LOCK:
+                self.reply_json(dict(STATS))
+            return
+        self.forward(head=False)
+
+    def forward(self, head):
+        r = self.rule()
+        if r and r["fault"] == "status":
+            self.send_response(r.get("status", 503))
+            if "retry_after" in r:
+                self.send_header("Retry-After", str(r["retry_after"]))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if r and r["fault"] == "stall":
+            time.sleep(r.get("seconds", 3600))
+            self.close_connection = True
+            return
+        up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        up.request("HEAD" if head else "GET", self.path, headers=headers)
+        resp = up.getresponse()
+        body = resp.read()
+        up.close()
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() in ("connection", "keep-alive", "transfer-encoding", "server", "date"):
+                continue
+            if r and r["fault"] == "badrange" and k.lower() == "content-range" and v.startswith("bytes "):
+                # the same length, one byte further on
+                a, rest = v[6:].split("-", 1)
+                b, total = rest.split("/")
+                v = f"bytes {int(a) + 1}-{int(b) + 1}/{total}"
+            self.send_header(k, v)
+        self.end_headers()
+        if head:
+            return
+        if r and r["fault"] in ("reset", "truncate"):
+            n = min(r.get("after", 1000), len(body))
+            self.wfile.write(body[:n])
+            self.wfile.flush()
+            if r["fault"] == "reset":
+                self.reset()
+            else:
+                self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    srv = Server(("127.0.0.1", 0), Handler)
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""A double of the Hugging Face Hub for the tests (Python standard library):
+the Hub cannot be reached from CI. It follows the Hub's documented
+behaviour for the endpoints tensorfs uses:
+
+  GET  /api/{models|datasets}/ORG/REPO/revision/REV     {"sha": ..., "siblings": [...]}
+  GET  /api/{models|datasets}/ORG/REPO/tree/REV[/PATH]?recursive=true
+       a JSON array of {"type", "path", "size", "oid", "lfs": {...}} in pages,
+       the next page named by a Link: <...>; rel="next" header
+  HEAD|GET /[datasets/]ORG/REPO/resolve/REV/PATH
+       an LFS file (*.safetensors, *.gguf, *.bin): 302 to the CDN (the
+       nginx of the test) with X-Repo-Commit, X-Linked-Etag (the CDN's
+       ETag of the bytes) and X-Linked-Size; any other file: 200 from the
+       Hub itself, with Range requests answered 206
+  401 for a gated repository without the right "Authorization: Bearer"
+  404 for an unknown repository, revision or file; 307 (relative) for a
+  renamed repository
+
+usage: hubdouble.py CONFIG.json (prints its port, then serves). CONFIG:
+  {"cdn": "http://127.0.0.1:PORT", "cdn_root": DIR served by the CDN,
+   "token": "the valid token", "page_size": N,
+   "repos": {"org/name": {"type": "models", "gated": false,
+                          "refs": {"main": SHA, ...},
+                          "commits": {SHA: "dir under cdn_root", ...},
+                          "hostile": "dotdot" | "foreign_link" (optional)}},
+   "renamed": {"old/name": "org/name"}}
+GET /__seen lists every request: its path and whether it carried the token.
+"""
+
+import hashlib
+import http.server
+import json
+import os
+import re
+import socketserver
+import sys
+import threading
+import urllib.parse
+
+CONFIG = json.load(open(sys.argv[1]))
+LOCK = threading.Lock()
+SEEN = []
+LFS = (".safetensors", ".gguf", ".bin", ".pt", ".npz")
+
+
+def nginx_etag(path):
+    st = os.stat(path)
+    return '"%x-%x"' % (int(st.st_mtime), st.st_size)
+
+
+def git_oid(path):
+    data = open(path, "rb").read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def files_of(commit_dir):
+    out = []
+    for root, dirs, files in os.walk(commit_dir):
+        dirs.sort()
+        rel_root = os.path.relpath(root, commit_dir)
+        if rel_root != ".":
+            out.append(("directory", rel_root))
+        for f in sorted(files):
+            out.append(("file", os.path.normpath(os.path.join(rel_root, f))))
+    return out
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def send(self, status, body=b"", headers=None, head=False):
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def json(self, obj, headers=None):
+        self.send(200, json.dumps(obj).encode(), dict(headers or {}, **{"Content-Type": "application/json"}))
+
+    def authorized(self, repo):
+        if not repo.get("gated"):
+            return True
+        return self.headers.get("Authorization") == f"Bearer {CONFIG['token']}"
+
+    def repo_commit(self, name, rev):
+        repo = CONFIG["repos"].get(name)
+        if not repo:
+            return None, None, None
+        rev = urllib.parse.unquote(rev)
+        sha = repo["refs"].get(rev, rev if rev in repo["commits"] else None)
+        if not sha:
+            return repo, None, None
+        return repo, sha, os.path.join(CONFIG["cdn_root"], repo["commits"][sha])
+
+    def do_GET(self):
+        self.handle_any(head=False)
+
+    def do_HEAD(self):
+        self.handle_any(head=True)
+
+    def handle_any(self, head):
+        url = urllib.parse.urlsplit(self.path)
+        with LOCK:
+            SEEN.append({"path": url.path, "auth": self.headers.get("Authorization") is not None,
+                         "token_ok": self.headers.get("Authorization") == f"Bearer {CONFIG['token']}"})
+        if url.path == "/__seen":
+            with LOCK:
+                return self.json(list(SEEN))
+        m = re.fullmatch(r"/api/(models|datasets)/([^/]+/[^/]+)/(revision|tree)/([^/]+)(/.*)?", url.path)
+        if m:
+            return self.api(m.group(1), m.group(2), m.group(3), m.group(4), (m.group(5) or "")[1:],
+                            urllib.parse.parse_qs(url.query))
+        m = re.fullmatch(r"/(datasets/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", url.path)
+        if m:
+            return self.resolve(m.group(2), m.group(3), urllib.parse.unquote(m.group(4)), head)
+        self.send(404, b"not found", head=head)
+
+    def api(self, kind, name, what, rev, path, query):
+        repo, sha, root = self.repo_commit(name, rev)
+        if not repo or repo.get("type", "models") != kind:
+            return self.send(404, b'{"error":"Repository not found"}')
+        if not self.authorized(repo):
+            return self.send(401, b'{"error":"Access to this repository is restricted"}')
+        if not sha:
+            return self.send(404, b'{"error":"Revision not found"}')
+        entries = files_of(root)
+        if what == "revision":
+            return self.json({"id": name, "sha": sha,
+                              "siblings": [{"rfilename": p} for t, p in entries if t == "file"]})
+        listing = []
+        for t, p in entries:
+            if path and not (p == path or p.startswith(path + "/")):
+                continue
+            e = {"type": t, "path": p, "oid": hashlib.sha1(p.encode()).hexdigest()}
+            if t == "file":
+                full = os.path.join(root, p)
+                size = os.path.getsize(full)
+                e["size"] = size
+                if p.endswith(LFS):
+                    e["size"] = 134  # the pointer's size, as the Hub lists it
+                    e["lfs"] = {"oid": hashlib.sha256(open(full, "rb").read()).hexdigest(),
+                                "size": size, "pointerSize": 134}
+            listing.append(e)
+        if repo.get("hostile") == "dotdot":
+            listing.append({"type": "file", "path": "../../etc/passwd", "size": 10, "oid": "0" * 40})
+        size = CONFIG.get("page_size", 1000)
+        start = int(query.get("cursor", ["0"])[0])
+        page = listing[start:start + size]
+        headers = {}
+        if start + size < len(listing):
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            if repo.get("hostile") == "foreign_link":
+                base = "http://127.0.0.2:9"
+            nxt = f"{base}/api/{kind}/{name}/tree/{rev}{'/' + path if path else ''}?recursive=true&cursor={start + size}"
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        self.json(page, headers)
+
+    def resolve(self, name, rev, path, head):
+        if name in CONFIG.get("renamed", {}):
+            new = CONFIG["renamed"][name]
+            return self.send(307, b"", {"Location": f"/{new}/resolve/{rev}/{urllib.parse.quote(path)}"}, head)
+        repo, sha, root = self.repo_commit(name, rev)
+        if not repo:
+            return self.send(404, b"Repository not found", {"X-Error-Code": "RepoNotFound"}, head)
+        if not self.authorized(repo):
+            return self.send(401, b"Access restricted", {"X-Error-Code": "GatedRepo"}, head)
+        full = os.path.join(root, path) if sha else None
+        if not sha or not os.path.isfile(full):
+            return self.send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"}, head)
+        size = os.path.getsize(full)
+        common = {"X-Repo-Commit": sha}
+        if path.endswith(LFS):
+            cdn = f"{CONFIG['cdn']}/{repo['commits'][sha]}/{urllib.parse.quote(path)}"
+            return self.send(302, b"", dict(common, **{
+                "Location": cdn, "X-Linked-Etag": nginx_etag(full), "X-Linked-Size": str(size),
+                "ETag": '"%s"' % git_oid(full)}), head)
+        etag = '"%s"' % git_oid(full)
+        data = open(full, "rb").read()
+        rng = self.headers.get("Range")
+        if rng and not head:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
+            a = int(m.group(1))
+            b = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            if a >= size:
+                return self.send(416, b"", dict(common, **{"Content-Range": f"bytes */{size}"}))
+            return self.send(206, data[a:b + 1], dict(common, **{"ETag": etag,
+                                                                 "Content-Range": f"bytes {a}-{b}/{size}"}))
+        self.send(200, data, dict(common, **{"ETag": etag, "Accept-Ranges": "bytes"}), head)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    srv = Server(("127.0.0.1", 0), Handler)
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

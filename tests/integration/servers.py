@@ -1,0 +1,207 @@
+"""Real servers on 127.0.0.1 for the remote-source tests: Debian's nginx
+with a generated configuration, and, for what nginx cannot do, two small
+standard-library programs started as processes of their own: a
+fault-injecting proxy (faultproxy.py) and a Hugging Face Hub double
+(hubdouble.py). Every server is stopped by the test that started it."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from tfsutil import missing
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc=None, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+# The servers of one nginx, each on its own port (name: extra directives).
+SERVERS = {
+    "plain": "",
+    "norange": "max_ranges 0;",
+    "slow": "limit_rate 200k;",
+    "unavailable": 'return 503; add_header Retry-After 1 always;',
+    "loop": "return 302 http://127.0.0.1:$server_port$uri;",
+}
+
+
+class Nginx:
+    """nginx serving `root` on several ports (SERVERS), with a latency
+    server (echo_sleep) when the echo module is there; its access log
+    records Range, If-Match and Authorization of every request."""
+
+    def __init__(self, root, latency_ms=20, extra_servers=None):
+        if not os.path.exists(NGINX):
+            missing("nginx (Debian's nginx-light)")
+        self.root = root
+        self.dir = tempfile.mkdtemp(prefix="tfs-nginx-")
+        self.ports = {name: free_port() for name in SERVERS}
+        self.servers = dict(SERVERS)
+        if extra_servers:
+            self.servers.update(extra_servers)
+            self.ports.update({name: free_port() for name in extra_servers})
+        self.has_echo = os.path.exists(ECHO_MODULE)
+        if self.has_echo:
+            self.ports["latency"] = free_port()
+        self.latency_ms = latency_ms
+        self.log = os.path.join(self.dir, "access.log")
+        os.chmod(self.dir, 0o755)
+
+    def config(self):
+        lines = []
+        if self.has_echo:
+            lines.append(f"load_module {ECHO_MODULE};")
+        lines += [
+            "daemon off;", "worker_processes 2;", f"pid {self.dir}/nginx.pid;",
+            f"error_log {self.dir}/error.log;",
+            # as root the workers would run as nobody and could not read
+            # a temporary directory (mode 0700)
+            "user root;" if os.getuid() == 0 else "",
+            "events { worker_connections 1024; }",
+            "http {",
+            "  log_format tfs '$request_method\t$uri\t$status\t$body_bytes_sent\t$http_range\t"
+            "$http_if_match\t$http_authorization\t$server_port';",
+            f"  access_log {self.log} tfs;",
+            "  sendfile on; keepalive_requests 100000;",
+        ]
+        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            lines.append(f"  {t}_temp_path {self.dir}/{t};")
+        for name, extra in self.servers.items():
+            lines.append(f"  server {{ listen 127.0.0.1:{self.ports[name]}; root {self.root}; "
+                         f"location / {{ {extra} }} }}")
+        if self.has_echo:
+            lines.append(f"  server {{ listen 127.0.0.1:{self.ports['latency']}; root {self.root}; "
+                         f"location / {{ echo_sleep {self.latency_ms / 1000:.3f}; echo_exec /f$uri; }} "
+                         f"location /f/ {{ internal; alias {self.root}/; }} }}")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def __enter__(self):
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(self.config())
+        self.proc = subprocess.Popen([NGINX, "-p", self.dir, "-c", conf, "-e", f"{self.dir}/error.log"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for port in self.ports.values():
+            wait_port(port, self.proc)
+        return self
+
+    def __exit__(self, *a):
+        self.proc.send_signal(signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def url(self, server="plain", path=""):
+        return f"http://127.0.0.1:{self.ports[server]}/{path}"
+
+    def requests(self):
+        """The access log so far: one dict per request ("-" for a header
+        the request did not have)."""
+        keys = ("method", "uri", "status", "bytes", "range", "if_match", "auth", "port")
+        out = []
+        if not os.path.exists(self.log):
+            return out
+        with open(self.log) as f:
+            for line in f:
+                # nginx writes a quote in a logged header as \x22
+                r = dict(zip(keys, line.rstrip("\n").replace("\\x22", '"').split("\t")))
+                r["status"], r["bytes"], r["port"] = int(r["status"]), int(r["bytes"]), int(r["port"])
+                out.append(r)
+        return out
+
+    def clear_log(self):
+        open(self.log, "w").close()
+
+
+class Proc:
+    """A helper program of ours that prints its port on its first line."""
+
+    def __init__(self, script, *args):
+        self.argv = [sys.executable, os.path.join(HERE, script), *map(str, args)]
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.argv[1]} did not start: {self.proc.stderr.read()}")
+        self.port = int(line)
+        wait_port(self.port, self.proc)
+        return self
+
+    def __exit__(self, *a):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def get(self, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def post(self, path, obj):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=json.dumps(obj).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+
+class FaultProxy(Proc):
+    """faultproxy.py in front of an upstream port; faults() sets the rules."""
+
+    def __init__(self, upstream_port):
+        super().__init__("faultproxy.py", upstream_port)
+
+    def faults(self, *rules):
+        return self.post("/__faults", list(rules))
+
+    def stats(self):
+        return self.get("/__stats")
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+
+class HubDouble(Proc):
+    """hubdouble.py: repos is a dict written to a JSON file it reads."""
+
+    def __init__(self, config_path):
+        super().__init__("hubdouble.py", config_path)
+
+    def seen(self):
+        return self.get("/__seen")
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"

@@ -1,0 +1,435 @@
+"""http(s) sources against a real nginx from Debian (a generated
+configuration on free ports of 127.0.0.1), with the fault proxy for what
+nginx cannot do: every real checkpoint in every view, the header in one or
+two requests, checked ranges, a server that ignores Range, redirects and
+loops, retries after 503/Retry-After, resets, short bodies, a wrong
+Content-Range, stalls, a file that changes while mounted, and a dead
+server that must not hang ls, stat, reads or the unmount."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from servers import FaultProxy, Nginx
+from tfsutil import (BIN, EXIT_SOURCE, EXIT_USAGE, REAL, daemon_pids, fname, fuse_ok,
+                     is_mounted, mounted, need_real, real_files, run, sha256, unmount, wait_gone,
+                     write_st)
+
+VIEWS = [(), ("-o", "format=npy"), ("-o", "convert=f32"), ("-o", "layout=tree,format=npy,convert=f32")]
+
+
+@pytest.fixture(scope="module")
+def web():
+    """nginx over a document root holding the real checkpoints (real/) and
+    files the tests write (gen/)."""
+    root = tempfile.mkdtemp(prefix="tfs-www-")
+    os.chmod(root, 0o755)
+    if os.path.isdir(REAL):
+        shutil.copytree(REAL, os.path.join(root, "real"))
+    os.makedirs(os.path.join(root, "gen"))
+    with Nginx(root) as ng:
+        yield ng
+    shutil.rmtree(root)
+
+
+def gen(web, name, tensors, **kw):
+    """Writes a checkpoint into the served root; returns its local path."""
+    path = os.path.join(web.root, "gen", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_st(path, tensors, **kw)
+    os.chmod(path, 0o644)
+    return path
+
+
+def tree_bytes(mnt):
+    out = {}
+    for root, dirs, files in os.walk(mnt):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, mnt)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("rel", real_files() + ["julia-safetensors-jl-sharded/model.safetensors.index.json"])
+def test_real_checkpoints_over_http_in_every_view(web, rel):
+    """The same bytes, xattrs and listing as mounting the local file, in
+    every view; the raw tensors match expected.json."""
+    need_real()
+    local = os.path.join(REAL, rel)
+    url = web.url("plain", "real/" + rel)
+    exp = json.load(open(os.path.join(REAL, "expected.json")))["files"]
+    for view in VIEWS:
+        with mounted(local, *view) as a, mounted(url, *view) as b:
+            assert tree_bytes(a) == tree_bytes(b), view
+            if not view:
+                for r, e in exp.items():
+                    if e["kind"] != "safetensors" or (r != rel and not (
+                            rel.endswith("index.json") and r.startswith(os.path.dirname(rel) + "/"))):
+                        continue
+                    for name, t in e["tensors"].items():
+                        p = os.path.join(b, fname(name))
+                        assert sha256(p) == t["sha256"], name
+                        assert os.getxattr(p, "user.source").decode().startswith(web.url("plain", "real/"))
+                        etag = os.getxattr(p, "user.etag").decode()
+                        assert etag.startswith('"') and etag.endswith('"')
+    ia = run(["--inspect", "--json", local])
+    ib = run(["--inspect", "--json", url])
+    assert ia.returncode == ib.returncode == 0
+    da, db = json.loads(ia.stdout), json.loads(ib.stdout)
+    da.pop("source"), db.pop("source")
+    assert da == db
+
+
+def requests_for(web, uri_part):
+    return [r for r in web.requests() if uri_part in r["uri"]]
+
+
+def test_header_in_one_request_or_two(web, tmp):
+    """A header inside the first 100,000 bytes costs one request; a larger
+    one exactly two; --inspect reads headers only."""
+    small = gen(web, "small.safetensors", [("w", "U8", (300000,), os.urandom(300000))])
+    names = [(f"t{i:06d}." + "x" * 60, "U8", (1,), b"a") for i in range(3000)]  # a ~250 KB header
+    big = gen(web, "bighdr.safetensors", names)
+    web.clear_log()
+    assert run(["--inspect", web.url("plain", "gen/small.safetensors")]).returncode == 0
+    reqs = requests_for(web, "small.safetensors")
+    assert [r["range"] for r in reqs] == ["bytes=0-99999"]
+    web.clear_log()
+    r = run(["--inspect", web.url("plain", "gen/bighdr.safetensors")])
+    assert r.returncode == 0 and "3000 tensors" in r.stdout
+    reqs = requests_for(web, "bighdr.safetensors")
+    assert len(reqs) == 2 and reqs[0]["range"] == "bytes=0-99999"
+    n = int.from_bytes(open(big, "rb").read(8), "little")
+    a, b = map(int, reqs[1]["range"][6:].split("-"))
+    assert a < 100000 < 8 + n - 1 <= b, reqs  # the rest of the header, in one request
+    # every data request carries the pinned ETag and asks for one range
+    with mounted(web.url("plain", "gen/small.safetensors")) as mnt:
+        assert open(os.path.join(mnt, "w"), "rb").read() == open(small, "rb").read()[-300000:]
+    etag = '"%x-%x"' % (int(os.stat(small).st_mtime), os.path.getsize(small))
+    data = [r for r in requests_for(web, "small.safetensors") if r["range"] != "bytes=0-99999"]
+    assert data and all(r["if_match"] == etag and r["status"] == 206 and "," not in r["range"] for r in data)
+
+
+def test_server_that_ignores_range_is_refused(web, tmp):
+    n = 256 << 20
+    gen(web, "r.safetensors", [("w", "U8", (n,), b"\1" * n)])
+    r = run([web.url("norange", "gen/r.safetensors"), tmp])
+    assert r.returncode == EXIT_SOURCE
+    assert r.stderr.count("\n") == 1
+    assert "the server ignores Range requests" in r.stderr and "r.safetensors" in r.stderr
+    # and it was stopped, not downloaded whole (nginx logs what it could
+    # send before the connection closed)
+    time.sleep(0.5)
+    reqs = [x for x in web.requests() if x["port"] == web.ports["norange"]]
+    assert reqs and all(x["bytes"] < n // 2 for x in reqs), reqs
+    os.remove(os.path.join(web.root, "gen", "r.safetensors"))
+
+
+def test_redirects_followed_loops_refused(web, tmp):
+    gen(web, "d.safetensors", [("w", "U8", (4,), b"abcd")])
+    extra = {"to_plain": f"return 302 http://127.0.0.1:{web.ports['plain']}$uri;"}
+    with Nginx(web.root, extra_servers=extra) as ng2:
+        with mounted(ng2.url("to_plain", "gen/d.safetensors")) as mnt:
+            assert open(os.path.join(mnt, "w"), "rb").read() == b"abcd"
+    r = run([web.url("loop", "gen/d.safetensors"), tmp])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1
+    assert "too many redirects" in r.stderr
+
+
+def test_errors_at_mount_time(web, tmp):
+    gen(web, "e.safetensors", [("w", "U8", (4,), b"abcd")])
+    cases = [
+        (web.url("plain", "gen/nothing.safetensors"), EXIT_SOURCE, "not found (HTTP 404)"),
+        (web.url("unavailable", "gen/e.safetensors"), EXIT_SOURCE, "HTTP 503"),
+        ("http://127.0.0.1:9/x.safetensors", EXIT_SOURCE, "onnect"),
+        (web.url("plain", "gen/"), EXIT_SOURCE, "HTTP has no directory listing"),
+        ("http://127.0.0.1:9/a b.safetensors", EXIT_USAGE, "spaces or control characters"),
+    ]
+    for url, code, want in cases:
+        t0 = time.time()
+        r = run(["-o", "retries=1", url, tmp])
+        assert r.returncode == code, (url, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and want in r.stderr, (url, r.stderr)
+        assert r.stderr.startswith(f"tensorfs: {url}"), r.stderr
+        assert time.time() - t0 < 20
+    # a 503 with Retry-After: 1 is retried, after a second each time
+    web.clear_log()
+    t0 = time.time()
+    r = run(["-o", "retries=2", web.url("unavailable", "gen/e.safetensors"), tmp])
+    assert r.returncode == EXIT_SOURCE and time.time() - t0 >= 2
+    assert len([x for x in web.requests() if x["port"] == web.ports["unavailable"]]) == 3
+    for bad in ("retries=x", "timeout=0", "cache_size=1K", "cache_dir"):
+        r = run(["-o", bad, web.url("plain", "gen/e.safetensors"), tmp])
+        assert r.returncode == EXIT_USAGE or r.returncode == EXIT_SOURCE, (bad, r.stderr)
+        assert r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.fixture
+def proxied(web):
+    with FaultProxy(web.ports["plain"]) as p:
+        yield p
+
+
+def big_checkpoint(web, name, n=3 << 20):
+    raw = os.urandom(n)
+    gen(web, name, [("w", "U8", (n,), raw)], pad="odd")
+    return raw
+
+
+def read_in(mnt, name="w"):
+    with open(os.path.join(mnt, name), "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncate"])
+def test_resets_and_short_bodies_are_retried(web, proxied, fault):
+    raw = big_checkpoint(web, f"f-{fault}.safetensors")
+    with mounted(proxied.url(f"gen/f-{fault}.safetensors")) as mnt:
+        proxied.faults({"match": f"f-{fault}", "fault": fault, "times": 3, "after": 5000})
+        assert read_in(mnt) == raw
+    assert proxied.stats()[f"/gen/f-{fault}.safetensors"] >= 4
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncate", "badrange", "status"])
+def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
+    """Retried a bounded number of times, then EIO, never wrong bytes, and
+    one log line saying why; the mount goes on answering."""
+    raw = big_checkpoint(web, f"p-{fault}.safetensors")
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", "-o", "retries=2", proxied.url(f"gen/p-{fault}.safetensors"), mnt],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 20
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.02)
+        assert is_mounted(mnt)
+        proxied.faults({"match": f"p-{fault}", "fault": fault, "after": 5000, "status": 500})
+        with pytest.raises(OSError) as ei:
+            read_in(mnt)
+        assert ei.value.errno == 5  # EIO
+        assert "__metadata__.json" in os.listdir(mnt)
+        proxied.faults()  # the server heals: the mount reads again
+        assert read_in(mnt) == raw
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        err = p.communicate(timeout=30)[1]
+    lines = [l for l in err.splitlines() if f"p-{fault}" in l]
+    assert lines, err
+    want = {"reset": "", "truncate": "", "badrange": "answered another range", "status": "HTTP 500"}[fault]
+    assert any(want in l for l in lines), lines
+
+
+def test_stalled_server_times_out(web, proxied, tmp):
+    """A server that stops sending fails a read after -o timeout= seconds
+    per attempt, not never; meanwhile ls and stat answer at once."""
+    raw = big_checkpoint(web, "stall.safetensors")
+    with mounted(proxied.url("gen/stall.safetensors"), "-o", "timeout=1,retries=1") as mnt:
+        proxied.faults({"match": "stall", "fault": "stall", "seconds": 30})
+        done = {}
+
+        def reader():
+            t0 = time.time()
+            try:
+                read_in(mnt)
+                done["r"] = "read"
+            except OSError as e:
+                done["r"] = e.errno
+            done["t"] = time.time() - t0
+        th = threading.Thread(target=reader)
+        th.start()
+        time.sleep(0.3)
+        t0 = time.time()
+        assert sorted(os.listdir(mnt))[0] == "__metadata__.json"
+        os.stat(os.path.join(mnt, "w"))
+        os.getxattr(os.path.join(mnt, "w"), "user.shape")
+        assert time.time() - t0 < 1
+        th.join(30)
+        assert not th.is_alive()
+        assert done["r"] == 5 and done["t"] < 15, done
+        proxied.faults()
+        assert read_in(mnt) == raw
+
+
+def test_dead_server_never_holds_up_sigterm(web, proxied, tmp):
+    """A read waiting on a server that stalls: SIGTERM still unmounts at
+    once (the transfers are stopped), and the reader gets EIO."""
+    big_checkpoint(web, "dead.safetensors")
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    assert run(["-o", "timeout=60", proxied.url("gen/dead.safetensors"), mnt]).returncode == 0
+    pid = daemon_pids(mnt)[0]
+    proxied.faults({"match": "dead", "fault": "stall", "seconds": 120})
+    res = {}
+
+    def reader():
+        try:
+            read_in(mnt)
+            res["r"] = "read"
+        except OSError as e:
+            res["r"] = e.errno
+    th = threading.Thread(target=reader)
+    th.start()
+    time.sleep(0.5)
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    assert wait_gone(pid, 10), "the daemon did not exit"
+    assert time.time() - t0 < 5
+    th.join(10)
+    assert not th.is_alive() and res["r"] != "read"
+    assert not is_mounted(mnt)
+
+
+def test_file_changed_while_mounted(web, tmp):
+    """nginx serves a new version (new ETag): every read of bytes not yet
+    cached fails with EIO (the If-Match gets 412), one line is logged,
+    and bytes of the two versions are never mixed."""
+    n = 4 << 20
+    old = os.urandom(n)
+    path = gen(web, "chg.safetensors", [("w", "U8", (n,), old)])
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", "-o", "cache_size=4M", web.url("plain", "gen/chg.safetensors"), mnt],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 20
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.02)
+        with open(os.path.join(mnt, "w"), "rb") as f:
+            head = f.read(65536)
+            assert head == old[:65536]
+            new = os.urandom(n)
+            write_st(path + ".new", [("w", "U8", (n,), new)])
+            os.chmod(path + ".new", 0o644)
+            os.utime(path + ".new", (time.time() + 5, time.time() + 5))
+            os.rename(path + ".new", path)
+            try:
+                rest = f.read()
+                # whatever came must be the old version's bytes
+                assert head + rest == old[:len(head) + len(rest)]
+                assert len(rest) < n - 65536, "read past the change without an error"
+            except OSError as e:
+                assert e.errno == 5
+        web_412 = [r for r in web.requests() if "chg.safetensors" in r["uri"] and r["status"] == 412]
+        assert web_412
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        err = p.communicate(timeout=30)[1]
+    assert sum("changed since it was mounted" in l for l in err.splitlines()) == 1, err
+
+
+def test_sequential_read_prefetches_and_random_reads_fetch_blocks(web):
+    """A sequential read is served by growing prefetch requests (fewer,
+    larger ranges than the kernel's requests); random 4 KiB reads fetch one
+    256 KiB block each, not more."""
+    n = 32 << 20
+    raw = os.urandom(n)
+    gen(web, "seq.safetensors", [("w", "U8", (n,), raw)])
+    web.clear_log()
+    with mounted(web.url("plain", "gen/seq.safetensors")) as mnt:
+        assert read_in(mnt) == raw
+    reqs = [r for r in requests_for(web, "seq.safetensors") if r["range"] != "bytes=0-99999"]
+    assert sum(r["bytes"] for r in reqs) >= n - 100000
+    assert len(reqs) < n // (512 << 10), len(reqs)  # fewer than one per FUSE read
+    assert max(r["bytes"] for r in reqs) > (1 << 20)  # the window grew
+    web.clear_log()
+    with mounted(web.url("plain", "gen/seq.safetensors"), "-o", "direct_io") as mnt:
+        fd = os.open(os.path.join(mnt, "w"), os.O_RDONLY)
+        import random
+        rng = random.Random(3)
+        for _ in range(20):
+            off = rng.randrange(0, n - 4096)
+            assert os.pread(fd, 4096, off) == raw[off:off + 4096]
+        os.close(fd)
+    reqs = [r for r in requests_for(web, "seq.safetensors") if r["range"] != "bytes=0-99999"]
+    assert reqs and all(r["bytes"] <= 2 * (256 << 10) for r in reqs), reqs
+
+
+def vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+
+
+def test_memory_bounded_with_16_readers(web):
+    """16 readers of 8 MiB tensors at once, with -o cache_size=16M: the
+    daemon's peak RSS stays under the cache plus 64 MiB."""
+    tensors = [(f"t{i}", "U8", (8 << 20,), os.urandom(8 << 20)) for i in range(16)]
+    gen(web, "mem.safetensors", tensors)
+    with mounted(web.url("plain", "gen/mem.safetensors"), "-o", "cache_size=16M") as mnt:
+        pid = daemon_pids(mnt)[0]
+        errors = []
+
+        def reader(name, raw):
+            try:
+                if read_in(mnt, name) != raw:
+                    errors.append(name)
+            except OSError as e:
+                errors.append((name, e))
+        ths = [threading.Thread(target=reader, args=(t[0], t[3])) for t in tensors]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(120)
+        assert errors == []
+        assert vm_hwm(pid) < (16 << 20) + (64 << 20), vm_hwm(pid)
+
+
+def test_disk_cache_survives_remounts(web, tmp):
+    """-o cache_dir: a second mount of the same file reads no tensor data
+    over the network (only the first request, which checks the version);
+    two mounts share the directory; a damaged block file is refetched."""
+    n = 3 << 20
+    raw = os.urandom(n)
+    gen(web, "dc.safetensors", [("w", "U8", (n,), raw)])
+    cache = os.path.join(tmp, "cache")
+    url = web.url("plain", "gen/dc.safetensors")
+    with mounted(url, "-o", f"cache_dir={cache}") as mnt:
+        assert read_in(mnt) == raw
+    blocks = [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
+    assert blocks and all(b.endswith(".blk") for b in blocks)
+    web.clear_log()
+    with mounted(url, "-o", f"cache_dir={cache}") as a, mounted(url, "-o", f"cache_dir={cache}") as b:
+        assert read_in(a) == raw and read_in(b) == raw
+    assert [r["range"] for r in requests_for(web, "dc.safetensors")] == ["bytes=0-99999"] * 2
+    # damage a block: it is noticed, dropped and fetched again
+    victim = sorted(blocks)[len(blocks) // 2]
+    data = bytearray(open(victim, "rb").read())
+    data[-10] ^= 0xFF
+    open(victim, "wb").write(bytes(data))
+    web.clear_log()
+    with mounted(url, "-o", f"cache_dir={cache}") as mnt:
+        assert read_in(mnt) == raw
+    assert len(requests_for(web, "dc.safetensors")) == 2
+    # a limit: the directory is kept under it
+    with mounted(url, "-o", f"cache_dir={cache}2,cache_max=1M") as mnt:
+        assert read_in(mnt) == raw
+    total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(cache + "2") for f in fs)
+    assert total <= (1 << 20) + (256 << 10) + 4096, total
+
+
+def test_index_over_http_with_escaped_shard_names(web):
+    """Shards are resolved relative to the index URL, each name escaped."""
+    d = os.path.join(web.root, "gen", "sh")
+    os.makedirs(d, exist_ok=True)
+    wm = {}
+    for i, name in enumerate(["a b.safetensors", "c%d.safetensors", "é.safetensors"]):
+        write_st(os.path.join(d, name), [(f"t{i}", "U8", (1,), bytes([i]))])
+        wm[f"t{i}"] = name
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    for x in os.listdir(d):
+        os.chmod(os.path.join(d, x), 0o644)
+    with mounted(web.url("plain", "gen/sh/model.safetensors.index.json")) as mnt:
+        for i in range(3):
+            assert read_in(mnt, f"t{i}") == bytes([i])
+    uris = {r["uri"] for r in requests_for(web, "/gen/sh/")}
+    assert "/gen/sh/a b.safetensors" in uris  # nginx logs the decoded path
