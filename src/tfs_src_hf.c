@@ -204,7 +204,7 @@ static char *cache_repo_dir(const struct hf_store *hs, const char *home)
 		}
 	}
 	repo[o] = 0;
-	snprintf(buf, sizeof buf, "%s/%.*s--%s", hub, (int)strlen(hs->ref.type) - 1, hs->ref.type, repo);
+	snprintf(buf, sizeof buf, "%s/%s--%s", hub, hs->ref.type, repo);
 	free(hub);
 	return strdup(buf);
 }

@@ -1,0 +1,286 @@
+"""hf:// sources against the Hub double (tests/integration/hubdouble.py,
+the documented endpoints) with a real nginx as the CDN it redirects to:
+the real checkpoints in every view, revision pinning, the token (to the
+Hub, never to the CDN), gated repositories, paginated listings, hostile
+listings, renamed repositories, and the local Hugging Face cache with and
+without the network."""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from servers import HubDouble, Nginx
+from tfsutil import (EXIT_FORMAT, EXIT_SOURCE, EXIT_USAGE, REAL, fname, mounted, need_real, run,
+                     sha256, write_st)
+
+C1 = "1" * 40
+C2 = "2" * 40
+C3 = "3" * 40
+TOKEN = "hf_test_token_abc"
+
+
+def layout(root):
+    """The CDN's files, one directory per commit, and the double's config."""
+    def put(commit_dir, rel, src=None, tensors=None):
+        p = os.path.join(root, commit_dir, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if src:
+            shutil.copyfile(src, p)
+        else:
+            write_st(p, tensors)
+        return p
+
+    if os.path.isdir(REAL):
+        for f in os.listdir(REAL):
+            if f.endswith(".safetensors"):
+                put("files", f, os.path.join(REAL, f))
+        for f in os.listdir(os.path.join(REAL, "julia-safetensors-jl-sharded")):
+            put("julia", f, os.path.join(REAL, "julia-safetensors-jl-sharded", f))
+    os.makedirs(os.path.join(root, "julia"), exist_ok=True)
+    with open(os.path.join(root, "julia", "config.json"), "w") as f:
+        f.write('{"model_type": "test"}')
+    put("v1", "model.safetensors", tensors=[("w", "U8", (2,), b"v1")])
+    put("v2", "model.safetensors", tensors=[("w", "U8", (2,), b"v2")])
+    put("v2", "sub/model.safetensors", tensors=[("inner", "U8", (1,), b"i")])
+    for i in range(9):
+        put("many", f"model-{i + 1:05d}-of-00009.safetensors", tensors=[(f"t{i}", "U8", (1,), bytes([i]))])
+    os.makedirs(os.path.join(root, "two"), exist_ok=True)
+    for n in ("model.safetensors.index.json", "other.safetensors.index.json"):
+        with open(os.path.join(root, "two", n), "w") as f:
+            json.dump({"weight_map": {}}, f)
+    for r, dirs, files in os.walk(root):
+        os.chmod(r, 0o755)
+        for f in files:
+            os.chmod(os.path.join(r, f), 0o644)
+    repos = {
+        "org/files": {"refs": {"main": C1}, "commits": {C1: "files"}},
+        "org/julia": {"refs": {"main": C1}, "commits": {C1: "julia"}},
+        "org/versions": {"refs": {"main": C2, "v1": C1, "refs/pr/1": C3},
+                         "commits": {C1: "v1", C2: "v2", C3: "v1"}},
+        "org/gated": {"gated": True, "refs": {"main": C1}, "commits": {C1: "v1"}},
+        "org/many": {"refs": {"main": C1}, "commits": {C1: "many"}},
+        "org/two": {"refs": {"main": C1}, "commits": {C1: "two"}},
+        "org/dotdot": {"refs": {"main": C1}, "commits": {C1: "v1"}, "hostile": "dotdot"},
+        "org/foreign": {"refs": {"main": C1}, "commits": {C1: "many"}, "hostile": "foreign_link"},
+        "org/data": {"type": "datasets", "refs": {"main": C1}, "commits": {C1: "v1"}},
+    }
+    return repos
+
+
+@pytest.fixture(scope="module")
+def hub():
+    root = tempfile.mkdtemp(prefix="tfs-cdn-")
+    os.chmod(root, 0o755)
+    repos = layout(root)
+    with Nginx(root) as cdn:
+        conf = os.path.join(root, "hub.json")
+        with open(conf, "w") as f:
+            json.dump({"cdn": cdn.url("plain").rstrip("/"), "cdn_root": root, "token": TOKEN,
+                       "page_size": 2, "repos": repos, "renamed": {"old/name": "org/versions"}}, f)
+        with HubDouble(conf) as h:
+            h.cdn = cdn
+            h.root = root
+            yield h
+    shutil.rmtree(root)
+
+
+@pytest.fixture
+def env(hub, tmp):
+    """A clean Hugging Face environment: the double as the endpoint, an
+    empty HF_HOME, no token."""
+    saved = dict(os.environ)
+    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
+        os.environ.pop(k, None)
+    os.environ["HF_ENDPOINT"] = hub.endpoint
+    os.environ["HF_HOME"] = os.path.join(tmp, "hfhome")
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def tree_bytes(mnt):
+    out = {}
+    for root, dirs, files in os.walk(mnt):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), mnt)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+VIEWS = [(), ("-o", "format=npy"), ("-o", "convert=f32,layout=tree")]
+
+
+def test_real_checkpoints_from_the_hub(hub, env):
+    """Every real single file (by PATH) and the sharded set (the whole
+    repository: its index is found in the listing) give the local mount's
+    bytes in every view, and the tensors of expected.json."""
+    need_real()
+    exp = json.load(open(os.path.join(REAL, "expected.json")))["files"]
+    sources = [(f"hf://org/files/{f}", os.path.join(REAL, f))
+               for f in sorted(os.listdir(REAL)) if f.endswith(".safetensors")]
+    sources.append(("hf://org/julia", os.path.join(REAL, "julia-safetensors-jl-sharded")))
+    for url, local in sources:
+        for view in VIEWS:
+            with mounted(local, *view) as a, mounted(url, *view) as b:
+                assert tree_bytes(a) == tree_bytes(b), (url, view)
+        with mounted(url) as b:
+            for rel, e in exp.items():
+                if e["kind"] != "safetensors" or not (rel == os.path.basename(local) or
+                                                       rel.startswith("julia") and url.endswith("julia")):
+                    continue
+                for name, t in e["tensors"].items():
+                    p = os.path.join(b, fname(name))
+                    assert sha256(p) == t["sha256"]
+                    assert os.getxattr(p, "user.revision").decode() == C1
+                    src = os.getxattr(p, "user.source").decode()
+                    assert src.startswith(f"{hub.endpoint}/org/") and f"/resolve/{C1}/" in src
+                    assert os.getxattr(p, "user.etag").decode().startswith('"')
+        a = json.loads(run(["--inspect", "--json", local]).stdout)
+        b = json.loads(run(["--inspect", "--json", url]).stdout)
+        a.pop("source"), b.pop("source")
+        assert a == b
+
+
+def read(mnt, name):
+    with open(os.path.join(mnt, name), "rb") as f:
+        return f.read()
+
+
+def test_revisions_are_pinned(hub, env):
+    with mounted("hf://org/versions") as m:
+        assert read(m, "w") == b"v2"
+        assert os.getxattr(os.path.join(m, "w"), "user.revision").decode() == C2
+    with mounted("hf://org/versions@v1") as m:
+        assert read(m, "w") == b"v1"
+        assert os.getxattr(os.path.join(m, "w"), "user.revision").decode() == C1
+    with mounted(f"hf://org/versions@{C2}/sub/model.safetensors") as m:
+        assert read(m, "inner") == b"i"
+    with mounted("hf://org/versions@refs%2Fpr%2F1") as m:
+        assert os.getxattr(os.path.join(m, "w"), "user.revision").decode() == C3
+    with mounted("hf://org/versions/sub") as m:  # a directory of the repository
+        assert read(m, "inner") == b"i"
+    with mounted("hf://datasets/org/data") as m:
+        assert read(m, "w") == b"v1"
+    with mounted("hf://old/name/model.safetensors") as m:  # a renamed repository
+        assert read(m, "w") == b"v2"
+
+
+def cdn_auth(hub):
+    return {r["auth"] for r in hub.cdn.requests()}
+
+
+@pytest.mark.parametrize("how", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "file"])
+def test_token_goes_to_the_hub_only(hub, env, tmp, how):
+    r = run(["--inspect", "hf://org/gated"])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1
+    assert "set HF_TOKEN" in r.stderr and "HTTP 401" in r.stderr
+    if how == "file":
+        os.makedirs(os.environ["HF_HOME"], exist_ok=True)
+        with open(os.path.join(os.environ["HF_HOME"], "token"), "w") as f:
+            f.write(TOKEN + "\n")
+    else:
+        os.environ[how] = TOKEN
+    hub.cdn.clear_log()
+    before = len(hub.seen())
+    with mounted("hf://org/gated") as m:
+        assert read(m, "w") == b"v1"
+        for a in os.listxattr(os.path.join(m, "w")):
+            assert TOKEN.encode() not in os.getxattr(os.path.join(m, "w"), a)
+    seen = [s for s in hub.seen()[before:] if not s["path"].startswith("/__")]
+    assert seen and all(s["token_ok"] for s in seen)  # every Hub request had it
+    assert cdn_auth(hub) == {"-"}  # and the CDN never saw it
+    os.environ["HF_TOKEN"] = "hf_wrong"
+    r = run(["--inspect", "hf://org/gated"])
+    assert r.returncode == EXIT_SOURCE and "refuses the token" in r.stderr and "hf_wrong" not in r.stderr
+
+
+def test_paginated_listing(hub, env):
+    """Two entries a page: nine shards over five pages and more."""
+    before = len(hub.seen())
+    with mounted("hf://org/many") as m:
+        for i in range(9):
+            assert read(m, f"t{i}") == bytes([i])
+    pages = [s for s in hub.seen()[before:] if "/tree/" in s["path"]]
+    assert len(pages) >= 5
+
+
+@pytest.mark.parametrize("repo, code, want", [
+    ("org/two", EXIT_FORMAT, "2 index files (model.safetensors.index.json, other.safetensors.index.json)"),
+    ("org/dotdot", EXIT_FORMAT, "unsafe path '../../etc/passwd'"),
+    ("org/foreign", EXIT_FORMAT, "points its next page at another host"),
+    ("org/none", EXIT_SOURCE, "not on the Hub (HTTP 404)"),
+    ("org/versions@nope", EXIT_SOURCE, "not on the Hub (HTTP 404)"),
+])
+def test_refusals(hub, env, tmp, repo, code, want):
+    r = run([f"hf://{repo}", tmp])
+    assert r.returncode == code, r.stderr
+    assert r.stderr.count("\n") == 1 and want in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("spec", ["hf://", "hf://justone", "hf://org/", "hf://a/b@", "hf://a/b/../c",
+                                  "hf://a/b/x//y", "hf://o$/r"])
+def test_bad_references(env, tmp, spec):
+    r = run([spec, tmp])
+    assert r.returncode == EXIT_USAGE and r.stderr.count("\n") == 1, (spec, r.stderr)
+
+
+def hf_cache(root, repo, commit, files, ref="main"):
+    """A Hugging Face cache as huggingface_hub lays it out: blobs named by
+    ETag, snapshots/<commit>/<path> links to them, refs/<branch>."""
+    base = os.path.join(root, "hub", "models--" + repo.replace("/", "--"))
+    os.makedirs(os.path.join(base, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(base, "refs"), exist_ok=True)
+    with open(os.path.join(base, "refs", ref), "w") as f:
+        f.write(commit)
+    for rel, src in files.items():
+        data = open(src, "rb").read()
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(base, "blobs", blob), "wb") as f:
+            f.write(data)
+        link = os.path.join(base, "snapshots", commit, rel)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(base, "blobs", blob), os.path.dirname(link)), link)
+    return base
+
+
+def test_cache_serves_what_it_holds(hub, env, tmp):
+    """Files already in the Hugging Face cache for the pinned commit are
+    read from it: the CDN sees no request for them."""
+    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
+             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    hub.cdn.clear_log()
+    with mounted("hf://org/versions/model.safetensors") as m:
+        assert read(m, "w") == b"v2"
+        assert os.getxattr(os.path.join(m, "w"), "user.revision").decode() == C2
+        assert os.getxattr(os.path.join(m, "w"), "user.etag").decode() == hashlib.sha256(
+            open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read()).hexdigest()
+    assert hub.cdn.requests() == []
+
+
+def test_offline(hub, env, tmp):
+    """HF_HUB_OFFLINE=1: only the cache, no request at all, and a clear
+    error for what it lacks."""
+    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
+             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing there
+    def hub_requests():
+        return [s for s in hub.seen() if not s["path"].startswith("/__")]
+    before = len(hub_requests())
+    hub.cdn.clear_log()
+    with mounted("hf://org/versions") as m:
+        assert read(m, "w") == b"v2"
+    with mounted(f"hf://org/versions@{C2}/model.safetensors") as m:
+        assert read(m, "w") == b"v2"
+    assert len(hub_requests()) == before and hub.cdn.requests() == []
+    r = run(["hf://org/versions/sub/model.safetensors", tmp])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1
+    assert "HF_HUB_OFFLINE=1" in r.stderr and "sub/model.safetensors" in r.stderr
+    r = run(["hf://org/versions@v7", tmp])
+    assert r.returncode == EXIT_SOURCE and "does not know revision 'v7'" in r.stderr
+    r = run(["hf://org/julia", tmp])
+    assert r.returncode == EXIT_SOURCE and "HF_HUB_OFFLINE=1" in r.stderr
