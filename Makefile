@@ -60,7 +60,7 @@ $(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
-FUZZ_TARGETS = header index names
+FUZZ_TARGETS = header index names remote
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(HDRS) | $(BUILD)

@@ -197,50 +197,59 @@ static void reset_resp(struct tfs_http_resp *rs)
 	rs->retry_after = -1;
 }
 
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 {
-	struct xfer *x = ud;
-	struct tfs_http_resp *rs = x->rs;
-	size_t n = size * nmemb;
 	char v[TFS_HTTP_URL_MAX];
-	x->header_bytes += n;
-	if (x->header_bytes > HEADERS_MAX) {
-		x->why = TFS_HTTP_TOOBIG;
-		return 0;
-	}
 	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
 		/* A new response (after a redirect or a 100): only the last
 		 * one's headers count. */
 		reset_resp(rs);
 		const char *sp = memchr(p, ' ', n);
 		uint64_t st;
-		if (sp && parse_u64(sp + 1, &st, NULL) == 0 && st < 1000)
+		char num[8];
+		size_t k = sp ? (size_t)(p + n - sp - 1) : 0;
+		if (k > sizeof num - 1)
+			k = sizeof num - 1;
+		if (sp)
+			memcpy(num, sp + 1, k);
+		num[k] = 0;
+		if (sp && parse_u64(num, &st, NULL) == 0 && st < 1000)
 			rs->status = (long)st;
-		x->errlen = 0;
-		return n;
+		return 1;
 	}
 	if (starts(p, n, "content-range:")) {
+		/* Taken whole or not at all: a malformed one (or a second one)
+		 * leaves no range, which every check then refuses. */
 		value(p, n, 14, v, sizeof v);
 		const char *q = v, *e;
+		uint64_t a, b, t;
+		rs->has_range = 0;
 		if (strncasecmp(q, "bytes ", 6) != 0)
-			return n;
+			return 0;
 		q += 6;
 		if (*q == '*') {
-			if (q[1] == '/' && parse_u64(q + 2, &rs->range_total, &e) == 0 && !*e) {
+			if (q[1] == '/' && parse_u64(q + 2, &t, &e) == 0 && !*e) {
+				rs->range_total = t;
 				rs->has_range = 2; /* unsatisfied: only the total */
 			}
-			return n;
+			return 0;
 		}
-		if (parse_u64(q, &rs->range_start, &e) == 0 && *e == '-' &&
-		    parse_u64(e + 1, &rs->range_end, &e) == 0 && *e == '/' &&
-		    parse_u64(e + 1, &rs->range_total, &e) == 0 && !*e &&
-		    rs->range_start <= rs->range_end && rs->range_end < rs->range_total)
+		if (parse_u64(q, &a, &e) == 0 && *e == '-' && parse_u64(e + 1, &b, &e) == 0 && *e == '/' &&
+		    parse_u64(e + 1, &t, &e) == 0 && !*e && a <= b && b < t) {
+			rs->range_start = a;
+			rs->range_end = b;
+			rs->range_total = t;
 			rs->has_range = 1;
+		}
 	} else if (starts(p, n, "content-length:")) {
 		value(p, n, 15, v, sizeof v);
 		const char *e;
-		if (parse_u64(v, &rs->length, &e) == 0 && !*e)
+		uint64_t len;
+		rs->has_length = 0;
+		if (parse_u64(v, &len, &e) == 0 && !*e) {
+			rs->length = len;
 			rs->has_length = 1;
+		}
 	} else if (starts(p, n, "etag:")) {
 		value(p, n, 5, rs->etag, sizeof rs->etag);
 	} else if (starts(p, n, "last-modified:")) {
@@ -254,8 +263,12 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 	} else if (starts(p, n, "x-linked-size:")) {
 		value(p, n, 14, v, sizeof v);
 		const char *e;
-		if (parse_u64(v, &rs->linked_size, &e) == 0 && !*e)
+		uint64_t len;
+		rs->has_linked_size = 0;
+		if (parse_u64(v, &len, &e) == 0 && !*e) {
+			rs->linked_size = len;
 			rs->has_linked_size = 1;
+		}
 	} else if (starts(p, n, "retry-after:")) {
 		value(p, n, 12, v, sizeof v);
 		uint64_t s;
@@ -283,6 +296,20 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 			q = gt + 1;
 		}
 	}
+	return 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+	x->header_bytes += n;
+	if (x->header_bytes > HEADERS_MAX) {
+		x->why = TFS_HTTP_TOOBIG;
+		return 0;
+	}
+	if (tfs_http_header_line(x->rs, p, n))
+		x->errlen = 0;
 	return n;
 }
 

@@ -103,6 +103,11 @@ int tfs_http_aborted(void);
 /* How many requests were sent (all threads), for tests and the bench. */
 uint64_t tfs_http_requests(void);
 
+/* Takes one response header line (not NUL-terminated) into rs; returns 1
+ * for a status line, which starts a new response. (Exposed for the
+ * fuzzer: every header a server sends comes through here.) */
+int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n);
+
 /* `url` with any user:password@ removed, into out. */
 void tfs_http_redact(const char *url, char *out, size_t outsz);
 
