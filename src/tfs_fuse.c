@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 
 /* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
@@ -330,7 +331,7 @@ static tfs_err read_converted(const struct tfs_shard *sh, const struct tfs_tenso
 	unsigned char *raw = (unsigned char *)thread_buf(1, (size_t)(e - b) + (size_t)n * 4 + 8);
 	if (!raw)
 		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_pread(sh->src, raw, (size_t)(e - b), t->begin + b);
+	tfs_err err = tfs_source_pread_within(sh->src, raw, (size_t)(e - b), t->begin + b, t->end);
 	if (err)
 		return err;
 	uint32_t *dec = (uint32_t *)(void *)(raw + ((e - b + 7) & ~(uint64_t)7));
@@ -396,6 +397,26 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		(void)r; /* a failed reply means the request is gone already */
 		return;
 	}
+	if (sh->src->ops->map && !convert && (uint64_t)off >= hl) {
+		/* Written straight from where the source holds the bytes. */
+		struct tfs_iov piece[8];
+		struct iovec iov[8];
+		unsigned np = 0;
+		void *token = NULL;
+		tfs_err me = sh->src->ops->map(sh->src, at, len, t->end, piece, 8, &np, &token);
+		if (me == TFS_OK) {
+			for (unsigned i = 0; i < np; i++) {
+				iov[i].iov_base = piece[i].p;
+				iov[i].iov_len = piece[i].len;
+			}
+			fuse_reply_iov(req, iov, (int)np);
+		} else if (me != TFS_ERR_INVAL) {
+			fuse_reply_err(req, tfs_errno(me));
+		}
+		sh->src->ops->unmap(sh->src, token);
+		if (me != TFS_ERR_INVAL)
+			return; /* else it is read below */
+	}
 	char *buf = thread_buf(0, len);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -422,8 +443,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (convert)
 			e = read_converted(sh, t, doff, len - pos, buf + pos);
 		else
-			e = tfs_source_pread(sh->src, buf + pos, len - pos,
-					     t->begin + doff);
+			e = tfs_source_pread_within(sh->src, buf + pos, len - pos, t->begin + doff,
+						    t->end);
 	}
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));

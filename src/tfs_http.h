@@ -13,13 +13,9 @@
 #include <stdint.h>
 
 #include "tfs_err.h"
+#include "tfs_source.h"
 
 #define TFS_HTTP_URL_MAX 8192
-
-struct tfs_iov {
-	void *p;
-	size_t len;
-};
 
 struct tfs_http_req {
 	const char *url;

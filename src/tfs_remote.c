@@ -129,7 +129,8 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 	}
 }
 
-static tfs_err remote_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
+static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+				   uint64_t limit)
 {
 	struct remote *r = (struct remote *)s;
 	struct tfs_diag d;
@@ -144,7 +145,42 @@ static tfs_err remote_pread(struct tfs_source *s, void *buf, size_t len, uint64_
 	}
 	if (!len)
 		return TFS_OK;
-	return tfs_cfile_read(r->cache, buf, len, off, &d);
+	return tfs_cfile_read(r->cache, buf, len, off, limit, &d);
+}
+
+static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
+			  struct tfs_iov *iov, unsigned max, unsigned *n, void **token)
+{
+	struct remote *r = (struct remote *)s;
+	struct tfs_diag d;
+	unsigned k = 0;
+	*token = NULL;
+	if (off > s->id.size || len > s->id.size - off || len >= (1u << 20) ||
+	    max < len / TFS_CACHE_BLOCK + 3)
+		return TFS_ERR_INVAL;
+	if (off < r->nprobe) {
+		size_t part = r->nprobe - off < len ? (size_t)(r->nprobe - off) : len;
+		iov[k].p = r->probe + off;
+		iov[k++].len = part;
+		len -= part;
+		off += part;
+	}
+	unsigned m = 0;
+	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, limit, iov + k, &m,
+					(struct tfs_cmap **)token, &d) : TFS_OK;
+	*n = k + m;
+	return e;
+}
+
+static void remote_unmap(struct tfs_source *s, void *token)
+{
+	(void)s;
+	tfs_cfile_unmap(token);
+}
+
+static tfs_err remote_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
+{
+	return remote_pread_within(s, buf, len, off, s->id.size);
 }
 
 static tfs_err remote_identity(struct tfs_source *s, struct tfs_identity *id)
@@ -175,6 +211,9 @@ static void remote_close(struct tfs_source *s)
 
 static const struct tfs_source_ops remote_ops = {
 	.pread = remote_pread,
+	.pread_within = remote_pread_within,
+	.map = remote_map,
+	.unmap = remote_unmap,
 	.identity = remote_identity,
 	.close = remote_close,
 };

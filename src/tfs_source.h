@@ -26,12 +26,30 @@ struct tfs_identity {
 
 struct tfs_source;
 
+/* A piece of memory. */
+struct tfs_iov {
+	void *p;
+	size_t len;
+};
+
 struct tfs_source_ops {
 	/* Reads exactly `len` bytes at absolute offset `off`, looping over
 	 * short transfers. Fewer bytes available than asked is TFS_ERR_SHORT,
 	 * never a partial success: a caller must not serve bytes that are not
 	 * there. Safe to call from several threads at once. */
 	tfs_err (*pread)(struct tfs_source *s, void *buf, size_t len, uint64_t off);
+	/* The same, for a read inside an object (a tensor) that ends at
+	 * `limit`: a source that reads ahead stops there. Optional. */
+	tfs_err (*pread_within)(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+				uint64_t limit);
+	/* The bytes of [off, off + len) where the source holds them, in at
+	 * most `max` pieces, kept in place until unmap(token): a reply can
+	 * be written from them with no copy. Optional; TFS_ERR_INVAL means
+	 * "not this way" (the caller reads instead), any other error is the
+	 * read's. */
+	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
+		       struct tfs_iov *iov, unsigned max, unsigned *n, void **token);
+	void (*unmap)(struct tfs_source *s, void *token);
 	/* The identity now (re-read from the source where that is cheap;
 	 * remote sources, pinned to a version, return the pinned one). */
 	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
@@ -56,6 +74,13 @@ static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
 				       size_t len, uint64_t off)
 {
 	return s->ops->pread(s, buf, len, off);
+}
+
+static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, size_t len,
+					      uint64_t off, uint64_t limit)
+{
+	return s->ops->pread_within ? s->ops->pread_within(s, buf, len, off, limit)
+				    : s->ops->pread(s, buf, len, off);
 }
 
 void tfs_source_close(struct tfs_source *s);

@@ -1,0 +1,136 @@
+"""make bench rows for remote sources (issue 10), over a real nginx on
+127.0.0.1 serving the bench's own fixtures; bench.py runs them. Each row
+pairs a baseline and tensorfs in every repetition, as the local rows do.
+
+  http-read      first dd of a 1 GiB tensor through an http mount / curl -o /dev/null of the same range
+  http-mount     mounting the 500,000-tensor checkpoint over http / mounting the local file
+  http-requests  requests --inspect makes for a typical header and for the 62 MB one (counted)
+  http-rand      random 4 KiB reads with 20 ms added latency (nginx echo_sleep) / one curl range
+                 request per read
+  cache-hit      the 1 GiB tensor read again after a remount with -o cache_dir / read from the
+                 local file through tensorfs
+  memory         the daemon's peak RSS with 16 readers at once / -o cache_size=64M
+"""
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from servers import Nginx  # noqa: E402
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def curl_range(url, a, b):
+    t0 = time.perf_counter()
+    subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", "-r", f"{a}-{b}", url], check=True)
+    return time.perf_counter() - t0
+
+
+def rows(b, reps, want):
+    """b: the bench module (Mount, dd, paired, header_info, fixtures...)."""
+    big = os.path.join(b.DIR, "big.safetensors")
+    many = b.many_fixture(500000)
+    out = []
+    os.chmod(b.DIR, 0o755)
+    for f in (big, many):
+        os.chmod(f, 0o644)
+    start, hdr = b.header_info(big)
+    wb, we = hdr["big.weight"]["data_offsets"]
+    with Nginx(b.DIR, latency_ms=20) as ng:
+        url = ng.url("plain", "big.safetensors")
+        b.warm(big)
+        if "http-read" in want:
+            def base():
+                return curl_range(url, start + wb, start + we - 1)
+
+            def ours():
+                with b.Mount(url) as m:
+                    return b.dd(os.path.join(m.mnt, "big.weight"))
+            bt, ot, r = b.paired(reps, base, ours)
+            out.append(("http-read", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"))
+        if "http-mount" in want:
+            b.warm(many)
+
+            def base():
+                with b.Mount(many) as m:
+                    return m.mount_time
+
+            def ours():
+                with b.Mount(ng.url("plain", os.path.basename(many))) as m:
+                    return m.mount_time
+            bt, ot, r = b.paired(reps, base, ours)
+            out.append(("http-mount", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower"))
+        if "http-requests" in want:
+            counts = []
+            for f in (big, many):
+                ng.clear_log()
+                subprocess.run([b.BIN, "--inspect", ng.url("plain", os.path.basename(f))],
+                               stdout=subprocess.DEVNULL, check=True)
+                counts.append(len(ng.requests()))
+            out.append(("http-requests", counts, f"{counts[0]} for a {start - 8} B header, {counts[1]} for "
+                        f"{b.header_info(many)[0] - 8} B", "count"))
+        if "http-rand" in want and ng.has_echo:
+            lat = ng.url("latency", "big.safetensors")
+            rng = random.Random(9)
+            picks = [rng.randrange(0, we - wb - 4096) for _ in range(100)]
+
+            def base():
+                t0 = time.perf_counter()
+                for off in picks:
+                    subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", "-r",
+                                    f"{start + wb + off}-{start + wb + off + 4095}", lat], check=True)
+                return time.perf_counter() - t0
+
+            def ours():
+                with b.Mount(lat) as m:
+                    fd = os.open(os.path.join(m.mnt, "big.weight"), os.O_RDONLY)
+                    t0 = time.perf_counter()
+                    for off in picks:
+                        os.pread(fd, 4096, off)
+                    t = time.perf_counter() - t0
+                    os.close(fd)
+                    return t
+            bt, ot, r = b.paired(reps, base, ours)
+            out.append(("http-rand", 1 / r, f"{len(picks) / ot:.1f} vs {len(picks) / bt:.1f} reads/s "
+                        f"(20 ms latency)", "higher"))
+        if "cache-hit" in want:
+            cache = tempfile.mkdtemp(prefix="tfs-bench-cache-", dir=b.DIR)
+            with b.Mount(url, "-o", f"cache_dir={cache}") as m:
+                b.dd(os.path.join(m.mnt, "big.weight"))
+
+            def base():
+                with b.Mount(big) as m:
+                    return b.dd(os.path.join(m.mnt, "big.weight"))
+
+            def ours():
+                ng.clear_log()
+                with b.Mount(url, "-o", f"cache_dir={cache}") as m:
+                    t = b.dd(os.path.join(m.mnt, "big.weight"))
+                assert len(ng.requests()) == 1, "the remount fetched data"
+                return t
+            bt, ot, r = b.paired(reps, base, ours)
+            subprocess.run(["rm", "-rf", cache])
+            out.append(("cache-hit", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"))
+        if "memory" in want:
+            names = [f"layers.{i}.weight" for i in range(8)]
+            peak = 0
+            for _ in range(reps):
+                with b.Mount(url, "-o", "cache_size=64M") as m:
+                    ths = [threading.Thread(target=b.dd, args=(os.path.join(m.mnt, n),)) for n in names * 2]
+                    for t in ths:
+                        t.start()
+                    for t in ths:
+                        t.join()
+                    peak = max(peak, b.vm_hwm_kb(m.pid) * 1024)
+            out.append(("memory", peak / (64 * MiB), f"peak RSS {peak / MiB:.0f} MiB with 16 readers, "
+                        f"cache_size 64 MiB: {peak / MiB - 64:.0f} MiB over it", "lower"))
+    return out
