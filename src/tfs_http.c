@@ -103,7 +103,11 @@ uint64_t tfs_http_requests(void)
 void tfs_http_redact(const char *url, char *out, size_t outsz)
 {
 	const char *scheme = strstr(url, "://");
-	const char *host = scheme ? scheme + 3 : url;
+	if (!scheme) {
+		snprintf(out, outsz, "%s", url); /* a path has no credentials */
+		return;
+	}
+	const char *host = scheme + 3;
 	const char *end = host + strcspn(host, "/?#");
 	const char *at = NULL;
 	for (const char *p = host; p < end; p++)

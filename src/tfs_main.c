@@ -19,6 +19,7 @@
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
 #include "tfs_hash.h"
+#include "tfs_http.h"
 
 #ifndef TFS_VERSION
 #define TFS_VERSION "0.1.0"
@@ -242,12 +243,14 @@ static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct f
 		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
 			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
 	}
-	int r = tfs_inspect(&model, c->source, c->json, stdout);
+	char shown[TFS_HTTP_URL_MAX];
+	tfs_http_redact(c->source, shown, sizeof shown);
+	int r = tfs_inspect(&model, shown, c->json, stdout);
 	if (fflush(stdout) != 0)
 		r = -1;
 	tfs_model_free(&model);
 	if (r) {
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", c->source);
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", shown);
 		return EXIT_INTERNAL;
 	}
 	return EXIT_OK;

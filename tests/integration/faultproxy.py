@@ -10,7 +10,7 @@ usage: faultproxy.py UPSTREAM_PORT      (prints its own port, then serves)
 POST /__faults with a JSON list of rules replaces the rules; GET /__stats
 gives the requests seen per path. A rule:
   {"match": "substring of the path" (default all),
-   "fault": "reset" | "truncate" | "badrange" | "stall" | "status",
+   "fault": "reset" | "truncate" | "badrange" | "stall" | "status" | "length",
    "times": how many matching requests it applies to (default: all),
    "after": body bytes sent before a reset or a cut (default 1000),
    "status": the status for "status" (default 503),
@@ -106,6 +106,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for k, v in resp.getheaders():
             if k.lower() in ("connection", "keep-alive", "transfer-encoding", "server", "date"):
                 continue
+            if r and r["fault"] == "length" and k.lower() == "content-length":
+                v = str(10 ** 15)  # a length no body will have
             if r and r["fault"] == "badrange" and k.lower() == "content-range" and v.startswith("bytes "):
                 # the same length, one byte further on
                 a, rest = v[6:].split("-", 1)
@@ -114,6 +116,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if head:
+            return
+        if r and r["fault"] == "length":
+            self.wfile.write(body)
+            self.close_connection = True
             return
         if r and r["fault"] in ("reset", "truncate"):
             n = min(r.get("after", 1000), len(body))

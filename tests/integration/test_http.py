@@ -199,7 +199,7 @@ def test_resets_and_short_bodies_are_retried(web, proxied, fault):
     assert proxied.stats()[f"/gen/f-{fault}.safetensors"] >= 4
 
 
-@pytest.mark.parametrize("fault", ["reset", "truncate", "badrange", "status"])
+@pytest.mark.parametrize("fault", ["reset", "truncate", "badrange", "status", "length"])
 def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
     """Retried a bounded number of times, then EIO, never wrong bytes, and
     one log line saying why; the mount goes on answering."""
@@ -225,7 +225,8 @@ def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
         err = p.communicate(timeout=30)[1]
     lines = [l for l in err.splitlines() if f"p-{fault}" in l]
     assert lines, err
-    want = {"reset": "", "truncate": "", "badrange": "answered another range", "status": "HTTP 500"}[fault]
+    want = {"reset": "", "truncate": "", "badrange": "answered another range", "status": "HTTP 500",
+            "length": ""}[fault]
     assert any(want in l for l in lines), lines
 
 
@@ -414,6 +415,24 @@ def test_disk_cache_survives_remounts(web, tmp):
         assert read_in(mnt) == raw
     total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(cache + "2") for f in fs)
     assert total <= (1 << 20) + (256 << 10) + 4096, total
+
+
+def test_credentials_never_shown(web, tmp):
+    """user:password in a URL is used, and shown nowhere: not in
+    user.source, the mount's device name, nor a message."""
+    gen(web, "cred.safetensors", [("w", "U8", (4,), b"abcd")])
+    url = web.url("plain", "gen/cred.safetensors").replace("http://", "http://alice:s3cret@")
+    with mounted(url) as mnt:
+        assert read_in(mnt) == b"abcd"
+        src = os.getxattr(os.path.join(mnt, "w"), "user.source").decode()
+        assert src == web.url("plain", "gen/cred.safetensors")
+        with open("/proc/self/mountinfo") as f:
+            info = f.read()
+        assert "s3cret" not in info and "alice" not in info
+    bad = url.replace("cred.safetensors", "none.safetensors")
+    r = run([bad, tmp])
+    assert r.returncode == EXIT_SOURCE and "s3cret" not in r.stderr and "alice" not in r.stderr
+    assert r.stderr.startswith("tensorfs: " + web.url("plain", "gen/none.safetensors")), r.stderr
 
 
 def test_index_over_http_with_escaped_shard_names(web):
