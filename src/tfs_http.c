@@ -446,6 +446,12 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)policy.connect_seconds);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)policy.stall_seconds);
+	/* And a cap on the whole attempt, so that a server trickling a byte
+	 * at a time cannot hold a read forever: the stall time for every MiB
+	 * asked for, plus twice the stall time (README, "When the network
+	 * fails"). */
+	uint64_t mib = rq->has_range ? rq->len >> 20 : (rq->body_max >> 20);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tensorfs/" TFS_VERSION);
