@@ -25,6 +25,10 @@ DTYPE_BYTES = {
     "I32": 4, "U32": 4, "F32": 4, "C64": 8, "F64": 8, "I64": 8, "U64": 8,
 }
 
+# Under the ASan+UBSan build the daemon's memory is the sanitizer's too
+# (shadow memory, quarantine): bounds on RSS are checked without it.
+SANITIZED = bool(os.environ.get("TENSORFS_SAN_LOGDIR"))
+
 # Exit codes, as documented in the README.
 EXIT_USAGE, EXIT_SOURCE, EXIT_FORMAT, EXIT_MOUNT = 2, 3, 4, 5
 
