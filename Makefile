@@ -34,7 +34,7 @@ FUZZ_SECONDS ?= 60
 # Seconds per fuzz target in make check (make fuzz runs longer).
 CHECK_FUZZ_SECONDS ?= 10
 
-.PHONY: bench all deps check unit integration san-check fuzz fuzz-build demo install uninstall clean
+.PHONY: bench all deps test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
 
 all: tensorfs
 
@@ -49,16 +49,20 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-$(BUILD)/test_format: tests/unit/test_format.c $(CORE_OBJ) $(HDRS)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ tests/unit/test_format.c $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
+UNIT_TESTS = format sources
+UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
+UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
+
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) $(HDRS)
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
 $(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) \
 		-o $@ $(CORE_SRC) $(FUSE_SRC) $(DEPS_LIBS) -lpthread -lm
 
-$(SAN)/test_format: tests/unit/test_format.c $(CORE_SRC) $(HDRS) | $(SAN)
+$(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
-		-o $@ tests/unit/test_format.c $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
+		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
 FUZZ_TARGETS = header index names remote
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
@@ -71,12 +75,16 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(HDRS) | $(BUILD)
 deps:
 	@scripts/install-deps.sh
 
-check: deps
-	$(MAKE) all $(BUILD)/test_format $(SAN)/tensorfs $(SAN)/test_format $(FUZZ_BINS)
+# The test tools from the npm registry (make check needs them, make does not).
+test-tools: deps
+	@scripts/install-test-tools.sh
+
+check: test-tools
+	$(MAKE) all $(UNIT_BINS) $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)
 	CHECK_FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) scripts/run-checks.sh
 
-unit: $(BUILD)/test_format
-	$(BUILD)/test_format
+unit: $(UNIT_BINS)
+	for t in $(UNIT_BINS); do $$t || exit 1; done
 
 fuzz-build: $(FUZZ_BINS)
 

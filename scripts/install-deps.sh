@@ -19,6 +19,12 @@ PKGS=(
   valgrind                        # memcheck runs
 )
 
+# s3rver, a test tool, comes from the npm registry (scripts/install-test-tools.sh);
+# Node.js and npm from Debian when the machine has none.
+if ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

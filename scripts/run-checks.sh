@@ -72,10 +72,12 @@ san_env=(
 pytest=($PY -m pytest -q -p no:cacheprovider tests/integration)
 
 stage "shared data" plain shared_present
-stage "unit tests" unit build/test_format
+stage "unit tests (format)" unit build/test_format
+stage "unit tests (sources)" unit build/test_sources
 stage "integration tests" pytest "${pytest[@]}"
 stage "fuzz (${FUZZ_SECS}s per target)" fuzz scripts/fuzz.sh "$FUZZ_SECS"
-stage "unit tests (ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_format
+stage "unit tests (format, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_format
+stage "unit tests (sources, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_sources
 stage "integration tests (ASan+UBSan)" pytest env "${san_env[@]}" "${pytest[@]}"
 if [ -n "$(ls -A "$san_logs")" ]; then
   echo "sanitizer reports:"; head -50 "$san_logs"/*

@@ -299,6 +299,8 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	if (e) {
 		free(body);
 		remote_close(&r->base);
+		if (f == TFS_HTTP_STATUS && s->explain)
+			return s->explain(rs.status, rs.error_code, d);
 		if (f == TFS_HTTP_STATUS && (rs.status == 404 || rs.status == 410))
 			return tfs_fail(d, TFS_ERR_NOENT, "not found (HTTP %ld)", rs.status);
 		if (f == TFS_HTTP_STATUS && rs.status == 412)

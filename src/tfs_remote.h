@@ -27,6 +27,9 @@ struct tfs_remote_spec {
 	 * that expired) to get a fresh one; NULL if the URL cannot expire. */
 	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
 	void *relocate_ctx;
+	/* Says what an HTTP error at open means for this kind of server (S3's
+	 * error codes), into d; NULL for the generic words. */
+	tfs_err (*explain)(long status, const char *code, struct tfs_diag *d);
 };
 
 tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out,

@@ -3,11 +3,13 @@
 #include "tfs_source.h"
 
 extern const struct tfs_source_driver tfs_source_hf;
+extern const struct tfs_source_driver tfs_source_s3;
 extern const struct tfs_source_driver tfs_source_http;
 extern const struct tfs_source_driver tfs_source_file;
 
 const struct tfs_source_driver *const tfs_source_drivers[] = {
 	&tfs_source_hf,
+	&tfs_source_s3,
 	&tfs_source_http,
 	&tfs_source_file,
 	NULL,

@@ -1,13 +1,15 @@
 /* libFuzzer target for what remote servers send: HTTP response header
  * lines (Content-Range, Content-Length, Link, the Hub's X-* headers,
- * Retry-After), the Hub's tree listings and revision answers, and hf://
- * references. The first byte picks the parser. Besides crashes, leaks and
+ * Retry-After), the Hub's tree listings and revision answers, hf://
+ * references, S3 listings and error bodies, and the AWS files' INI syntax.
+ * The first byte picks the parser. Besides crashes, leaks and
  * UB it checks what callers rely on: a Content-Range taken is a valid
  * range, every listed path is safe, a commit is 40 hex digits. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tfs_aws.h"
 #include "tfs_http.h"
 #include "tfs_hub.h"
 
@@ -68,15 +70,55 @@ static void ref(const uint8_t *p, size_t n)
 	free(s);
 }
 
+static tfs_err ini_entry(void *ctx, const char *section, const char *key, const char *value)
+{
+	(void)ctx;
+	/* What callers rely on: non-empty sections and keys, no line ends. */
+	if (!*section || !*key || strpbrk(key, "\n=") || strchr(value, '\n'))
+		abort();
+	return TFS_OK;
+}
+
+static tfs_err s3_object(void *ctx, const char *key, uint64_t size, const char *etag)
+{
+	(void)ctx;
+	(void)size;
+	if (strlen(key) >= 1100 || strlen(etag) >= 256)
+		abort();
+	return TFS_OK;
+}
+
+static void ini(const uint8_t *p, size_t n)
+{
+	struct tfs_diag d;
+	tfs_ini_parse((const char *)p, n, ini_entry, NULL, &d);
+}
+
+static void s3(const uint8_t *p, size_t n)
+{
+	struct tfs_s3_list_cb cb = {.object = s3_object};
+	struct tfs_diag d;
+	char next[64], code[64];
+	int truncated;
+	if (tfs_s3_parse_list((const char *)p, n, &cb, &truncated, next, sizeof next, &d) == TFS_OK &&
+	    truncated && !*next)
+		abort();
+	tfs_s3_error_code((const char *)p, n, code, sizeof code);
+	if (strnlen(code, sizeof code) == sizeof code)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 4) {
+	switch (data[0] % 6) {
 	case 0: headers(data + 1, size - 1); break;
 	case 1: tree(data + 1, size - 1); break;
 	case 2: revision(data + 1, size - 1); break;
-	default: ref(data + 1, size - 1); break;
+	case 3: ref(data + 1, size - 1); break;
+	case 4: ini(data + 1, size - 1); break;
+	default: s3(data + 1, size - 1); break;
 	}
 	return 0;
 }

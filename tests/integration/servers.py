@@ -205,3 +205,73 @@ class HubDouble(Proc):
     @property
     def endpoint(self):
         return f"http://127.0.0.1:{self.port}"
+
+
+S3RVER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "npm", "s3rver", "node_modules",
+                      "s3rver", "bin", "s3rver.js")
+
+
+class S3rver:
+    """s3rver (from the npm registry, scripts/install-test-tools.sh) on a
+    free port with a temporary directory and the bucket `models`; its
+    credentials are S3RVER/S3RVER, addressing is path-style."""
+
+    def __init__(self):
+        if not os.path.exists(S3RVER) or not shutil.which("node"):
+            missing("s3rver (make test-tools installs it from the npm registry) and node")
+        self.dir = tempfile.mkdtemp(prefix="tfs-s3rver-")
+        self.port = free_port()
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(["node", S3RVER, "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port),
+                                      "--configure-bucket", "models", "--silent"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc)
+        return self
+
+    def __exit__(self, *a):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def put(self, key, path):
+        """Uploads with curl's own SigV4, as any S3 client would."""
+        subprocess.run(["curl", "-s", "-f", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                        "-u", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                        "--data-binary", f"@{path}", f"{self.endpoint}/models/{key}"], check=True)
+
+
+class S3Double(Proc):
+    """s3double.py over ROOT (buckets are its directories)."""
+
+    def __init__(self, root, page=None):
+        super().__init__("s3double.py", root)
+        self.page = page
+
+    def __enter__(self):
+        if self.page:
+            os.environ["S3DOUBLE_PAGE"] = str(self.page)
+        try:
+            return super().__enter__()
+        finally:
+            os.environ.pop("S3DOUBLE_PAGE", None)
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def seen(self):
+        return self.get("/__seen")
+
+    def replace(self, bucket, key, data):
+        import urllib.request as ur
+        req = ur.Request(f"{self.endpoint}/__replace/{bucket}/{key}", data=data, method="POST")
+        ur.urlopen(req, timeout=10).read()
