@@ -10,6 +10,9 @@ pairs a baseline and tensorfs in every repetition, as the local rows do.
   cache-hit      the 1 GiB tensor read again after a remount with -o cache_dir / read from the
                  local file through tensorfs
   memory         the daemon's peak RSS with 16 readers at once / -o cache_size=64M
+  s3-read        first dd of the 1 GiB tensor through an s3:// mount of s3rver / curl --aws-sigv4 of
+                 the same range from the same s3rver
+  s3-mount       mounting the 500,000-tensor checkpoint from s3rver / mounting the local file
 """
 
 import os
@@ -23,7 +26,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from servers import Nginx  # noqa: E402
+from servers import Nginx, S3rver  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -133,4 +136,49 @@ def rows(b, reps, want):
                     peak = max(peak, b.vm_hwm_kb(m.pid) * 1024)
             out.append(("memory", peak / (64 * MiB), f"peak RSS {peak / MiB:.0f} MiB with 16 readers, "
                         f"cache_size 64 MiB: {peak / MiB - 64:.0f} MiB over it", "lower"))
+    if want & {"s3-read", "s3-mount"}:
+        out += s3_rows(b, reps, want, big, many, start, wb, we)
+    return out
+
+
+def s3_rows(b, reps, want, big, many, start, wb, we):
+    out = []
+    srv = S3rver()
+    with srv:
+        for f in (big, many):
+            srv.put(os.path.basename(f), f)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                   AWS_ENDPOINT_URL=srv.endpoint)
+        saved = dict(os.environ)
+        os.environ.update(env)
+        try:
+            if "s3-read" in want:
+                def base():
+                    t0 = time.perf_counter()
+                    subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                                    "-u", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                                    "-r", f"{start + wb}-{start + we - 1}", f"{srv.endpoint}/models/big.safetensors"],
+                                   check=True)
+                    return time.perf_counter() - t0
+
+                def ours():
+                    with b.Mount("s3://models/big.safetensors") as m:
+                        return b.dd(os.path.join(m.mnt, "big.weight"))
+                bt, ot, r = b.paired(reps, base, ours)
+                out.append(("s3-read", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"))
+            if "s3-mount" in want:
+                b.warm(many)
+
+                def base():
+                    with b.Mount(many) as m:
+                        return m.mount_time
+
+                def ours():
+                    with b.Mount("s3://models/" + os.path.basename(many)) as m:
+                        return m.mount_time
+                bt, ot, r = b.paired(reps, base, ours)
+                out.append(("s3-mount", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower"))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
     return out

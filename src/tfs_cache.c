@@ -20,9 +20,12 @@
 #define PREFETCH_MAX (64ull << 20)
 #define STREAMS 4
 /* A read this close to where a reader stopped continues its stream: the
- * kernel's readahead sends a sequential reader's requests a few at once,
- * not always in order. */
-#define STREAM_SLACK (1ull << 20)
+ * kernel's readahead (4 MiB on a tensorfs mount) sends a sequential
+ * reader's requests several at once, handled by several threads, so they
+ * arrive out of order by up to its window. (At 1 MiB, reads of one stream
+ * were taken for new ones, the window kept starting over, and 1 GiB from
+ * s3rver took 1,070 requests of 512 KiB.) */
+#define STREAM_SLACK (8ull << 20)
 /* Larger reads (a header, an index, read once) bypass the cache: one
  * request straight into the reader's buffer. FUSE reads are far smaller. */
 #define DIRECT_MIN (4ull << 20)
@@ -777,7 +780,11 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		uint64_t to = (end + B - 1) / B;
 		if (to > f->nblocks)
 			to = f->nblocks;
-		if (from < to) {
+		/* In whole runs: topping the window up by the block or two each
+		 * read moves it would make every request that small (1,070
+		 * requests of 512 KiB for 1 GiB from s3rver). */
+		uint64_t wb = s->window / B, run = wb / 2 < RUN_MAX ? wb / 2 : RUN_MAX;
+		if (from < to && (to - from >= run || to == (limit + B - 1) / B || to == f->nblocks)) {
 			prefetch(f, from, to);
 			s->ahead = to;
 		}

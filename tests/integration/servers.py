@@ -244,9 +244,9 @@ class S3rver:
 
     def put(self, key, path):
         """Uploads with curl's own SigV4, as any S3 client would."""
-        subprocess.run(["curl", "-s", "-f", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+        subprocess.run(["curl", "-s", "-f", "--aws-sigv4", "aws:amz:us-east-1:s3",
                         "-u", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
-                        "--data-binary", f"@{path}", f"{self.endpoint}/models/{key}"], check=True)
+                        "-T", path, f"{self.endpoint}/models/{key}"], check=True, stdout=subprocess.DEVNULL)
 
 
 class S3Double(Proc):
