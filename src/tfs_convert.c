@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tfs_dequant.h"
+
 int tfs_converts(unsigned dt)
 {
 	const struct tfs_dtype_info *d = tfs_dtype_info(dt);
@@ -42,7 +44,12 @@ size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int
 	size_t dcap = cap - 12;
 	o += (size_t)snprintf(d + o, dcap - o, "{'descr': '%s', 'fortran_order': False, 'shape': (",
 			      descr ? descr : "|u1");
-	if (!descr) {
+	const struct tfs_dtype_info *di = tfs_dtype_info(t->dtype);
+	if (!descr && di && di->block) {
+		o += (size_t)snprintf(d + o, dcap - o, "%llu, %u",
+				      (unsigned long long)(tfs_tensor_size(t) / di->block_bytes),
+				      (unsigned)di->block_bytes);
+	} else if (!descr) {
 		o += (size_t)snprintf(d + o, dcap - o, "%llu,", (unsigned long long)tfs_tensor_size(t));
 	} else {
 		for (uint32_t i = 0; i < t->ndim; i++)
@@ -196,7 +203,25 @@ void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_
 		}
 		return;
 	default:
-		for (i = 0; i < n; i++)
-			out[i] = tfs_decode_one(dt, src[i]);
+		break;
 	}
+	if (tfs_dequant_known(dt)) {
+		/* Whole blocks, then the wanted elements of them. */
+		const struct tfs_dtype_info *d = tfs_dtype_info(dt);
+		float y[256];
+		uint64_t k = first, end = first + n;
+		const unsigned char *blk = src;
+		while (k < end) {
+			uint64_t in = k % d->block, take = d->block - in;
+			if (take > end - k)
+				take = end - k;
+			tfs_dequant_block(dt, blk, y);
+			memcpy(out + (k - first), y + in, (size_t)take * 4);
+			k += take;
+			blk += d->block_bytes;
+		}
+		return;
+	}
+	for (i = 0; i < n; i++)
+		out[i] = tfs_decode_one(dt, src[i]);
 }

@@ -9,7 +9,8 @@
 #include "tfs_table.h"
 
 /* Whether -o convert=f32 decodes this dtype (BF16, F16, the F8, F6 and F4
- * families); other dtypes are served as stored. */
+ * families, ggml's Q4_0...Q6_K and MXFP4); other dtypes are served as
+ * stored. */
 int tfs_converts(unsigned dtype);
 
 /* Bytes the tensor's file shows: the stored bytes, or 4 per element when
@@ -20,7 +21,8 @@ uint64_t tfs_view_size(const struct tfs_table *h, const struct tfs_tensor *t, in
  * tfs_npy_header_max(t) bytes) and returns its length, a multiple of 64.
  * numpy-native dtypes keep their type; BF16 and the F8 family are shown as
  * unsigned integers of their width; packed sub-byte tensors (F4, F6) and
- * unknown dtypes as their raw bytes, uint8 of shape (nbytes,); converted
+ * unknown dtypes as their raw bytes, uint8 of shape (nbytes,); ggml block
+ * types as uint8 of shape (blocks, bytes per block); converted
  * dtypes as little-endian float32 in their shape. */
 size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert,
 		      char *out, size_t cap);

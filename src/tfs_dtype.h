@@ -26,7 +26,7 @@ enum tfs_dtype {
 	TFS_DT_Q2_K, TFS_DT_Q3_K, TFS_DT_Q4_K, TFS_DT_Q5_K, TFS_DT_Q6_K, TFS_DT_Q8_K,
 	TFS_DT_IQ2_XXS, TFS_DT_IQ2_XS, TFS_DT_IQ3_XXS, TFS_DT_IQ1_S, TFS_DT_IQ4_NL,
 	TFS_DT_IQ3_S, TFS_DT_IQ2_S, TFS_DT_IQ4_XS, TFS_DT_IQ1_M, TFS_DT_TQ1_0,
-	TFS_DT_TQ2_0, TFS_DT_MXFP4,
+	TFS_DT_TQ2_0, TFS_DT_MXFP4, TFS_DT_NVFP4,
 	TFS_DT_COUNT,
 	TFS_DT_UNKNOWN = 0xffff, /* a type name passed through as text */
 };
@@ -46,6 +46,11 @@ const char *tfs_dtype_name(unsigned dt);
 /* Looks a name up among the safetensors names only (what its reader
  * accepts); TFS_DT_UNKNOWN otherwise. */
 unsigned tfs_dtype_lookup_safetensors(const char *s, size_t len);
+
+/* A ggml type id (GGUF's tensor type) as one of ours in *dt
+ * set; or TFS_DT_UNKNOWN in *dt with *removed naming a type ggml once had
+ * and took out (Q4_2...), or NULL for an id ggml's table does not hold. */
+void tfs_dtype_from_ggml(uint32_t id, unsigned *dt, const char **removed);
 
 /* Bytes of `elems` elements, or UINT64_MAX when that is not a whole number
  * of bytes (packed types), not whole blocks, or overflows. */

@@ -47,6 +47,11 @@ struct tfs_format {
 	 * diag holds one line and `out` holds nothing. */
 	tfs_err (*read)(struct tfs_source *src, const struct tfs_parse_opts *o,
 			struct tfs_table *out, struct tfs_diag *d);
+	/* For a format whose models may be split over several files (the
+	 * table's part_count): the file name of part k (0-based) of `count`
+	 * from the name of any part, or TFS_ERR_INVAL when `name` does not
+	 * follow the format's naming. Optional. */
+	tfs_err (*part_name)(const char *name, uint32_t k, uint32_t count, char *out, size_t cap);
 };
 
 /* The registered drivers, in detection order; NULL-terminated. */

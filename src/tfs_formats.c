@@ -5,9 +5,11 @@
 #include <string.h>
 
 extern const struct tfs_format tfs_format_safetensors;
+extern const struct tfs_format tfs_format_gguf;
 
 const struct tfs_format *const tfs_formats[] = {
 	&tfs_format_safetensors,
+	&tfs_format_gguf,
 	NULL,
 };
 

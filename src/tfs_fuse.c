@@ -358,7 +358,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t avail = fsize - (uint64_t)off;
 	size_t len = avail < size ? (size_t)avail : size;
 	if (n->kind == TFS_NODE_BLOB) {
-		fuse_reply_buf(req, fs->tree->blobs[n->ref].data + off, len);
+		const char *data;
+		size_t dl;
+		if (tfs_tree_blob(fs->tree, n->ref, &data, &dl) || (uint64_t)off + len > dl)
+			fuse_reply_err(req, ENOMEM);
+		else
+			fuse_reply_buf(req, data + off, len);
 		return;
 	}
 	if (n->kind == TFS_NODE_TABLE) {

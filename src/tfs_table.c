@@ -33,6 +33,7 @@ void tfs_table_free(struct tfs_table *t)
 	free(t->arena);
 	free(t->dims);
 	free(t->meta);
+	free(t->facts);
 	memset(t, 0, sizeof *t);
 }
 
@@ -218,4 +219,18 @@ void tfs_table_builder_done(struct tfs_table_builder *b)
 	free(b->slots);
 	b->slots = NULL;
 	b->nslots = 0;
+}
+
+tfs_err tfs_table_fact(struct tfs_table *t, const char *key, const char *val, size_t vlen)
+{
+	size_t kl = strlen(key);
+	char *p = realloc(t->facts, t->facts_len + kl + vlen + 2);
+	if (!p)
+		return TFS_ERR_NOMEM;
+	memcpy(p + t->facts_len, key, kl + 1);
+	memcpy(p + t->facts_len + kl + 1, val, vlen);
+	p[t->facts_len + kl + 1 + vlen] = 0;
+	t->facts = p;
+	t->facts_len += kl + vlen + 2;
+	return TFS_OK;
 }

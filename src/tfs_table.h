@@ -55,6 +55,13 @@ struct tfs_table {
 	uint32_t unknown_dtypes; /* tensors whose dtype was passed through */
 	/* Format facts for messages and tests (safetensors: 8 + N). */
 	uint64_t data_start;
+	/* What --inspect shows of the file beyond its tensors ("version",
+	 * "general.architecture"...): "key\0value\0" pairs, facts_len bytes. */
+	char *facts;
+	size_t facts_len;
+	/* A file that is part `part_no` (0-based) of a model split over
+	 * `part_count` files; part_count 0: not split. */
+	uint32_t part_no, part_count;
 };
 
 void tfs_table_free(struct tfs_table *t);
@@ -102,6 +109,8 @@ tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, i
 tfs_err tfs_table_meta(struct tfs_table_builder *b, const struct tfs_meta_pair *m);
 /* Duplicate metadata keys: the last value wins, at the first key's place. */
 tfs_err tfs_table_meta_dedupe(struct tfs_table_builder *b);
+/* Adds an --inspect fact. */
+tfs_err tfs_table_fact(struct tfs_table *t, const char *key, const char *val, size_t vlen);
 /* Frees the builder's own state (not the table). */
 void tfs_table_builder_done(struct tfs_table_builder *b);
 

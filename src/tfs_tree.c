@@ -53,13 +53,43 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 	case TFS_NODE_TENSOR:
 		return n->first + tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n),
 						t->view & TFS_VIEW_F32);
-	case TFS_NODE_BLOB:
-		return t->blobs[n->ref].len;
+	case TFS_NODE_BLOB: {
+		const char *data;
+		size_t len;
+		return tfs_tree_blob(t, n->ref, &data, &len) ? 0 : len;
+	}
 	case TFS_NODE_TABLE:
 		return tfs_listing_size(t, n);
 	default:
 		return 0;
 	}
+}
+
+tfs_err tfs_tree_blob(const struct tfs_tree *t, uint32_t ref, const char **data, size_t *len)
+{
+	/* The tree is shared read-only by the FUSE threads; this one lazily
+	 * filled member is guarded by its own lock. */
+	struct tfs_tree *w = (struct tfs_tree *)t;
+	struct tfs_blob *b = &w->blobs[ref];
+	tfs_err e = TFS_OK;
+	pthread_mutex_lock(&w->blob_lock);
+	if (!b->ready) {
+		char *json;
+		size_t jl;
+		if (!tfs_model_meta_json(t->m, &json, &jl)) {
+			b->data = json;
+			b->len = jl;
+			b->ready = 1;
+		}
+	}
+	if (b->ready) {
+		*data = b->data;
+		*len = b->len;
+	} else {
+		e = TFS_ERR_NOMEM;
+	}
+	pthread_mutex_unlock(&w->blob_lock);
+	return e;
 }
 
 void tfs_tree_free(struct tfs_tree *t)
@@ -72,6 +102,8 @@ void tfs_tree_free(struct tfs_tree *t)
 	free(t->slots);
 	for (uint32_t i = 0; i < t->nblobs; i++)
 		free(t->blobs[i].data);
+	if (t->m)
+		pthread_mutex_destroy(&t->blob_lock);
 	tfs_listing_free(t->listing);
 	memset(t, 0, sizeof *t);
 }
@@ -173,6 +205,7 @@ static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t
 	return TFS_OK;
 }
 
+/* data == NULL: made by tfs_tree_blob when first used. */
 static tfs_err add_blob(struct build *b, const char *name, char *data, size_t len)
 {
 	struct tfs_tree *t = b->t;
@@ -188,6 +221,7 @@ static tfs_err add_blob(struct build *b, const char *name, char *data, size_t le
 	t->nodes[i].fname_len = (uint32_t)strlen(name);
 	t->nodes[i].ref = t->nblobs;
 	t->blobs[t->nblobs].data = data;
+	t->blobs[t->nblobs].ready = data != NULL;
 	t->blobs[t->nblobs++].len = len;
 	t->total_bytes += len;
 	return TFS_OK;
@@ -218,6 +252,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	memset(&b, 0, sizeof b);
 	b.t = t;
 	t->m = m;
+	pthread_mutex_init(&t->blob_lock, NULL);
 	t->view = view;
 	/* Room for every tensor and the synthetic files at once: growing a
 	 * half-million-node table by doubling costs more than the rest. */
@@ -239,9 +274,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	t->nodes[root].parent = root;
 	t->nodes[root].fname = "";
 
-	char *json;
-	size_t jl;
-	if (tfs_model_meta_json(m, &json, &jl) || add_blob(&b, TFS_META_NAME, json, jl))
+	if (add_blob(&b, TFS_META_NAME, NULL, 0))
 		goto nomem;
 	if (m->index_json) {
 		char *copy = malloc(m->index_len + 1);

@@ -4,6 +4,7 @@
 #ifndef TFS_TREE_H
 #define TFS_TREE_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -51,9 +52,12 @@ struct tfs_node {
 	uint8_t kind;
 };
 
+/* A synthetic file's bytes. __metadata__.json is made when first looked
+ * at (a GGUF vocabulary of 150,000 strings must not cost the mount). */
 struct tfs_blob {
 	char *data;
 	size_t len;
+	int ready;
 };
 
 struct tfs_tree {
@@ -66,6 +70,7 @@ struct tfs_tree {
 	size_t nslots;
 	struct tfs_blob blobs[2];
 	uint32_t nblobs;
+	pthread_mutex_t blob_lock;
 	uint64_t total_bytes;   /* sum of the tensor and blob sizes, for statfs */
 	unsigned view;          /* TFS_VIEW_* */
 	struct tfs_listing *listing; /* the tables' state, or NULL without */
@@ -107,5 +112,8 @@ size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *
 /* user.offsets, "[begin,end]" (absolute, in the shard): no NUL. */
 #define TFS_OFFSETS_MAX 48
 size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out);
+
+/* A blob's bytes, made on first use; TFS_ERR_NOMEM when they cannot be. */
+tfs_err tfs_tree_blob(const struct tfs_tree *t, uint32_t ref, const char **data, size_t *len);
 
 #endif
