@@ -59,6 +59,29 @@ static int count(struct stats *st, const char *dt, size_t dl, uint64_t params, u
 	return 0;
 }
 
+#define INSPECT_META_MAX (64u << 10)
+
+static void jstr(FILE *f, const char *s, size_t n);
+
+/* The format's facts ("general.architecture: llama"). */
+static void put_facts(FILE *f, const struct tfs_table *h, int json)
+{
+	int first = 1;
+	for (size_t k = 0; k < h->facts_len;) {
+		const char *key = h->facts + k, *val = key + strlen(key) + 1;
+		if (json) {
+			fputs(first ? "" : ", ", f);
+			jstr(f, key, strlen(key));
+			fputs(": ", f);
+			jstr(f, val, strlen(val));
+		} else {
+			fprintf(f, "%s: %s\n", key, val);
+		}
+		first = 0;
+		k = (size_t)(val - h->facts) + strlen(val) + 1;
+	}
+}
+
 static int dt_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct per_dtype *)a)->name, ((const struct per_dtype *)b)->name);
@@ -316,7 +339,11 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 			fputs(s ? ", " : "", f);
 			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
 		}
-		fprintf(f, "], \"metadata\": %s}\n", meta);
+		fputs("], \"format\": ", f);
+		jstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
+		fputs(", \"facts\": {", f);
+		put_facts(f, &m->shards[0].h, 1);
+		fprintf(f, "}, \"metadata\": %s}\n", meta);
 	} else {
 		fprintf(f, "\n%llu tensors", (unsigned long long)st.tensors);
 		if (multi)
@@ -328,7 +355,14 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 			fprintf(f, "%-11s  %9llu  %16llu  %16llu\n", st.d[i].name,
 				(unsigned long long)st.d[i].tensors, (unsigned long long)st.d[i].params,
 				(unsigned long long)st.d[i].bytes);
-		fprintf(f, "__metadata__: %s\n", meta);
+		fprintf(f, "format: %s\n", m->shards[0].h.format);
+		put_facts(f, &m->shards[0].h, 0);
+		/* A tokenizer's vocabulary is no reading for a terminal. */
+		if (ml > INSPECT_META_MAX)
+			fprintf(f, "__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
+				ml + 1);
+		else
+			fprintf(f, "__metadata__: %s\n", meta);
 	}
 	free(meta);
 	free(st.d);

@@ -232,6 +232,105 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 	return TFS_OK;
 }
 
+/* ---- models split over several files (GGUF's split.no / split.count) ---- */
+
+/* The shards (in any order) must be parts 0..count-1 of one split, each
+ * once; they are put in part order. */
+static tfs_err check_parts(struct tfs_model *m, const char *where, struct tfs_model_diag *md)
+{
+	uint32_t count = 0;
+	for (uint32_t i = 0; i < m->nshards; i++)
+		if (m->shards[i].h.part_count > count)
+			count = m->shards[i].h.part_count;
+	if (count == 0)
+		return TFS_OK;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		const struct tfs_table *h = &m->shards[i].h;
+		if (h->part_count != count)
+			return tfs_mfail(md, where, TFS_ERR_FORMAT,
+					 "'%s' is %s, but another file is part of a %u-part split",
+					 m->shards[i].name, h->part_count ? "from another split" : "not split", count);
+	}
+	if (m->nshards != count)
+		return tfs_mfail(md, where, TFS_ERR_FORMAT,
+				 "the model is split into %u parts but %u %s here", count, m->nshards,
+				 m->nshards == 1 ? "is" : "are");
+	/* Part numbers are below count (the driver checked): sort by them. */
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		while (m->shards[i].h.part_no != i) {
+			uint32_t k = m->shards[i].h.part_no;
+			if (m->shards[k].h.part_no == k)
+				return tfs_mfail(md, where, TFS_ERR_FORMAT,
+						 "'%s' and '%s' are both part %u of the split", m->shards[i].name,
+						 m->shards[k].name, k + 1);
+			struct tfs_shard t = m->shards[i];
+			m->shards[i] = m->shards[k];
+			m->shards[k] = t;
+		}
+	}
+	return TFS_OK;
+}
+
+/* A file that is the first part of a split: the model is all its parts,
+ * found by the format's naming. */
+static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
+			  struct tfs_model_diag *md)
+{
+	const struct tfs_table *h = &m->shards[0].h;
+	uint32_t count = h->part_count;
+	if (count < 2)
+		return TFS_OK;
+	if (h->part_no != 0)
+		return tfs_mfail(md, where, TFS_ERR_FORMAT,
+				 "this is part %u of a %u-part split model; mount the first part or the directory",
+				 h->part_no + 1, count);
+	const struct tfs_format *f = tfs_format_find(h->format);
+	char **names = calloc(count, sizeof *names);
+	char *slash = strrchr(m->shards[0].sname, '/');
+	size_t dl = slash ? (size_t)(slash - m->shards[0].sname) + 1 : 0;
+	char dir[4096];
+	tfs_err e = TFS_OK;
+	if (!names)
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	snprintf(dir, sizeof dir, "%.*s", (int)dl, m->shards[0].sname);
+	for (uint32_t k = 0; k < count && !e; k++) {
+		char nm[4096];
+		if (!f || !f->part_name || f->part_name(m->shards[0].sname + dl, k, count, nm, sizeof nm))
+			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+				      "the file is part 1 of a %u-part split, but its name does not say where the others are (NAME-00001-of-%05u%s)",
+				      count, count, f && f->ext ? f->ext : "");
+		else if (!(names[k] = strdup(nm)))
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	}
+	if (!e) {
+		/* Start again with every part: the first is read once more,
+		 * which costs a header read and keeps one code path. */
+		for (uint32_t i = 0; i < m->nshards; i++) {
+			struct tfs_shard *s = &m->shards[i];
+			tfs_table_free(&s->h);
+			tfs_source_close(s->src);
+			free(s->name);
+			free(s->sname);
+			free(s->path);
+			free(s->location);
+		}
+		free(m->shards);
+		m->shards = NULL;
+		m->nshards = 0;
+		m->ntensors = 0;
+		m->kind = TFS_MODEL_DIR;
+		struct names nt = {0};
+		if (!(e = tfs_model_add_shards(m, dir, names, count, where, md)) &&
+		    !(e = tfs_model_read_tables(m, o, where, md)) && !(e = check_parts(m, where, md)))
+			e = tfs_model_check_unique(m, &nt, where, md);
+		free(nt.slots);
+	}
+	for (uint32_t k = 0; k < count; k++)
+		free(names[k]);
+	free(names);
+	return e;
+}
+
 /* The directory rules: the first format (in the registry's order) with
  * files in the directory decides; its one index, or else all its files.
  * A Hub repository that ships both safetensors and .bin files mounts the
@@ -306,7 +405,8 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 	qsort(files, nfiles, sizeof *files, name_cmp);
 	m->kind = TFS_MODEL_DIR;
 	if ((e = tfs_model_add_shards(m, dir, files, (uint32_t)nfiles, where, md)) ||
-	    (e = tfs_model_read_tables(m, o, where, md)) || (e = tfs_model_check_unique(m, &nt, where, md)))
+	    (e = tfs_model_read_tables(m, o, where, md)) || (e = check_parts(m, where, md)) ||
+	    (e = tfs_model_check_unique(m, &nt, where, md)))
 		goto out;
 out:
 	free(idx);
@@ -346,6 +446,8 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o,
 		}
 		if (!e)
 			e = tfs_model_read_tables(m, o, source, md);
+		if (!e)
+			e = open_parts(m, o, source, md);
 	}
 	free(target);
 	if (e)
