@@ -25,13 +25,16 @@ struct tfs_parse_opts {
 	void *warn_ctx;
 };
 
-/* What detection sees of a file: its first bytes and its size. (Only
- * the start: over HTTP the first range request brings it, and every
- * format here is known by its first bytes.) */
+/* What detection sees of a file: its first bytes and its size; its last
+ * bytes only when no driver knows the first (over HTTP the first range
+ * request brings the start, and a trailer costs one more request). */
 #define TFS_PROBE_HEAD 4096
+#define TFS_PROBE_TAIL 32
 struct tfs_probe {
 	const unsigned char *head;
 	size_t nhead;
+	const unsigned char *tail; /* NULL, or the file's last ntail bytes */
+	size_t ntail;
 	uint64_t size;
 };
 

@@ -6,10 +6,14 @@
 
 extern const struct tfs_format tfs_format_safetensors;
 extern const struct tfs_format tfs_format_gguf;
+extern const struct tfs_format tfs_format_bintensors;
+extern const struct tfs_format tfs_format_tensorsafe;
 
 const struct tfs_format *const tfs_formats[] = {
 	&tfs_format_safetensors,
 	&tfs_format_gguf,
+	&tfs_format_bintensors,
+	&tfs_format_tensorsafe,
 	NULL,
 };
 
@@ -52,11 +56,21 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 		if (e)
 			return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
 		int score = 0;
-		for (size_t i = 0; tfs_formats[i]; i++) {
-			int s = tfs_formats[i]->detect(&p);
-			if (s > score) {
-				score = s;
-				best = tfs_formats[i];
+		unsigned char tail[TFS_PROBE_TAIL];
+		for (int pass = 0; pass < 2 && !score; pass++) {
+			if (pass == 1) {
+				/* Nothing knows the start: try the end (a trailer). */
+				if (size < sizeof tail || tfs_source_pread(src, tail, sizeof tail, size - sizeof tail))
+					break;
+				p.tail = tail;
+				p.ntail = sizeof tail;
+			}
+			for (size_t i = 0; tfs_formats[i]; i++) {
+				int s = tfs_formats[i]->detect(&p);
+				if (s > score) {
+					score = s;
+					best = tfs_formats[i];
+				}
 			}
 		}
 		if (!best)
