@@ -67,9 +67,10 @@ const struct tfs_format *tfs_format_find(const char *name);
 const char *tfs_format_names(void);
 
 /* Reads a file's table with the driver its bytes call for (or `forced`).
- * When no driver recognises the bytes, the first driver's own reader
- * (safetensors') says what is wrong: its messages name what the file
- * most likely is. */
+ * When no driver recognises the bytes, the reader of the format whose
+ * file name ending the file has says what is wrong, else the first
+ * driver's (safetensors', whose messages name what the file most likely
+ * is). */
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			const struct tfs_parse_opts *o, struct tfs_table *out,
 			struct tfs_diag *d);

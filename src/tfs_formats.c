@@ -73,6 +73,16 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 				}
 			}
 		}
+		/* Nothing knows the bytes: the reader whose files carry the
+		 * name's ending explains what is wrong (a .bt file with a bad
+		 * first byte is better told about bincode than about JSON),
+		 * else the first driver. */
+		size_t ll = src->location ? strlen(src->location) : 0;
+		for (size_t i = 0; !best && tfs_formats[i]; i++) {
+			const char *x = tfs_formats[i]->ext;
+			if (x && ll > strlen(x) && strcmp(src->location + ll - strlen(x), x) == 0)
+				best = tfs_formats[i];
+		}
 		if (!best)
 			best = tfs_formats[0];
 	}
