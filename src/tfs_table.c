@@ -51,6 +51,11 @@ const char *tfs_tensor_dtype(const struct tfs_table *h, const struct tfs_tensor 
 uint64_t tfs_tensor_elements(const struct tfs_table *h, const struct tfs_tensor *t)
 {
 	uint64_t n = 1;
+	/* A zero anywhere makes it 0, however large the others (an overflow
+	 * on the way there is no overflow). */
+	for (uint32_t i = 0; i < t->ndim; i++)
+		if (h->dims[t->dims_off + i] == 0)
+			return 0;
 	for (uint32_t i = 0; i < t->ndim; i++) {
 		uint64_t d = h->dims[t->dims_off + i];
 		if (d && n > UINT64_MAX / d)
