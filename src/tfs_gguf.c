@@ -58,7 +58,7 @@ static tfs_err need(struct rd *r, uint64_t n, const char *what)
 	/* Double what is held, so that a header costs few reads (few
 	 * requests over HTTP). */
 	uint64_t want = r->pos + n;
-	uint64_t grow = r->len < (64u << 10) ? (64u << 10) : r->len;
+	uint64_t grow = r->len < (256u << 10) ? (256u << 10) : r->len;
 	if (want < r->len + grow)
 		want = r->len + grow;
 	if (want > r->size)
@@ -194,7 +194,8 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 /* ---- __metadata__.json, written when first read ---- */
 
 struct meta_state {
-	unsigned char *kv; /* the key/value section, as in the file */
+	unsigned char *buf; /* the header as read */
+	unsigned char *kv;  /* its key/value section */
 	size_t len;
 	uint64_t n;
 };
@@ -333,7 +334,7 @@ static void meta_free(void *state)
 {
 	struct meta_state *m = state;
 	if (m)
-		free(m->kv);
+		free(m->buf);
 	free(m);
 }
 
@@ -655,14 +656,15 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	/* Keep the key/value bytes for __metadata__.json; the JSON itself
 	 * waits until someone reads it. */
 	struct meta_state *ms = calloc(1, sizeof *ms);
-	if (ms)
-		ms->kv = malloc(kv_end - kv_begin + 1);
-	if (!ms || !ms->kv) {
-		meta_free(ms);
+	if (!ms) {
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	memcpy(ms->kv, r.buf + kv_begin, kv_end - kv_begin);
+	/* The header buffer itself, not a copy of it: a vocabulary can be
+	 * megabytes. */
+	ms->buf = r.buf;
+	r.buf = NULL;
+	ms->kv = ms->buf + kv_begin;
 	ms->len = kv_end - kv_begin;
 	ms->n = nkv;
 	out->writer.json = meta_json;

@@ -1,0 +1,67 @@
+"""make bench rows for the container formats (issue 12), run by bench.py:
+
+  gguf-mount  time until a GGUF file with 10,000 tensors and a 150,000-entry
+              vocabulary is mounted / the same tensors as safetensors
+  dequant     read throughput (bytes a second) of a 1 GiB Q4_K tensor's
+              convert=f32 view / of its raw bytes, both through the mount
+"""
+
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+
+def gguf_fixtures(d):
+    g, st = os.path.join(d, "vocab.gguf"), os.path.join(d, "vocab.safetensors")
+    if not (os.path.exists(g) and os.path.exists(st)):
+        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tests", "integration", "gen_gguf.py"),
+                        g, "--tensors", "10000", "--vocab", "150000", "--safetensors", st], check=True)
+    q = os.path.join(d, "q4k.gguf")
+    if not os.path.exists(q):
+        import gen_gguf as G
+        import numpy as np
+        rng = np.random.default_rng(0)
+        one = G.random_blocks(G.ID["Q4_K"], 4096, rng)  # 576 KiB, repeated
+        rows = (1 << 30) // len(one)
+        head = G.build([], [("q", G.ID["Q4_K"], [256 * 4096, rows], b"")])
+        with open(q, "wb") as f:
+            # the header as build() lays it out, then the data written in
+            # pieces (build() would hold 1 GiB in memory)
+            f.write(head)
+            for _ in range(rows):
+                f.write(one)
+    return g, st, q
+
+
+def rows(b, reps, want):
+    g, st, q = gguf_fixtures(b.DIR)
+    out = []
+    if "gguf-mount" in want:
+        b.warm(g)
+        b.warm(st)
+
+        def base():
+            with b.Mount(st) as m:
+                return m.mount_time
+
+        def ours():
+            with b.Mount(g) as m:
+                return m.mount_time
+        bt, ot, r = b.paired(reps, base, ours)
+        out.append(("gguf-mount", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower"))
+    if "dequant" in want:
+        b.warm(q)
+
+        def read(*opts):
+            # a fresh mount each time: the kernel's page cache of the
+            # mount would otherwise answer the second read
+            with b.Mount(q, *opts) as m:
+                p = os.path.join(m.mnt, "q")
+                return b.dd(p) / os.path.getsize(p)
+        bt, ot, r = b.paired(reps, read, lambda: read("-o", "convert=f32"))
+        out.append(("dequant", 1 / r, f"{1 / ot / 1e9:.2f} GB/s of float32 ({1 / ot / 4e9:.2f} G elements/s) "
+                    f"vs {1 / bt / 1e9:.2f} GB/s of Q4_K", "higher"))
+    return out
