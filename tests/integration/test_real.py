@@ -1,6 +1,7 @@
 """Every real checkpoint in shared/data/real mounts, and every tensor's bytes,
 dtype and shape match expected.json (written by an independent parser)."""
 
+import ast
 import json
 import os
 
@@ -53,11 +54,39 @@ def test_real_checkpoint_strict(rel):
         assert "__metadata__.json" in os.listdir(mnt)
 
 
+GGUF_TYPES = {"string": "STRING", "u8": "UINT8", "i8": "INT8", "u16": "UINT16", "i16": "INT16",
+              "u32": "UINT32", "i32": "INT32", "f32": "FLOAT32", "bool": "BOOL", "u64": "UINT64",
+              "i64": "INT64", "f64": "FLOAT64", "array": "ARRAY"}
+
+
 @pytest.mark.parametrize("rel", real_files(("gguf",)))
-def test_real_non_safetensors_refused(rel, tmp):
+def test_real_gguf(rel):
+    """A real GGUF file (llama.cpp's, written by gguf-py) mounts; its
+    __metadata__.json agrees with expected.json key by key, and --inspect
+    shows the architecture."""
     need_real()
-    r = run([os.path.join(REAL, rel), tmp])
-    assert r.returncode == EXIT_FORMAT
-    assert r.stderr.count("\n") == 1
-    assert os.path.basename(rel) in r.stderr
-    assert "not safetensors" in r.stderr
+    with open(os.path.join(REAL, "expected.json")) as f:
+        exp = json.load(f)["files"][rel]
+    src = os.path.join(REAL, rel)
+    with mounted(src) as mnt:
+        names = [n for n in os.listdir(mnt) if not n.startswith("__")]
+        assert len(names) == exp["tensor_count"]
+        meta = json.load(open(os.path.join(mnt, "__metadata__.json")))
+    assert list(meta) == list(exp["kv"])
+    for k, want in exp["kv"].items():
+        got = meta[k]
+        assert got["type"] == GGUF_TYPES[want["type"]], k
+        v = want["value"]
+        if want["type"] == "array":
+            d = ast.literal_eval(v) if isinstance(v, str) else v
+            assert got["element_type"] == GGUF_TYPES[d["array_of"]] and len(got["value"]) == d["len"], k
+        elif want["type"] == "bool":
+            assert got["value"] == (str(v) == "True"), k
+        elif want["type"] in ("f32", "f64"):
+            assert abs(got["value"] - float(v)) <= 1e-6 * abs(float(v)), k
+        elif want["type"] == "string":
+            assert got["value"] == v, k
+        else:
+            assert got["value"] == int(v), k
+    r = run(["--inspect", src])
+    assert r.returncode == 0 and "general.architecture: " + exp["kv"]["general.architecture"]["value"] in r.stdout
