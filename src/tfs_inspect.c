@@ -312,7 +312,8 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 			}
 		}
 	}
-	qsort(st.d, st.n, sizeof *st.d, dt_cmp);
+	if (st.n)
+		qsort(st.d, st.n, sizeof *st.d, dt_cmp);
 	char *meta = NULL;
 	size_t ml = 0;
 	if (tfs_model_meta_json(m, &meta, &ml))
