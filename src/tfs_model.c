@@ -232,6 +232,21 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 	return TFS_OK;
 }
 
+static void free_shards(struct tfs_model *m)
+{
+	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		tfs_table_free(&s->h);
+		tfs_source_close(s->src);
+		free(s->name);
+		free(s->sname);
+		free(s->path);
+		free(s->location);
+	}
+	free(m->shards);
+	m->shards = NULL;
+}
+
 /* ---- models split over several files (GGUF's split.no / split.count) ---- */
 
 /* The shards (in any order) must be parts 0..count-1 of one split, each
@@ -305,17 +320,7 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 	if (!e) {
 		/* Start again with every part: the first is read once more,
 		 * which costs a header read and keeps one code path. */
-		for (uint32_t i = 0; i < m->nshards; i++) {
-			struct tfs_shard *s = &m->shards[i];
-			tfs_table_free(&s->h);
-			tfs_source_close(s->src);
-			free(s->name);
-			free(s->sname);
-			free(s->path);
-			free(s->location);
-		}
-		free(m->shards);
-		m->shards = NULL;
+		free_shards(m);
 		m->nshards = 0;
 		m->ntensors = 0;
 		m->kind = TFS_MODEL_DIR;
@@ -459,16 +464,7 @@ void tfs_model_free(struct tfs_model *m)
 {
 	if (!m)
 		return;
-	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
-		struct tfs_shard *s = &m->shards[i];
-		tfs_table_free(&s->h);
-		tfs_source_close(s->src);
-		free(s->name);
-		free(s->sname);
-		free(s->path);
-		free(s->location);
-	}
-	free(m->shards);
+	free_shards(m);
 	free(m->index_path);
 	free(m->index_json);
 	free(m->index_meta);
