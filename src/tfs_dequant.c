@@ -141,17 +141,25 @@ static void scale_min_k4(int j, const unsigned char *q, unsigned *sc, unsigned *
 	}
 }
 
+/* Sub-block j's scale and min, times the block's d and dmin, as Q4_K and
+ * Q5_K multiply them before use. */
+static void scales_k4(int j, const unsigned char *s, float d, float min, float *dj, float *mj)
+{
+	unsigned sc, m;
+	scale_min_k4(j, s, &sc, &m);
+	*dj = d * (float)sc;
+	*mj = min * (float)m;
+}
+
 /* {d, dmin, scales[12], qs[128]} */
 static void q4_k(const unsigned char *b, float *y)
 {
 	const float d = f16(b), min = f16(b + 2);
 	const unsigned char *s = b + 4, *q = b + 16;
 	for (int is = 0; is < 8; is += 2, q += 32) {
-		unsigned sc, m;
-		scale_min_k4(is, s, &sc, &m);
-		const float d1 = d * (float)sc, m1 = min * (float)m;
-		scale_min_k4(is + 1, s, &sc, &m);
-		const float d2 = d * (float)sc, m2 = min * (float)m;
+		float d1, m1, d2, m2;
+		scales_k4(is, s, d, min, &d1, &m1);
+		scales_k4(is + 1, s, d, min, &d2, &m2);
 		for (int l = 0; l < 32; l++)
 			*y++ = d1 * (float)(q[l] & 0xf) - m1;
 		for (int l = 0; l < 32; l++)
@@ -166,11 +174,9 @@ static void q5_k(const unsigned char *b, float *y)
 	const unsigned char *s = b + 4, *qh = b + 16, *ql = b + 48;
 	unsigned u1 = 1, u2 = 2;
 	for (int is = 0; is < 8; is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
-		unsigned sc, m;
-		scale_min_k4(is, s, &sc, &m);
-		const float d1 = d * (float)sc, m1 = min * (float)m;
-		scale_min_k4(is + 1, s, &sc, &m);
-		const float d2 = d * (float)sc, m2 = min * (float)m;
+		float d1, m1, d2, m2;
+		scales_k4(is, s, d, min, &d1, &m1);
+		scales_k4(is + 1, s, d, min, &d2, &m2);
 		for (int l = 0; l < 32; l++)
 			*y++ = d1 * (float)((ql[l] & 0xf) + ((qh[l] & u1) ? 16 : 0)) - m1;
 		for (int l = 0; l < 32; l++)

@@ -419,9 +419,9 @@ static tfs_err facts(struct rd *r, struct tfs_table *out, const struct kv *kvs, 
 	return TFS_OK;
 }
 
-static tfs_err fail_tensor(struct rd *r, uint64_t i, size_t off, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static tfs_err fail_tensor(struct rd *r, uint64_t i, size_t off, size_t len, const char *fmt, ...)
+static tfs_err fail_tensor(struct rd *r, size_t off, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static tfs_err fail_tensor(struct rd *r, size_t off, size_t len, const char *fmt, ...)
 {
 	char q[160], msg[TFS_DIAG_MAX];
 	va_list ap;
@@ -429,7 +429,6 @@ static tfs_err fail_tensor(struct rd *r, uint64_t i, size_t off, size_t len, con
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	(void)i;
 	return tfs_fail(r->d, TFS_ERR_FORMAT, "tensor %s: %s", q, msg);
 }
 
@@ -444,27 +443,27 @@ static tfs_err read_tensors(struct rd *r, struct tfs_table_builder *b, uint64_t 
 		if ((e = get_str(r, &no, &nl, what)))
 			return e;
 		if (nl >= GGML_MAX_NAME)
-			return fail_tensor(r, i, no, nl, "the name is %zu bytes; ggml allows at most %d",
+			return fail_tensor(r, no, nl, "the name is %zu bytes; ggml allows at most %d",
 					   nl, GGML_MAX_NAME - 1);
 		if (memchr(r->buf + no, 0, nl))
-			return fail_tensor(r, i, no, nl, "the name holds a NUL byte");
+			return fail_tensor(r, no, nl, "the name holds a NUL byte");
 		if ((e = get(r, 4, &v, what)))
 			return e;
 		uint32_t nd = (uint32_t)v;
 		if (nd > MAX_DIMS)
-			return fail_tensor(r, i, no, nl, "%u dimensions; ggml allows at most %d", nd, MAX_DIMS);
+			return fail_tensor(r, no, nl, "%u dimensions; ggml allows at most %d", nd, MAX_DIMS);
 		for (uint32_t k = 0; k < nd; k++) {
 			if ((e = get(r, 8, &ne[k], what)))
 				return e;
 			if ((int64_t)ne[k] < 0)
-				return fail_tensor(r, i, no, nl, "dimension %u is negative (%lld)", k,
+				return fail_tensor(r, no, nl, "dimension %u is negative (%lld)", k,
 						   (long long)(int64_t)ne[k]);
 		}
 		/* The element count must fit in int64, as ggml requires. */
 		uint64_t elems = 1;
 		for (uint32_t k = 0; k < MAX_DIMS; k++) {
 			if (ne[k] && elems > (uint64_t)INT64_MAX / ne[k])
-				return fail_tensor(r, i, no, nl, "%llu x %llu x %llu x %llu elements overflow",
+				return fail_tensor(r, no, nl, "%llu x %llu x %llu x %llu elements overflow",
 						   (unsigned long long)ne[0], (unsigned long long)ne[1],
 						   (unsigned long long)ne[2], (unsigned long long)ne[3]);
 			elems *= ne[k];
@@ -475,26 +474,26 @@ static tfs_err read_tensors(struct rd *r, struct tfs_table_builder *b, uint64_t 
 		const char *removed;
 		tfs_dtype_from_ggml((uint32_t)v, &dt, &removed);
 		if (removed)
-			return fail_tensor(r, i, no, nl, "ggml type %u (%s) was removed from ggml; convert the file",
+			return fail_tensor(r, no, nl, "ggml type %u (%s) was removed from ggml; convert the file",
 					   (unsigned)v, removed);
 		if (dt == TFS_DT_UNKNOWN)
-			return fail_tensor(r, i, no, nl,
+			return fail_tensor(r, no, nl,
 					   "ggml type %u is unknown to tensorfs, so the tensor's size cannot be known",
 					   (unsigned)v);
 		const struct tfs_dtype_info *di = tfs_dtype_info(dt);
 		uint64_t blk = di->block ? di->block : 1;
 		if (ne[0] % blk)
-			return fail_tensor(r, i, no, nl, "%llu elements per row, not a multiple of %s's block of %llu",
+			return fail_tensor(r, no, nl, "%llu elements per row, not a multiple of %s's block of %llu",
 					   (unsigned long long)ne[0], di->name, (unsigned long long)blk);
 		uint64_t bytes = tfs_dtype_bytes(dt, elems);
 		if (bytes == UINT64_MAX)
-			return fail_tensor(r, i, no, nl, "its size overflows");
+			return fail_tensor(r, no, nl, "its size overflows");
 		if ((e = get(r, 8, &v, what)))
 			return e;
 		struct tfs_tensor t = {.begin = v, .end = v + bytes, .name_len = (uint32_t)nl,
 				       .ndim = nd, .dtype = (uint16_t)dt};
 		if (v > UINT64_MAX - bytes)
-			return fail_tensor(r, i, no, nl, "offset %llu overflows", (unsigned long long)v);
+			return fail_tensor(r, no, nl, "offset %llu overflows", (unsigned long long)v);
 		t.dims_off = (uint32_t)b->t->ndims;
 		if (b->t->ndims + MAX_DIMS >= UINT32_MAX)
 			return tfs_fail(r->d, TFS_ERR_FORMAT, "too many dimensions");
@@ -507,7 +506,7 @@ static tfs_err read_tensors(struct rd *r, struct tfs_table_builder *b, uint64_t 
 		    tfs_table_put(b, &t, 0, &dup))
 			return tfs_fail(r->d, TFS_ERR_NOMEM, "out of memory");
 		if (dup)
-			return fail_tensor(r, i, no, nl, "the name is used twice");
+			return fail_tensor(r, no, nl, "the name is used twice");
 	}
 	return TFS_OK;
 }
