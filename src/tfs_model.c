@@ -95,10 +95,11 @@ static void *reader(void *arg)
 	}
 }
 
-tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
-			      const char *where, struct tfs_model_diag *md)
+/* Reads the tables of shards [first, nshards). */
+static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struct tfs_model_opts *o,
+				const char *where, struct tfs_model_diag *md)
 {
-	struct job j = {.m = m, .o = o};
+	struct job j = {.m = m, .o = o, .next = first};
 	tfs_err e = TFS_OK;
 	uint32_t n = m->nshards;
 	j.errs = calloc(n ? n : 1, sizeof *j.errs);
@@ -126,7 +127,7 @@ tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *
 		pthread_join(th[t], NULL);
 
 	/* Report in shard order, so the outcome does not depend on threads. */
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = first; i < n; i++) {
 		struct tfs_shard *s = &m->shards[i];
 		if (j.warns[i].len && o && o->warn) {
 			for (size_t k = 0; k < j.warns[i].len; k += strlen(j.warns[i].text + k) + 1)
@@ -212,12 +213,15 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 			     const char *where, struct tfs_model_diag *md)
 {
 	const char *prefix = m->store->prefix;
-	m->shards = calloc(n ? n : 1, sizeof *m->shards);
-	if (!m->shards)
+	uint32_t have = m->nshards;
+	struct tfs_shard *sh = realloc(m->shards, ((size_t)have + n + 1) * sizeof *m->shards);
+	if (!sh)
 		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	m->nshards = n;
+	memset(sh + have, 0, ((size_t)n + 1) * sizeof *sh);
+	m->shards = sh;
+	m->nshards = have + n;
 	for (uint32_t i = 0; i < n; i++) {
-		struct tfs_shard *s = &m->shards[i];
+		struct tfs_shard *s = &m->shards[have + i];
 		size_t dl = strlen(dir), nl = strlen(names[i]), pl = strlen(prefix);
 		s->name = strdup(names[i]);
 		s->sname = malloc(dl + nl + 1);
@@ -232,19 +236,10 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 	return TFS_OK;
 }
 
-static void free_shards(struct tfs_model *m)
+tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
+			      const char *where, struct tfs_model_diag *md)
 {
-	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
-		struct tfs_shard *s = &m->shards[i];
-		tfs_table_free(&s->h);
-		tfs_source_close(s->src);
-		free(s->name);
-		free(s->sname);
-		free(s->path);
-		free(s->location);
-	}
-	free(m->shards);
-	m->shards = NULL;
+	return read_tables_from(m, 0, o, where, md);
 }
 
 /* ---- models split over several files (GGUF's split.no / split.count) ---- */
@@ -300,7 +295,7 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 				 "this is part %u of a %u-part split model; mount the first part or the directory",
 				 h->part_no + 1, count);
 	const struct tfs_format *f = tfs_format_find(h->format);
-	char **names = calloc(count, sizeof *names);
+	char **names = calloc(count - 1, sizeof *names);
 	char *slash = strrchr(m->shards[0].sname, '/');
 	size_t dl = slash ? (size_t)(slash - m->shards[0].sname) + 1 : 0;
 	char dir[4096];
@@ -308,29 +303,25 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 	if (!names)
 		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	snprintf(dir, sizeof dir, "%.*s", (int)dl, m->shards[0].sname);
-	for (uint32_t k = 0; k < count && !e; k++) {
+	for (uint32_t k = 1; k < count && !e; k++) {
 		char nm[4096];
 		if (!f || !f->part_name || f->part_name(m->shards[0].sname + dl, k, count, nm, sizeof nm))
 			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
 				      "the file is part 1 of a %u-part split, but its name does not say where the others are (NAME-00001-of-%05u%s)",
 				      count, count, f && f->ext ? f->ext : "");
-		else if (!(names[k] = strdup(nm)))
+		else if (!(names[k - 1] = strdup(nm)))
 			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	}
 	if (!e) {
-		/* Start again with every part: the first is read once more,
-		 * which costs a header read and keeps one code path. */
-		free_shards(m);
-		m->nshards = 0;
-		m->ntensors = 0;
-		m->kind = TFS_MODEL_DIR;
+		/* The first part is read already: add and read the others. */
 		struct names nt = {0};
-		if (!(e = tfs_model_add_shards(m, dir, names, count, where, md)) &&
-		    !(e = tfs_model_read_tables(m, o, where, md)) && !(e = check_parts(m, where, md)))
+		m->kind = TFS_MODEL_DIR;
+		if (!(e = tfs_model_add_shards(m, dir, names, count - 1, where, md)) &&
+		    !(e = read_tables_from(m, 1, o, where, md)) && !(e = check_parts(m, where, md)))
 			e = tfs_model_check_unique(m, &nt, where, md);
 		free(nt.slots);
 	}
-	for (uint32_t k = 0; k < count; k++)
+	for (uint32_t k = 0; k + 1 < count; k++)
 		free(names[k]);
 	free(names);
 	return e;
@@ -464,7 +455,16 @@ void tfs_model_free(struct tfs_model *m)
 {
 	if (!m)
 		return;
-	free_shards(m);
+	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		tfs_table_free(&s->h);
+		tfs_source_close(s->src);
+		free(s->name);
+		free(s->sname);
+		free(s->path);
+		free(s->location);
+	}
+	free(m->shards);
 	free(m->index_path);
 	free(m->index_json);
 	free(m->index_meta);
