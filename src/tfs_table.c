@@ -146,6 +146,19 @@ static tfs_err slots_grow(struct tfs_table_builder *b)
 	return TFS_OK;
 }
 
+tfs_err tfs_table_reserve(struct tfs_table_builder *b, uint32_t n, size_t arena, size_t dims)
+{
+	struct tfs_table *h = b->t;
+	if (tfs_grow((void **)&h->t, &b->tcap, (size_t)h->n + n, sizeof *h->t) ||
+	    tfs_grow((void **)&h->arena, &b->acap, h->arena_len + arena, 1) ||
+	    tfs_grow((void **)&h->dims, &b->dcap, h->ndims + dims, sizeof *h->dims))
+		return TFS_ERR_NOMEM;
+	while (((size_t)h->n + n) * 2 >= b->nslots)
+		if (slots_grow(b))
+			return TFS_ERR_NOMEM;
+	return TFS_OK;
+}
+
 tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, int replace,
 		      int *dup)
 {

@@ -111,6 +111,9 @@ tfs_err tfs_table_meta(struct tfs_table_builder *b, const struct tfs_meta_pair *
 tfs_err tfs_table_meta_dedupe(struct tfs_table_builder *b);
 /* Adds an --inspect fact. */
 tfs_err tfs_table_fact(struct tfs_table *t, const char *key, const char *val, size_t vlen);
+/* Room for n more tensors, `arena` bytes of text and `dims` dimensions,
+ * for a driver that knows its counts before it adds (fewer copies). */
+tfs_err tfs_table_reserve(struct tfs_table_builder *b, uint32_t n, size_t arena, size_t dims);
 /* Frees the builder's own state (not the table). */
 void tfs_table_builder_done(struct tfs_table_builder *b);
 
