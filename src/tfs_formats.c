@@ -8,12 +8,16 @@ extern const struct tfs_format tfs_format_safetensors;
 extern const struct tfs_format tfs_format_gguf;
 extern const struct tfs_format tfs_format_bintensors;
 extern const struct tfs_format tfs_format_tensorsafe;
+extern const struct tfs_format tfs_format_torch;
+extern const struct tfs_format tfs_format_npz;
 
 const struct tfs_format *const tfs_formats[] = {
 	&tfs_format_safetensors,
 	&tfs_format_gguf,
 	&tfs_format_bintensors,
 	&tfs_format_tensorsafe,
+	&tfs_format_torch,
+	&tfs_format_npz,
 	NULL,
 };
 
