@@ -19,6 +19,12 @@ PKGS=(
   valgrind                        # memcheck runs
 )
 
+# Optional and heavy (about 180 packages): real PyTorch, with which a test
+# writes the checkpoints of tests/data/pytorch again and compares them.
+if [ "${TENSORFS_WITH_TORCH:-}" = 1 ]; then
+  PKGS+=(python3-torch)
+fi
+
 # s3rver, a test tool, comes from the npm registry (scripts/install-test-tools.sh);
 # Node.js and npm from Debian when the machine has none.
 if ! command -v npm >/dev/null 2>&1; then

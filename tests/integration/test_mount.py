@@ -430,7 +430,7 @@ def test_usage_and_source_errors(model, tmp):
     empty_dir = os.path.join(tmp, "nothing-here")
     os.mkdir(empty_dir)
     r = run([empty_dir, mnt])
-    assert r.returncode == EXIT_FORMAT and "holds no checkpoint file (.safetensors, .gguf, .bt, .tensorsafe) and no index" in r.stderr, r.stderr
+    assert r.returncode == EXIT_FORMAT and "holds no checkpoint file (.safetensors, .gguf, .bt, .tensorsafe, .bin, .npz) and no index" in r.stderr, r.stderr
     r = run(["/dev/null", mnt])
     assert r.returncode == EXIT_SOURCE and "not a regular file" in r.stderr
     r = run([path, os.path.join(tmp, "nowhere")])
