@@ -11,7 +11,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   ls     ls -l of a 100,000-tensor mount, first listing / ls -l of 100,000 empty files on tmpfs
   par    8 concurrent dd of 8 different 256 MiB tensors / 8 concurrent dd of the same ranges
   rand   4 KiB reads at random offsets across a 4 GiB checkpoint / the same offsets from the source
-  gguf-mount, dequant   see scripts/bench_formats.py
+  gguf-mount, dequant, bin-mount   see scripts/bench_formats.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
 
@@ -417,8 +417,10 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # S3 (issue 11); no aims were set
            "s3-read": (">=", 0.7, 0.7), "s3-mount": ("<=", 1.5, 1.5),
            # container formats (issue 12); no aims were set
-           "gguf-mount": ("<=", 1.5, 1.5), "dequant": (">=", 0.25, 0.25)}
-FORMAT_ROWS = {"gguf-mount", "dequant"}
+           "gguf-mount": ("<=", 1.5, 1.5), "dequant": (">=", 0.25, 0.25),
+           # PyTorch checkpoints (issue 13); no aim was set
+           "bin-mount": ("<=", 1.5, 1.5)}
+FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
 
@@ -426,7 +428,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards,"
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
-                    "gguf-mount,dequant")
+                    "gguf-mount,dequant,bin-mount")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
