@@ -67,7 +67,7 @@ $(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(HDRS) | $(SAN)
 FUZZ_TARGETS = header index names remote formats pytorch
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(HDRS) | $(BUILD)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(HDRS) | $(BUILD)
 	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Isrc $(DEPS_CFLAGS) -o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm

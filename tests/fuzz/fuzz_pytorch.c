@@ -3,35 +3,15 @@
  * ground), and as data.pkl inside a well-formed stored archive that also
  * holds four storage records, so that mutations reach the pickle machine
  * and the tensor rules instead of dying in the zip checks. An accepted
- * file must give tensors inside the file, each exactly the size its shape
- * and dtype need, and metadata JSON that json-c parses. */
+ * file must keep fuzz_check.h's promises. */
 #include <json.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "tfs_npz.h"
 #include "tfs_torch.h"
-
-static void check(const struct tfs_table *h, size_t size)
-{
-	for (uint32_t i = 0; i < h->n; i++) {
-		const struct tfs_tensor *t = &h->t[i];
-		if (t->end < t->begin || t->end > size || t->dtype == TFS_DT_UNKNOWN)
-			abort();
-		if (tfs_dtype_bytes(t->dtype, tfs_tensor_elements(h, t)) != t->end - t->begin)
-			abort();
-	}
-	char *json;
-	size_t jl;
-	if (tfs_table_meta_json(h, &json, &jl) != TFS_OK)
-		abort();
-	json_object *o = json_tokener_parse(json);
-	if (!o || !json_object_is_type(o, json_type_object))
-		abort();
-	json_object_put(o);
-	free(json);
-}
 
 static void run(const struct tfs_format *f, const uint8_t *data, size_t size)
 {
@@ -41,7 +21,7 @@ static void run(const struct tfs_format *f, const uint8_t *data, size_t size)
 	if (tfs_source_open_mem(data, size, "fuzz", &src))
 		return;
 	if (f->read(src, NULL, &h, &d) == TFS_OK) {
-		check(&h, size);
+		fuzz_check_table(&h, data, size);
 		tfs_table_free(&h);
 	} else if (!memchr(d.msg, 0, sizeof d.msg) || strchr(d.msg, '\n')) {
 		abort(); /* a diagnostic is one line */
