@@ -255,10 +255,8 @@ tfs_err tfs_npz_read(struct tfs_source *src, const struct tfs_parse_opts *o, str
 			goto out;
 		}
 		size_t want = m->csize < 12 + NPY_HEADER_MAX ? (size_t)m->csize : 12 + NPY_HEADER_MAX;
-		if ((e = tfs_source_pread(src, hb, want, m->data))) {
-			e = tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "read error: %s", tfs_err_str(e));
+		if ((e = tfs_source_read(src, hb, want, m->data, d)))
 			goto out;
-		}
 		struct tfs_npy h;
 		struct tfs_diag hd;
 		if ((e = tfs_npy_parse(hb, want, &h, &hd))) {

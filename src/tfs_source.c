@@ -29,6 +29,17 @@ void tfs_sources_stop(void)
 	tfs_http_abort();
 }
 
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+			struct tfs_diag *d)
+{
+	tfs_err e = tfs_source_pread(s, buf, len, off);
+	if (e == TFS_ERR_SHORT)
+		return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
+	if (e)
+		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
+	return TFS_OK;
+}
+
 tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
 			 struct tfs_diag *d)
 {

@@ -93,6 +93,12 @@ tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct t
 tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
 			    struct tfs_source **out);
 
+/* tfs_source_pread for a format reader: on failure one line in `d`,
+ * a source that holds fewer bytes than at open being TFS_ERR_IO ("the file
+ * shrank while being read"). */
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+			struct tfs_diag *d);
+
 /* Reads a whole (small) source into a NUL-terminated buffer of at most
  * `max` bytes. */
 tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,

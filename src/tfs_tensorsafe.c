@@ -213,16 +213,6 @@ out:
 	return e;
 }
 
-static tfs_err rd(struct tfs_source *src, void *buf, size_t n, uint64_t off, struct tfs_diag *d)
-{
-	tfs_err e = tfs_source_pread(src, buf, n, off);
-	if (e == TFS_ERR_SHORT)
-		return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
-	if (e)
-		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
-	return TFS_OK;
-}
-
 tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		       struct tfs_table *out, struct tfs_diag *d)
 {
@@ -234,7 +224,7 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 	if (size < HEAD + 2 + FOOT)
 		return tfs_fail(d, TFS_ERR_FORMAT, "the file is too short (%llu bytes) to be tensorsafe",
 				(unsigned long long)size);
-	if ((e = rd(src, head, HEAD, 0, d)) || (e = rd(src, foot, FOOT, size - FOOT, d)))
+	if ((e = tfs_source_read(src, head, HEAD, 0, d)) || (e = tfs_source_read(src, foot, FOOT, size - FOOT, d)))
 		return e;
 	if (memcmp(head, "TNSRSAFE", 8) != 0)
 		return tfs_fail(d, TFS_ERR_FORMAT, "damaged: the file ends like tensorsafe but does not start with its magic");
@@ -257,7 +247,7 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 	unsigned char *text = malloc((size_t)len + 1);
 	if (!text)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte metadata block", (unsigned long long)len);
-	if ((e = rd(src, text, (size_t)len, meta_start, d))) {
+	if ((e = tfs_source_read(src, text, (size_t)len, meta_start, d))) {
 		free(text);
 		return e;
 	}
@@ -276,7 +266,7 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 					"damaged: a footer's link to the previous one (byte %llu) points outside the file's earlier part",
 					(unsigned long long)p);
 		}
-		if ((e = rd(src, f2, FOOT, p - FOOT, d))) {
+		if ((e = tfs_source_read(src, f2, FOOT, p - FOOT, d))) {
 			free(text);
 			return e;
 		}

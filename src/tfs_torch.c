@@ -125,7 +125,6 @@ struct ctx {
 	struct tfs_zip *z;
 	const char *top;
 	size_t toplen;
-	struct tfs_diag *d;
 	uint32_t storages;   /* distinct records referred to */
 	uint32_t tensors, dims; /* made, for reserving the table */
 	unsigned char *seen; /* per zip entry */
@@ -559,11 +558,11 @@ static tfs_err record(struct tfs_source *src, const struct tfs_zip *z, const cha
 	*out = malloc(e->csize ? (size_t)e->csize : 1);
 	if (!*out)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for the %llu-byte %s", (unsigned long long)e->csize, name);
-	tfs_err r = tfs_source_pread(src, *out, (size_t)e->csize, e->data);
+	tfs_err r = tfs_source_read(src, *out, (size_t)e->csize, e->data, d);
 	if (r) {
 		free(*out);
 		*out = NULL;
-		return tfs_fail(d, r == TFS_ERR_SHORT ? TFS_ERR_IO : r, "read error: %s", tfs_err_str(r));
+		return r;
 	}
 	*len = (size_t)e->csize;
 	return TFS_OK;
@@ -589,8 +588,8 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 	tfs_err e;
 	memset(out, 0, sizeof *out);
 	size_t hn = src->id.size < sizeof head ? (size_t)src->id.size : sizeof head;
-	if ((e = tfs_source_pread(src, head, hn, 0)))
-		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "read error: %s", tfs_err_str(e));
+	if ((e = tfs_source_read(src, head, hn, 0, d)))
+		return e;
 	if (is_legacy(head, hn))
 		return tfs_fail(d, TFS_ERR_FORMAT,
 				"a PyTorch checkpoint in the legacy format (torch.save before 1.6, or _use_new_zipfile_serialization=False): tensors and pickles interleaved in one stream, which tensorfs cannot map; re-save it with a current torch.save");
@@ -634,7 +633,7 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 			goto out;
 		}
 	}
-	struct ctx c = {.z = &z, .top = top, .toplen = tl, .d = d};
+	struct ctx c = {.z = &z, .top = top, .toplen = tl};
 	struct tfs_pk_ops ops = {.global = global, .call = call, .persid = persid, .ctx = &c};
 	if (!(seen = calloc(z.n ? z.n : 1, 1))) {
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");

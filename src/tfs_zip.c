@@ -34,16 +34,6 @@ int tfs_zip_sniff(const unsigned char *head, size_t n, const char **name, uint32
 	return 1;
 }
 
-static tfs_err rd(struct tfs_source *src, void *buf, size_t len, uint64_t off, struct tfs_diag *d)
-{
-	tfs_err e = tfs_source_pread(src, buf, len, off);
-	if (e == TFS_ERR_SHORT)
-		return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
-	if (e)
-		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
-	return TFS_OK;
-}
-
 /* Where the directory is, from the end of central directory record and,
  * when a field is saturated, the ZIP64 record the locator points at. */
 static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, uint64_t *cd_len,
@@ -56,7 +46,7 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 	unsigned char *tail = malloc(tl);
 	if (!tail)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = rd(src, tail, tl, size - tl, d);
+	tfs_err e = tfs_source_read(src, tail, tl, size - tl, d);
 	if (e) {
 		free(tail);
 		return e;
@@ -91,7 +81,7 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 			free(tail);
 			return tfs_fail(d, TFS_ERR_FORMAT, "the ZIP64 locator points outside the file");
 		}
-		if ((e = rd(src, rec, sizeof rec, off64, d))) {
+		if ((e = tfs_source_read(src, rec, sizeof rec, off64, d))) {
 			free(tail);
 			return e;
 		}
@@ -203,7 +193,7 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 			     (unsigned long long)count);
 		goto out;
 	}
-	if ((e = rd(src, z->cd, (size_t)cd_len, cd_off, d)))
+	if ((e = tfs_source_read(src, z->cd, (size_t)cd_len, cd_off, d)))
 		goto out;
 	size_t pos = 0;
 	for (uint64_t i = 0; i < count; i++) {
@@ -280,7 +270,7 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 				if (ue > end)
 					end = ue;
 			}
-			if ((e = rd(src, lbuf, (size_t)(end - t->lho), t->lho, d)))
+			if ((e = tfs_source_read(src, lbuf, (size_t)(end - t->lho), t->lho, d)))
 				goto out;
 			wbeg = t->lho;
 			wend = end;
