@@ -2,6 +2,7 @@
 #include "tfs_names.h"
 #include "tfs_convert.h"
 #include "tfs_listing.h"
+#include "tfs_export.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -248,6 +249,24 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	do_readdir(req, ino, size, off, 1);
 }
 
+/* Validation holds only for the bytes that were validated: a shard
+ * rewritten in place (same file, new size or mtime) is no longer the
+ * checkpoint that was mounted. A shard replaced by rename is not seen here:
+ * the held descriptor still reads the old file, which is what was mounted. */
+static int shard_changed(struct tfs_fs *fs, uint32_t shard)
+{
+	const struct tfs_source *src = fs->m->shards[shard].src;
+	struct tfs_identity now;
+	if (src->ops->identity((struct tfs_source *)src, &now) == TFS_OK && now.size == src->id.size &&
+	    now.mtime_sec == src->id.mtime_sec && now.mtime_nsec == src->id.mtime_nsec)
+		return 0;
+	if (!__atomic_exchange_n(&fs->changed[shard], 1, __ATOMIC_RELAXED))
+		fuse_log(FUSE_LOG_WARNING,
+			 "tensorfs: %s: changed since it was mounted (size or mtime); opens of its tensors now fail with EIO: remount to see the new contents\n",
+			 src->location);
+	return 1;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -264,22 +283,22 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (n->kind == TFS_NODE_TENSOR) {
-		/* Validation holds only for the bytes that were validated: a
-		 * shard rewritten in place (same file, new size or mtime) is no
-		 * longer the checkpoint that was mounted. A shard replaced by
-		 * rename is not seen here: the held descriptor still reads the
-		 * old file, which is what was mounted. */
-		const struct tfs_source *src = fs->m->shards[n->shard].src;
-		struct tfs_identity now;
-		if (src->ops->identity((struct tfs_source *)src, &now) != TFS_OK ||
-		    now.size != src->id.size || now.mtime_sec != src->id.mtime_sec ||
-		    now.mtime_nsec != src->id.mtime_nsec) {
-			if (!__atomic_exchange_n(&fs->changed[n->shard], 1, __ATOMIC_RELAXED))
-				fuse_log(FUSE_LOG_WARNING,
-					 "tensorfs: %s: changed since it was mounted (size or mtime); opens of its tensors now fail with EIO: remount to see the new contents\n",
-					 src->location);
-			fuse_reply_err(req, EIO);
+	if (n->kind == TFS_NODE_TENSOR && shard_changed(fs, n->shard)) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (n->kind == TFS_NODE_EXPORT) {
+		/* A generated file reads from every shard it holds: any of
+		 * them changed and it is no longer the file it was. */
+		for (uint32_t s = 0; s < fs->m->nshards; s++) {
+			if (shard_changed(fs, s)) {
+				fuse_reply_err(req, EIO);
+				return;
+			}
+		}
+		tfs_err e = tfs_export_check(fs->tree, n);
+		if (e) {
+			fuse_reply_err(req, tfs_errno(e));
 			return;
 		}
 	}
@@ -340,6 +359,105 @@ static tfs_err read_converted(const struct tfs_shard *sh, const struct tfs_tenso
 	return TFS_OK;
 }
 
+/* Bytes [doff, doff + len) of a tensor's data as the mount shows it (after
+ * any NPY header) into dst. */
+static tfs_err read_data(const struct tfs_fs *fs, const struct tfs_node *n, uint64_t doff,
+			 size_t len, char *dst)
+{
+	const struct tfs_shard *sh = &fs->m->shards[n->shard];
+	const struct tfs_tensor *t = &sh->h.t[n->ref];
+	if ((fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype))
+		return read_converted(sh, t, doff, len, dst);
+	return tfs_source_pread_within(sh->src, dst, len, t->begin + doff, t->end);
+}
+
+/* Replies with stored bytes [at, at + len) of a shard by splicing them from
+ * its descriptor. Splice costs an fstat (below) and two pipe hops per
+ * request; for small reads one copy through a buffer is cheaper: make
+ * bench measured 4 KiB random reads at 0.85-0.87 of a null FUSE server
+ * with splice and 0.87-0.90 with a copy (three runs of each). Returns 0
+ * when the read is not one to splice. */
+static int reply_spliced(fuse_req_t req, const struct tfs_fs *fs, const struct tfs_shard *sh,
+			 uint64_t at, size_t len)
+{
+	if (!fs->splice || sh->src->fd < 0 || len < TFS_SPLICE_MIN)
+		return 0;
+	/* A short splice would reach the reader as an early end of file:
+	 * check first that the source still holds the bytes. */
+	struct tfs_identity now;
+	tfs_err e = sh->src->ops->identity(sh->src, &now);
+	if (e || now.size < at + len) {
+		fuse_reply_err(req, EIO);
+		return 1;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	bv.buf[0].fd = sh->src->fd;
+	bv.buf[0].pos = (off_t)at;
+	int r = fuse_reply_data(req, &bv, 0);
+	(void)r; /* a failed reply means the request is gone already */
+	return 1;
+}
+
+/* A generated file's read: the pieces are copied into one buffer, unless
+ * the range lies in one tensor, which is spliced like the tensor's own
+ * file. */
+struct xread {
+	const struct tfs_fs *fs;
+	char *buf;
+	size_t pos;
+	unsigned pieces;
+	struct tfs_export_piece first;
+};
+
+static tfs_err xread_probe(void *ctx, const struct tfs_export_piece *p)
+{
+	struct xread *r = ctx;
+	if (r->pieces++)
+		return TFS_ERR_INVAL; /* more than one: stop looking */
+	r->first = *p;
+	return TFS_OK;
+}
+
+static tfs_err xread_copy(void *ctx, const struct tfs_export_piece *p)
+{
+	struct xread *r = ctx;
+	tfs_err e = TFS_OK;
+	if (p->mem)
+		memcpy(r->buf + r->pos, p->mem, p->len);
+	else
+		e = read_data(r->fs, &r->fs->tree->nodes[p->node], p->off, p->len, r->buf + r->pos);
+	r->pos += p->len;
+	return e;
+}
+
+static void read_export(fuse_req_t req, const struct tfs_fs *fs, const struct tfs_node *n,
+			uint64_t off, size_t len)
+{
+	struct xread r = {.fs = fs};
+	tfs_err e = tfs_export_walk(fs->tree, n, off, len, xread_probe, &r);
+	if (e && e != TFS_ERR_INVAL) {
+		fuse_reply_err(req, tfs_errno(e));
+		return;
+	}
+	if (r.pieces == 1 && !r.first.mem) {
+		const struct tfs_node *tn = &fs->tree->nodes[r.first.node];
+		const struct tfs_shard *sh = &fs->m->shards[tn->shard];
+		if (!tfs_node_converted(fs->tree, tn) &&
+		    reply_spliced(req, fs, sh, sh->h.t[tn->ref].begin + r.first.off, r.first.len))
+			return;
+	}
+	if (!(r.buf = thread_buf(0, len))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r.pos = 0;
+	if ((e = tfs_export_walk(fs->tree, n, off, len, xread_copy, &r)))
+		fuse_reply_err(req, tfs_errno(e));
+	else
+		fuse_reply_buf(req, r.buf, r.pos);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -376,32 +494,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_buf(req, tb, got);
 		return;
 	}
+	if (n->kind == TFS_NODE_EXPORT) {
+		read_export(req, fs, n, (uint64_t)off, len);
+		return;
+	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
 	uint64_t hl = n->first; /* NPY header length, 0 without one */
 	int convert = (fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype);
 	uint64_t at = t->begin + ((uint64_t)off - hl);
-	/* Splice costs an fstat (below) and two pipe hops per request; for
-	 * small reads one copy through a buffer is cheaper: make bench
-	 * measured 4 KiB random reads at 0.85-0.87 of a null FUSE server
-	 * with splice and 0.87-0.90 with a copy (three runs of each). */
-	if (fs->splice && sh->src->fd >= 0 && !convert && (uint64_t)off >= hl && len >= TFS_SPLICE_MIN) {
-		/* A short splice would reach the reader as an early end of
-		 * file: check first that the source still holds the bytes. */
-		struct tfs_identity now;
-		tfs_err e = sh->src->ops->identity(sh->src, &now);
-		if (e || now.size < at + len) {
-			fuse_reply_err(req, EIO);
-			return;
-		}
-		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
-		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-		bv.buf[0].fd = sh->src->fd;
-		bv.buf[0].pos = (off_t)at;
-		int r = fuse_reply_data(req, &bv, 0);
-		(void)r; /* a failed reply means the request is gone already */
+	if (!convert && (uint64_t)off >= hl && reply_spliced(req, fs, sh, at, len))
 		return;
-	}
 	if (sh->src->ops->map && !convert && (uint64_t)off >= hl) {
 		/* Written straight from where the source holds the bytes. */
 		struct tfs_iov piece[8];
@@ -443,14 +546,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pos = (size_t)(hl - (uint64_t)off) < len ? (size_t)(hl - (uint64_t)off) : len;
 		memcpy(buf, hb + off, pos);
 	}
-	if (pos < len) {
-		uint64_t doff = (uint64_t)off + pos - hl;
-		if (convert)
-			e = read_converted(sh, t, doff, len - pos, buf + pos);
-		else
-			e = tfs_source_pread_within(sh->src, buf + pos, len - pos, t->begin + doff,
-						    t->end);
-	}
+	if (pos < len)
+		e = read_data(fs, n, (uint64_t)off + pos - hl, len - pos, buf + pos);
 	if (e) {
 		fuse_reply_err(req, tfs_errno(e));
 		return;

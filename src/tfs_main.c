@@ -15,6 +15,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "tfs_export.h"
 #include "tfs_daemon.h"
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
@@ -43,6 +44,7 @@ struct cli {
 	int nosplice;
 	int overmount;
 	int notsv;
+	int export;
 	char *layout;
 	char *format;
 	char *convert;
@@ -65,6 +67,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("nosplice", nosplice, 1),
 	CLI_OPT("overmount", overmount, 1),
 	CLI_OPT("notsv", notsv, 1),
+	CLI_OPT("export", export, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -158,6 +161,8 @@ static void usage(FILE *f)
 		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
 		"       convert=f32        narrow float and quantized tensors as float32\n"
 		"       notsv              no __tensors__.tsv table in each directory\n"
+		"       export             model.safetensors of every tensor, and with\n"
+		"                          layout=tree D.safetensors beside every directory D\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (no shared mmap)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
@@ -371,12 +376,20 @@ int main(int argc, char **argv)
 		rc = exit_of(e);
 		goto out_args;
 	}
-	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv};
+	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv,
+				   .export = c.export};
 	e = tfs_tree_build(&model, &to, &tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
 		rc = exit_of(e);
 		goto out_model;
+	}
+	if (c.export) {
+		char first[200];
+		uint64_t left = tfs_export_left_out(&tree, first, sizeof first);
+		if (left)
+			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
+				c.source, (unsigned long long)left, left == 1 ? "" : "s", first);
 	}
 
 	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount))) {

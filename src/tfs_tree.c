@@ -10,6 +10,7 @@
 #include "tfs_names.h"
 #include "tfs_convert.h"
 #include "tfs_listing.h"
+#include "tfs_export.h"
 
 static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 {
@@ -60,6 +61,8 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 	}
 	case TFS_NODE_TABLE:
 		return tfs_listing_size(t, n);
+	case TFS_NODE_EXPORT:
+		return tfs_export_size(t, n);
 	default:
 		return 0;
 	}
@@ -105,6 +108,7 @@ void tfs_tree_free(struct tfs_tree *t)
 	if (t->m)
 		pthread_mutex_destroy(&t->blob_lock);
 	tfs_listing_free(t->listing);
+	tfs_exports_free(t->exports);
 	memset(t, 0, sizeof *t);
 }
 
@@ -350,6 +354,25 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			goto nomem;
 	}
 
+	/* One generated file per directory, beside it; the root's in the
+	 * root. Named below, once the directories have their names. */
+	if (o->export) {
+		uint32_t nn = t->nnodes;
+		for (uint32_t i = 1; i < nn; i++) {
+			uint32_t xi;
+			if (t->nodes[i].kind != TFS_NODE_DIR)
+				continue;
+			if (node_new(&b, &xi))
+				goto nomem;
+			t->nodes[xi].kind = TFS_NODE_EXPORT;
+			t->nodes[xi].parent = i == root ? root : t->nodes[i].parent;
+			t->nodes[xi].first = i;
+			t->nodes[xi].ref = t->nexports++;
+		}
+		if (!(t->exports = tfs_exports_new(t->nexports)))
+			goto nomem;
+	}
+
 	/* File names. Plain flat names are the tensor names themselves (they
 	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
 	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
@@ -360,9 +383,22 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		char buf[TFS_NAME_MAX + 1];
 		int hashed;
 		foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE)
+		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT)
 			continue;
 		int file = n->kind == TFS_NODE_TENSOR;
+		/* In the flat layout the root's generated file could meet a
+		 * tensor of its name: the tensor's '.' is escaped. */
+		int clash = o->export && layout == TFS_LAYOUT_FLAT && !npy_len && file &&
+			    b.raw_len[i] == strlen(TFS_EXPORT_ROOT) &&
+			    memcmp(b.raw[i], TFS_EXPORT_ROOT, b.raw_len[i]) == 0;
+		if (clash) {
+			static const char esc[] = "model%2Esafetensors";
+			foff[i] = flen;
+			n->fname_len = (uint32_t)strlen(esc);
+			if (tfs_json_put(&t->fnames, &flen, &fcap, esc, sizeof esc))
+				goto nomem;
+			continue;
+		}
 		if (layout == TFS_LAYOUT_FLAT && !(file && npy_len) &&
 		    tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
 			n->fname = b.raw[i];
@@ -372,7 +408,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		/* Leave room for the suffixes, so a long name is shortened
 		 * by the usual rule rather than cut. */
 		size_t room = (file && b.conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) +
-			      (file ? npy_len : 0);
+			      (file ? npy_len : 0) +
+			      (!file && o->export ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
 		size_t len = tfs_name_map_max(b.raw[i], b.raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
 		if (file && b.conflict[i]) {
 			memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
@@ -383,6 +420,32 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			len += npy_len;
 		}
 		buf[len] = 0;
+		foff[i] = flen;
+		n->fname_len = (uint32_t)len;
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
+			goto nomem;
+	}
+	/* The generated files: D.safetensors, from D's name. */
+	for (uint32_t i = first_user; i < t->nnodes && o->export; i++) {
+		struct tfs_node *n = &t->nodes[i];
+		if (n->kind != TFS_NODE_EXPORT)
+			continue;
+		if (n->first == root) {
+			n->fname = TFS_EXPORT_ROOT;
+			n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
+			continue;
+		}
+		const struct tfs_node *dn = &t->nodes[n->first];
+		char buf[TFS_NAME_MAX + 1];
+		memcpy(buf, t->fnames + foff[n->first], dn->fname_len);
+		size_t len = dn->fname_len;
+		const char *suffix = TFS_EXPORT_SUFFIX;
+		if (dn->parent == root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
+		    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
+			suffix = TFS_EXPORT_CLASH_SUFFIX;
+		memcpy(buf + len, suffix, strlen(suffix));
+		len += strlen(suffix);
 		foff[i] = flen;
 		n->fname_len = (uint32_t)len;
 		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
@@ -414,7 +477,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	/* The synthetic files first in every directory, then the rest. */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 2; i < t->nnodes; i++) {
-			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE;
+			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE ||
+					t->nodes[i].kind == TFS_NODE_EXPORT;
 			if (synthetic != (pass == 0))
 				continue;
 			struct tfs_node *p = &t->nodes[t->nodes[i].parent];

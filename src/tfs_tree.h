@@ -36,6 +36,7 @@ enum tfs_node_kind {
 	TFS_NODE_TENSOR,
 	TFS_NODE_BLOB, /* synthetic file with bytes held in memory */
 	TFS_NODE_TABLE, /* a directory's __tensors__.tsv, made when read */
+	TFS_NODE_EXPORT, /* -o export: a directory as one safetensors file */
 };
 
 struct tfs_node {
@@ -45,9 +46,11 @@ struct tfs_node {
 	uint32_t shard;     /* tensor: which shard */
 	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
 			     * index; dir: number of subdirectories; table:
-			     * its slot in the listing state */
+			     * its slot in the listing state; export: its slot
+			     * in the exports' state */
 	uint32_t first;     /* dir: first index into children; tensor: the
-			     * length of its NPY header (0 without one) */
+			     * length of its NPY header (0 without one);
+			     * export: the directory it holds */
 	uint32_t count;     /* dir: number of children */
 	uint8_t kind;
 };
@@ -75,12 +78,15 @@ struct tfs_tree {
 	unsigned view;          /* TFS_VIEW_* */
 	struct tfs_listing *listing; /* the tables' state, or NULL without */
 	uint32_t ntables;
+	struct tfs_exports *exports; /* -o export's state, or NULL without */
+	uint32_t nexports;
 };
 
 struct tfs_tree_opts {
 	enum tfs_layout layout;
 	unsigned view;      /* TFS_VIEW_* */
 	int tables;         /* a TFS_TABLE_NAME in every directory */
+	int export;         /* -o export: D.safetensors beside every directory */
 };
 
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
