@@ -45,7 +45,7 @@ struct tfs_exports {
 	tfs_err meta_err;
 	char *meta;            /* "\"__metadata__\":{...}," or empty */
 	size_t meta_len;
-	size_t held;
+	size_t held, budget;
 	struct built *head, *tail;
 	uint32_t n;
 	struct slot slots[];
@@ -58,6 +58,11 @@ struct tfs_exports *tfs_exports_new(uint32_t n)
 		return NULL;
 	pthread_mutex_init(&x->lock, NULL);
 	x->n = n;
+	x->budget = TFS_EXPORT_BUDGET;
+	/* Tests make the cache small to see headers dropped and made again. */
+	const char *mb = getenv("TENSORFS_EXPORT_BUDGET_MB");
+	if (mb && *mb >= '0' && *mb <= '9' && strtoul(mb, NULL, 10) < 65536)
+		x->budget = (size_t)strtoul(mb, NULL, 10) << 20;
 	return x;
 }
 
@@ -508,7 +513,7 @@ static void lru_front(struct tfs_exports *x, struct built *b)
 static void trim(struct tfs_exports *x)
 {
 	struct built *b = x->tail;
-	while (b && x->held > TFS_EXPORT_BUDGET) {
+	while (b && x->held > x->budget) {
 		struct built *p = b->prev;
 		if (!b->refs) {
 			lru_unlink(x, b);

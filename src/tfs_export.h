@@ -24,8 +24,9 @@ struct tfs_exports;
 /* A root directory that would take the root file's name ("model", as in
  * model.layers.0...) gets this suffix instead. */
 #define TFS_EXPORT_CLASH_SUFFIX ".dir.safetensors"
-/* Headers and orders kept at once, in bytes (the one in use always is). */
-#define TFS_EXPORT_BUDGET ((size_t)256 << 20)
+/* Headers and orders kept at once, in bytes (the one in use always is);
+ * the environment's TENSORFS_EXPORT_BUDGET_MB, when set, instead. */
+#define TFS_EXPORT_BUDGET ((size_t)128 << 20)
 
 struct tfs_exports *tfs_exports_new(uint32_t n);
 void tfs_exports_free(struct tfs_exports *x);
