@@ -425,7 +425,7 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 
 	/* The length is written over the first 8 bytes at the end. */
 	e = tfs_json_put(&h, &len, &cap, "\0\0\0\0\0\0\0\0{", 9);
-	if (!e)
+	if (!e && x->meta_len)
 		e = tfs_json_put(&h, &len, &cap, x->meta, x->meta_len);
 	uint64_t at = 0;
 	for (uint32_t i = 0; !e && i < b->n; i++) {

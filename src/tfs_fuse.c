@@ -68,9 +68,10 @@ static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
 	st->st_ctim.tv_sec = id->ctime_sec;
 	st->st_ctim.tv_nsec = id->ctime_nsec;
 	/* cp and other tools size their buffers by this (coreutils: at least
-	 * 128 KiB): 1 MiB reads cost a quarter of the system calls and FUSE
-	 * requests of 128 KiB ones. */
-	st->st_blksize = 1 << 20;
+	 * 128 KiB): for a generated file, which is made to be copied, 1 MiB
+	 * reads cost a quarter of the system calls and FUSE requests of
+	 * 128 KiB ones. */
+	st->st_blksize = n->kind == TFS_NODE_EXPORT ? 1 << 20 : 4096;
 	if (n->kind == TFS_NODE_DIR) {
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2 + n->ref; /* ref: number of subdirectories */
