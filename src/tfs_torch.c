@@ -369,11 +369,15 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 	uint64_t off = 0, len = 0;
 	if (numel) {
 		if (numel > UINT64_MAX / esz || t->offset > UINT64_MAX / esz ||
-		    t->offset * esz > s->nbytes || numel * esz > s->nbytes - t->offset * esz)
+		    t->offset * esz > s->nbytes || numel * esz > s->nbytes - t->offset * esz) {
+			/* The key is pickle bytes: not NUL-terminated, maybe hostile. */
+			char qk[60];
+			tfs_quote(qk, sizeof qk, s->key, s->klen);
 			return tfs_fail(w->d, TFS_ERR_FORMAT,
 					"tensor %s: %llu elements at storage offset %llu run past its storage %s (%llu bytes)",
-					Q, (unsigned long long)numel, (unsigned long long)t->offset,
-					s->klen < 40 ? s->key : "(long key)", (unsigned long long)s->nbytes);
+					Q, (unsigned long long)numel, (unsigned long long)t->offset, qk,
+					(unsigned long long)s->nbytes);
+		}
 		/* C-contiguous: strides are the running products, size-1 dims aside */
 		uint64_t expect = 1;
 		for (uint32_t i = t->ndim; i-- > 0;) {
