@@ -136,48 +136,6 @@ uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t first
 	return left;
 }
 
-/* A JSON string as serde_json and Python's json.dumps(ensure_ascii=False)
- * write it, so that a generated header is the one those writers make. */
-static tfs_err put_str(char **b, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t run = 0;
-	if (tfs_json_put(b, len, cap, "\"", 1))
-		return TFS_ERR_NOMEM;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char esc[6] = {'\\', 0, '0', '0', 0, 0};
-		size_t el = 2;
-		if (c == '"' || c == '\\')
-			esc[1] = (char)c;
-		else if (c == '\b')
-			esc[1] = 'b';
-		else if (c == '\f')
-			esc[1] = 'f';
-		else if (c == '\n')
-			esc[1] = 'n';
-		else if (c == '\r')
-			esc[1] = 'r';
-		else if (c == '\t')
-			esc[1] = 't';
-		else if (c < 0x20) {
-			esc[1] = 'u';
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
-			el = 6;
-		} else {
-			run++;
-			continue;
-		}
-		if (tfs_json_put(b, len, cap, s + i - run, run) || tfs_json_put(b, len, cap, esc, el))
-			return TFS_ERR_NOMEM;
-		run = 0;
-	}
-	if (tfs_json_put(b, len, cap, s + n - run, run) || tfs_json_put(b, len, cap, "\"", 1))
-		return TFS_ERR_NOMEM;
-	return TFS_OK;
-}
-
 static tfs_err put_u64(char **b, size_t *len, size_t *cap, uint64_t v)
 {
 	char num[24];
@@ -317,10 +275,10 @@ static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 		e = tfs_json_puts(&b, &len, &cap, "\"__metadata__\":{");
 		for (size_t i = 0; !e && i < g.n; i++) {
 			if ((e = tfs_json_put(&b, &len, &cap, ",", i ? 1 : 0)) ||
-			    (e = put_str(&b, &len, &cap, g.kv[i].k, g.kv[i].kl)) ||
+			    (e = tfs_json_str_std(&b, &len, &cap, g.kv[i].k, g.kv[i].kl)) ||
 			    (e = tfs_json_put(&b, &len, &cap, ":", 1)))
 				break;
-			e = put_str(&b, &len, &cap, g.kv[i].v, g.kv[i].vl);
+			e = tfs_json_str_std(&b, &len, &cap, g.kv[i].v, g.kv[i].vl);
 		}
 		if (!e)
 			e = tfs_json_puts(&b, &len, &cap, "}");
@@ -425,7 +383,7 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 
 	/* The length is written over the first 8 bytes at the end. */
 	e = tfs_json_put(&h, &len, &cap, "\0\0\0\0\0\0\0\0{", 9);
-	if (!e && x->meta_len)
+	if (!e)
 		e = tfs_json_put(&h, &len, &cap, x->meta, x->meta_len);
 	uint64_t at = 0;
 	for (uint32_t i = 0; !e && i < b->n; i++) {
@@ -437,7 +395,7 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 		b->start[i] = at;
 		if ((i || x->meta_len) && (e = tfs_json_put(&h, &len, &cap, ",", 1)))
 			break;
-		if ((e = put_str(&h, &len, &cap, keys[i].name, keys[i].len)) ||
+		if ((e = tfs_json_str_std(&h, &len, &cap, keys[i].name, keys[i].len)) ||
 		    (e = tfs_json_puts(&h, &len, &cap, ":{\"dtype\":\"")) ||
 		    (e = tfs_json_puts(&h, &len, &cap, tfs_dtype_name(export_dtype(t, n)))) ||
 		    (e = tfs_json_puts(&h, &len, &cap, "\",\"shape\":[")))

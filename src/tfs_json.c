@@ -15,13 +15,15 @@ tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t
 		*buf = q;
 		*cap = nc;
 	}
-	memcpy(*buf + *len, s, n);
+	if (n)
+		memcpy(*buf + *len, s, n);
 	*len += n;
 	(*buf)[*len] = 0;
 	return TFS_OK;
 }
 
-tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
+			  int escape_del)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i = 0, run = 0;
@@ -35,7 +37,7 @@ tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t
 			esc[0] = '\\';
 			esc[1] = (char)c;
 			el = 2;
-		} else if (c < 0x20 || c == 0x7f) {
+		} else if (c < 0x20 || (c == 0x7f && escape_del)) {
 			const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" :
 					    c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
 			if (named) {
@@ -58,6 +60,16 @@ tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t
 	if (tfs_json_put(buf, len, cap, s + n - run, run) || tfs_json_put(buf, len, cap, "\"", 1))
 		return TFS_ERR_NOMEM;
 	return TFS_OK;
+}
+
+tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	return put_string(buf, len, cap, s, n, 1);
+}
+
+tfs_err tfs_json_str_std(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	return put_string(buf, len, cap, s, n, 0);
 }
 
 tfs_err tfs_json_puts(char **buf, size_t *len, size_t *cap, const char *s)

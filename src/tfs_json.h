@@ -19,6 +19,10 @@ tfs_err tfs_json_puts(char **buf, size_t *len, size_t *cap, const char *s);
  * cut short. */
 tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
 
+/* The same, escaping exactly what serde_json and Python's json.dumps
+ * (ensure_ascii=False) escape: DEL stays as it is. */
+tfs_err tfs_json_str_std(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
 /* Appends pretty-printed JSON nested one level deeper: every line after
  * the first is indented two more spaces. */
 tfs_err tfs_json_nested(char **buf, size_t *len, size_t *cap, const char *text, size_t n);
