@@ -43,7 +43,7 @@ struct tfs_exports {
 	pthread_mutex_t lock;
 	int meta_done;
 	tfs_err meta_err;
-	char *meta;            /* "\"__metadata__\":{...}," or empty */
+	char *meta;            /* "\"__metadata__\":{...}" or empty; build() adds the comma */
 	size_t meta_len;
 	size_t held, budget;
 	struct built *head, *tail;

@@ -3,6 +3,7 @@
 #include "tfs_convert.h"
 #include "tfs_listing.h"
 #include "tfs_export.h"
+#include "tfs_behind.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -305,6 +306,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, tfs_errno(e));
 			return;
 		}
+		if (fs->behind && !fs->direct_io && !(fi->fh = (uintptr_t)tfs_behind_open(fs->behind))) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
 	}
 	fi->keep_cache = 1;
 	fi->direct_io = fs->direct_io;
@@ -435,9 +440,10 @@ static tfs_err xread_copy(void *ctx, const struct tfs_export_piece *p)
 	return e;
 }
 
-static void read_export(fuse_req_t req, const struct tfs_fs *fs, const struct tfs_node *n,
-			uint64_t off, size_t len)
+static void read_export(fuse_req_t req, const struct tfs_fs *fs, fuse_ino_t ino,
+			const struct tfs_node *n, uint64_t off, size_t len, struct fuse_file_info *fi)
 {
+	tfs_behind_read(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh, ino, off, len);
 	struct xread r = {.fs = fs};
 	tfs_err e = tfs_export_walk(fs->tree, n, off, len, xread_probe, &r);
 	if (e && e != TFS_ERR_INVAL) {
@@ -460,6 +466,13 @@ static void read_export(fuse_req_t req, const struct tfs_fs *fs, const struct tf
 		fuse_reply_err(req, tfs_errno(e));
 	else
 		fuse_reply_buf(req, r.buf, r.pos);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	tfs_behind_close(fs_of(req)->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -499,7 +512,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (n->kind == TFS_NODE_EXPORT) {
-		read_export(req, fs, n, (uint64_t)off, len);
+		read_export(req, fs, ino, n, (uint64_t)off, len, fi);
 		return;
 	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
@@ -793,6 +806,7 @@ const struct fuse_lowlevel_ops tfs_fuse_ops = {
 	.readdirplus = op_readdirplus,
 	.open = op_open,
 	.read = op_read,
+	.release = op_release,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.statfs = op_statfs,

@@ -27,6 +27,9 @@ struct tfs_fs {
 	void *after_init_ctx;
 	int after_init_done;
 	double timeout;
+	/* Drops pages behind sequential readers of generated files; NULL
+	 * keeps every page (tfs_behind.h). */
+	struct tfs_behind *behind;
 };
 
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tfs_export.h"
+#include "tfs_behind.h"
 #include "tfs_daemon.h"
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
@@ -467,8 +468,14 @@ int main(int argc, char **argv)
 	have_rt = !fo.foreground && tr == 0;
 	struct tfs_watch watch;
 	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
+	/* Only generated files drop pages behind their readers: a tensor's
+	 * file is what np.memmap and repeated reads use. */
+	uint64_t ra = (readahead_kb ? readahead_kb : 128) << 10;
+	int tb = tw == 0 && c.export && !c.direct_io ? tfs_behind_start(&fs.behind, se, ra) : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (tr != 0 || tw != 0) {
+	if (tr != 0 || tw != 0 || tb != 0) {
+		if (tw == 0)
+			tfs_watch_end(&watch);
 		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
@@ -497,7 +504,9 @@ int main(int argc, char **argv)
 	tfs_watch_end(&watch);
 
 out_unmount:
+	tfs_behind_end(fs.behind);
 	fuse_session_unmount(se);
+	tfs_behind_free(fs.behind);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

@@ -447,3 +447,133 @@ def test_export_memory_bounded(tmp):
         assert peak - base < 2 * (with_root - base) + 16 * 1024, (base, with_root, peak)
     finally:
         unmount(mnt, pids)
+
+
+def resident_pages(path):
+    """Which pages of a file are in the page cache (mincore on a shared
+    read-only mapping, which reads nothing)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.stat(path).st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        page = os.sysconf("SC_PAGE_SIZE")
+        vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+        try:
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            libc.munmap(addr, size)
+        return [bool(v & 1) for v in vec], page
+    finally:
+        os.close(fd)
+
+
+def big_checkpoint(tmp, mib=96):
+    rng = np.random.default_rng(5)
+    t = {f"layers.{i}.w": ("F32", [1 << 19], rng.bytes(2 << 20)) for i in range(mib // 2)}
+    src = os.path.join(tmp, "big.safetensors")
+    write_st(src, [(n, d, s, raw) for n, (d, s, raw) in t.items()])
+    return src, write_reference(t, None)
+
+
+def test_export_drops_pages_behind_a_sequential_reader(tmp):
+    """A cp-like read of a 96 MiB generated file leaves only the last few
+    MiB of it in the page cache (the source's pages are not copied a second
+    time into memory), and the bytes are right, read again and mapped."""
+    import hashlib
+    src, want = big_checkpoint(tmp)
+    with mounted(src, "-o", "export,readahead_kb=512") as mnt:
+        g = os.path.join(mnt, "model.safetensors")
+        h = hashlib.sha256()
+        with open(g, "rb", buffering=0) as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        assert h.hexdigest() == hashlib.sha256(want).hexdigest()
+        pages, page = resident_pages(g)
+        resident = sum(pages) * page
+        # 8 MiB kept behind the furthest request, up to 8 more before the
+        # next drop, and readahead in flight; all of it would be 96 MiB
+        assert resident <= 24 << 20, resident
+        assert not any(pages[:len(pages) // 2]), "the first half is still cached"
+        assert open(g, "rb").read() == want
+        m = np.memmap(g, dtype=np.uint8, mode="r")
+        assert hashlib.sha256(m.tobytes()).hexdigest() == hashlib.sha256(want).hexdigest()
+        del m
+
+
+def test_export_keeps_pages_of_a_reader_that_jumps(tmp):
+    """Reads that jump around the file (tensor by tensor, as a loader that
+    maps the file does) are not taken for a sequential run: every page
+    read stays cached."""
+    src, want = big_checkpoint(tmp)
+    size = len(want)
+    half = size // 2
+    offs = [o for i in range(16) for o in (i * (3 << 20), half + i * (3 << 20))]
+    with mounted(src, "-o", "export,readahead_kb=512") as mnt:
+        g = os.path.join(mnt, "model.safetensors")
+        with open(g, "rb", buffering=0) as f:
+            for o in offs:
+                f.seek(o)
+                assert f.read(65536) == want[o:o + 65536]
+        pages, page = resident_pages(g)
+        gone = [o for o in offs if not all(pages[o // page:(o + 65536) // page])]
+        assert not gone, f"pages dropped at {gone}"
+
+
+def test_export_drop_behind_single_thread_ends_on_sigterm(tmp):
+    """With -s one thread answers every request: two readers, one far
+    behind the other, and a SIGTERM in the middle. The drops are made by
+    a thread of their own, so nothing waits on itself: the bytes read are
+    right and the daemon ends, unmounted."""
+    import threading
+    from tfsutil import daemon_pids, wait_gone
+    src, want = big_checkpoint(tmp)
+    fuse_ok()
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run(["-s", "-o", "export,readahead_kb=512", src, mnt])
+    assert r.returncode == 0, r.stderr
+    pids = daemon_pids(mnt)
+    g = os.path.join(mnt, "model.safetensors")
+    try:
+        got = {}
+
+        def reader(k, pause):
+            out = bytearray()
+            with open(g, "rb", buffering=0) as f:
+                while chunk := f.read(1 << 20):
+                    out += chunk
+                    if pause:
+                        pause.wait(0.002)
+            got[k] = bytes(out)
+        slow = threading.Event()
+        ts = [threading.Thread(target=reader, args=("fast", None)),
+              threading.Thread(target=reader, args=("slow", slow))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        assert not any(t.is_alive() for t in ts), "a reader hung"
+        assert got["fast"] == want and got["slow"] == want
+
+        # and once more, ended while a reader is in the middle of the file
+        stop = threading.Thread(target=lambda: subprocess.run(["cat", g], capture_output=True,
+                                                              timeout=60))
+        stop.start()
+        import time
+        time.sleep(0.05)
+        os.kill(pids[0], 15)
+        assert wait_gone(pids[0], timeout=20), "the daemon did not end after SIGTERM"
+        stop.join(60)
+        assert not stop.is_alive()
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt, pids)
