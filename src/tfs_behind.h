@@ -1,12 +1,12 @@
 /* Drop-behind for sequential readers of generated files.
  *
  * A buffered FUSE file keeps its own page cache: a cp of a generated
- * file would leave a second copy of the checkpoint in memory, and filling
- * that copy's fresh pages is what makes such a cp slow (make bench,
- * export-cp: the page cache the mount fills costs as much as the copy).
- * When one open file is read sequentially, the pages well behind the
- * reader are dropped again, so the reader reuses a few megabytes of
- * memory instead of taking a new page for every page of the file.
+ * file would leave a second copy of the checkpoint in memory, and taking
+ * a fresh page for every 4 KiB of it was most of the copy's cost (cp of
+ * the 1 GiB bench export, 8 interleaved runs on a 2-core VM: median
+ * 1.85 s without dropping, 1.12 s with, 0.53 s for the source). When one
+ * open file is read sequentially, the pages well behind the reader are
+ * dropped again, so the reader reuses a few megabytes of memory.
  *
  * Dropping is asked of the kernel by a thread of its own: the kernel may
  * wait on pages whose reads are still being answered, which a request

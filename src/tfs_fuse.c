@@ -306,7 +306,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, tfs_errno(e));
 			return;
 		}
-		if (fs->behind && !fs->direct_io && !(fi->fh = (uintptr_t)tfs_behind_open(fs->behind))) {
+		if (fs->behind && !(fi->fh = (uintptr_t)tfs_behind_open(fs->behind))) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}

@@ -28,7 +28,7 @@ struct tfs_fs {
 	int after_init_done;
 	double timeout;
 	/* Drops pages behind sequential readers of generated files; NULL
-	 * keeps every page (tfs_behind.h). */
+	 * (no -o export, or direct_io) keeps every page (tfs_behind.h). */
 	struct tfs_behind *behind;
 };
 
