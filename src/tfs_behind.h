@@ -1,4 +1,6 @@
-/* Drop-behind for sequential readers of generated files.
+/* Drop-behind for sequential readers of generated files, when those are
+ * read through the page cache: -o export_cache, or a kernel before 6.6
+ * (otherwise they are direct I/O, tfs_kinit.h).
  *
  * A buffered FUSE file keeps its own page cache: a cp of a generated
  * file would leave a second copy of the checkpoint in memory, and taking

@@ -4,6 +4,7 @@
 #include "tfs_listing.h"
 #include "tfs_export.h"
 #include "tfs_behind.h"
+#include "tfs_kinit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -292,6 +293,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EIO);
 		return;
 	}
+	bool dio = fs->direct_io;
 	if (n->kind == TFS_NODE_EXPORT) {
 		/* A generated file reads from every shard it holds: any of
 		 * them changed and it is no longer the file it was. */
@@ -306,13 +308,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, tfs_errno(e));
 			return;
 		}
-		if (fs->behind && !(fi->fh = (uintptr_t)tfs_behind_open(fs->behind))) {
+		/* Direct I/O where the kernel still lets it be mapped shared
+		 * (tfs_kinit.h): a sequential reader then pays no page-cache
+		 * page per 4 KiB, and nothing needs dropping behind it. */
+		if (!fs->export_cache && tfs_kinit_dio_mmap())
+			dio = true;
+		else if (fs->behind && !(fi->fh = (uintptr_t)tfs_behind_open(fs->behind))) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
 	}
 	fi->keep_cache = 1;
-	fi->direct_io = fs->direct_io;
+	fi->direct_io = dio;
 	fuse_reply_open(req, fi);
 }
 

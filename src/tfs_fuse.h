@@ -30,6 +30,9 @@ struct tfs_fs {
 	/* Drops pages behind sequential readers of generated files; NULL
 	 * (no -o export, or direct_io) keeps every page (tfs_behind.h). */
 	struct tfs_behind *behind;
+	/* -o export_cache: generated files through the page cache even where
+	 * direct I/O could keep shared mmap (tfs_kinit.h). */
+	bool export_cache;
 };
 
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;

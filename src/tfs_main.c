@@ -17,6 +17,7 @@
 
 #include "tfs_export.h"
 #include "tfs_behind.h"
+#include "tfs_kinit.h"
 #include "tfs_daemon.h"
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
@@ -46,6 +47,7 @@ struct cli {
 	int overmount;
 	int notsv;
 	int export;
+	int export_cache;
 	char *layout;
 	char *format;
 	char *convert;
@@ -69,6 +71,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("overmount", overmount, 1),
 	CLI_OPT("notsv", notsv, 1),
 	CLI_OPT("export", export, 1),
+	CLI_OPT("export_cache", export_cache, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -164,8 +167,10 @@ static void usage(FILE *f)
 		"       notsv              no __tensors__.tsv table in each directory\n"
 		"       export             model.safetensors of every tensor, and with\n"
 		"                          layout=tree D.safetensors beside every directory D\n"
+		"       export_cache       read generated files through the page cache even\n"
+		"                          where direct I/O could keep shared mmap\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
-		"       direct_io          bypass the page cache (no shared mmap)\n"
+		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
 		"       overmount          mount even where something is mounted already\n"
 		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
@@ -346,6 +351,11 @@ int main(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto out_args;
 	}
+	if (c.export_cache && !c.export) {
+		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
 	enum tfs_layout layout = TFS_LAYOUT_FLAT;
 	if (c.layout && strcmp(c.layout, "tree") == 0) {
 		layout = TFS_LAYOUT_TREE;
@@ -428,6 +438,7 @@ int main(int argc, char **argv)
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
 	fs.direct_io = c.direct_io;
+	fs.export_cache = c.export_cache;
 	fs.view = view;
 	fs.nosplice = c.nosplice;
 	fs.splice = false;
@@ -447,6 +458,9 @@ int main(int argc, char **argv)
 		rc = EXIT_MOUNT;
 		goto out_signals;
 	}
+	/* Without the hooks the mount works as before: direct_io files just
+	 * cannot be mapped shared. */
+	tfs_kinit_attach(se);
 	fs.after_init = tfs_after_init;
 	fs.after_init_ctx = &rd;
 	if (!fo.foreground && (rd.notify_fd = tfs_daemonize()) < 0) {
@@ -469,7 +483,9 @@ int main(int argc, char **argv)
 	struct tfs_watch watch;
 	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
 	/* Only generated files drop pages behind their readers: a tensor's
-	 * file is what np.memmap and repeated reads use. */
+	 * file is what np.memmap and repeated reads use. Whether they are
+	 * cached at all is known only after INIT (tfs_kinit.h), so the thread
+	 * starts anyway; it costs nothing while no stream is open. */
 	uint64_t ra = (readahead_kb ? readahead_kb : 128) << 10;
 	int tb = tw == 0 && c.export && !c.direct_io ? tfs_behind_start(&fs.behind, se, ra) : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

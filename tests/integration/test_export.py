@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import gen_gguf as G
-from tfsutil import (DTYPE_BYTES, REAL, fname, fuse_ok, is_mounted, mounted, need_real,
-                     real_files, run, sha256, unmount, write_st)
+from tfsutil import (DTYPE_BYTES, REAL, fname, fuse_ok, is_mounted, kernel_at_least, mounted,
+                     need_real, real_files, run, sha256, unmount, write_st)
 
 # safetensors' dtypes in declaration order: its writer orders by this,
 # widest first
@@ -489,7 +489,7 @@ def test_export_drops_pages_behind_a_sequential_reader(tmp):
     time into memory), and the bytes are right, read again and mapped."""
     import hashlib
     src, want = big_checkpoint(tmp)
-    with mounted(src, "-o", "export,readahead_kb=512") as mnt:
+    with mounted(src, "-o", "export,export_cache,readahead_kb=512") as mnt:
         g = os.path.join(mnt, "model.safetensors")
         h = hashlib.sha256()
         with open(g, "rb", buffering=0) as f:
@@ -509,6 +509,55 @@ def test_export_drops_pages_behind_a_sequential_reader(tmp):
         del m
 
 
+def cached_pages(path):
+    """How many pages of a file are in the page cache, by cachestat(2)
+    (Linux 6.5): unlike mincore it maps nothing, and mapping a direct_io
+    file drops its cached pages."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    rng = (ctypes.c_uint64 * 2)(0, 0)  # offset 0, length 0: to the end
+    stat = (ctypes.c_uint64 * 5)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r = libc.syscall(451, fd, ctypes.byref(rng), ctypes.byref(stat), 0)
+        assert r == 0, os.strerror(ctypes.get_errno())
+    finally:
+        os.close(fd)
+    return stat[0]
+
+
+def test_export_reads_bypass_the_page_cache(tmp):
+    """Where the kernel lets a direct_io file be mapped shared (Linux 6.6),
+    generated files are read with direct I/O: a sequential read caches no
+    page of them, and np.memmap and mmap(MAP_SHARED) still read the right
+    bytes. -o export_cache keeps them in the page cache (which is how this
+    test knows it can see cached pages at all)."""
+    import hashlib
+    import mmap
+    if not kernel_at_least(6, 6):
+        pytest.skip("kernel before 6.6: no FUSE_DIRECT_IO_ALLOW_MMAP, generated files use the page cache")
+    src, want = big_checkpoint(tmp, mib=32)
+    digest = hashlib.sha256(want).hexdigest()
+    for opts, cached in (("export", False), ("export,export_cache", True)):
+        with mounted(src, "-o", opts) as mnt:
+            g = os.path.join(mnt, "model.safetensors")
+            with open(g, "rb", buffering=0) as f:
+                got = b"".join(iter(lambda: f.read(1 << 20), b""))
+            assert hashlib.sha256(got).hexdigest() == digest, opts
+            n = cached_pages(g)
+            assert (n > len(want) // 8192) if cached else n == 0, (opts, n)
+            m = np.memmap(g, dtype=np.uint8, mode="r")
+            assert hashlib.sha256(m.tobytes()).hexdigest() == digest, opts
+            del m
+            with open(g, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+                off = len(want) // 3
+                assert mm[off:off + 4096] == want[off:off + 4096]
+                # reads through read() stay right while a mapping is open
+                assert os.pread(f.fileno(), 4096, off + 1) == want[off + 1:off + 4097]
+                mm.close()
+
+
 def test_export_keeps_pages_of_a_reader_that_jumps(tmp):
     """Reads that jump around the file (tensor by tensor, as a loader that
     maps the file does) are not taken for a sequential run: every page
@@ -517,7 +566,7 @@ def test_export_keeps_pages_of_a_reader_that_jumps(tmp):
     size = len(want)
     half = size // 2
     offs = [o for i in range(16) for o in (i * (3 << 20), half + i * (3 << 20))]
-    with mounted(src, "-o", "export,readahead_kb=512") as mnt:
+    with mounted(src, "-o", "export,export_cache,readahead_kb=512") as mnt:
         g = os.path.join(mnt, "model.safetensors")
         with open(g, "rb", buffering=0) as f:
             for o in offs:
@@ -528,18 +577,19 @@ def test_export_keeps_pages_of_a_reader_that_jumps(tmp):
         assert not gone, f"pages dropped at {gone}"
 
 
-def test_export_drop_behind_single_thread_ends_on_sigterm(tmp):
+@pytest.mark.parametrize("opts", ["export,export_cache", "export"])
+def test_export_drop_behind_single_thread_ends_on_sigterm(tmp, opts):
     """With -s one thread answers every request: two readers, one far
     behind the other, and a SIGTERM in the middle. The drops are made by
     a thread of their own, so nothing waits on itself: the bytes read are
-    right and the daemon ends, unmounted."""
+    right and the daemon ends, unmounted. The same with direct I/O."""
     import threading
     from tfsutil import daemon_pids, wait_gone
     src, want = big_checkpoint(tmp)
     fuse_ok()
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
-    r = run(["-s", "-o", "export,readahead_kb=512", src, mnt])
+    r = run(["-s", "-o", opts + ",readahead_kb=512", src, mnt])
     assert r.returncode == 0, r.stderr
     pids = daemon_pids(mnt)
     g = os.path.join(mnt, "model.safetensors")

@@ -3,6 +3,7 @@ mapping written again independently of the C code, and real mounts."""
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -107,6 +108,16 @@ def fuse_ok():
     if os.path.exists("/dev/fuse") and shutil.which("fusermount3"):
         return True
     missing("/dev/fuse or fusermount3")
+
+
+def kernel_at_least(major, minor):
+    """The running kernel is major.minor or later (for FUSE features the
+    kernel offers at INIT, which tests cannot install)."""
+    nums = []
+    for part in os.uname().release.split(".")[:2]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        nums.append(int(digits or 0))
+    return tuple(nums) >= (major, minor)
 
 
 def real_files(kinds=("safetensors",)):
