@@ -33,6 +33,8 @@ PYTHON = /usr/bin/python3
 FUZZ_SECONDS ?= 60
 # Seconds per fuzz target in make check (make fuzz runs longer).
 CHECK_FUZZ_SECONDS ?= 10
+# make check builds on every core.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: bench all deps test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
 
@@ -80,7 +82,7 @@ test-tools: deps
 	@scripts/install-test-tools.sh
 
 check: test-tools
-	$(MAKE) all $(UNIT_BINS) $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)
+	$(MAKE) -j$(NPROC) all $(UNIT_BINS) $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)
 	CHECK_FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) scripts/run-checks.sh
 
 unit: $(UNIT_BINS)

@@ -13,6 +13,7 @@ PKGS=(
   nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
   curl                            # baselines in make bench
   python3 python3-pytest python3-numpy  # integration tests
+  python3-pytest-xdist            # ... on two workers (make check's time budget)
   attr                            # getfattr / setfattr for tests and the demo
   bsdextrautils                   # hexdump for the demo and tests
   clang libclang-rt-14-dev        # libFuzzer target and ASan/UBSan runtime

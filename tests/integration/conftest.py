@@ -1,5 +1,6 @@
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -8,6 +9,25 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tfsutil import mount_points  # noqa: E402
+
+
+def _sanitizer_logs_per_worker():
+    """Under pytest-xdist, each worker's daemons log into a directory of
+    its own, so a sanitizer report fails the test that caused it and not
+    the one running beside it on the other worker."""
+    logdir = os.environ.get("TENSORFS_SAN_LOGDIR")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not logdir or not worker:
+        return
+    sub = os.path.join(logdir, worker)
+    os.makedirs(sub, exist_ok=True)
+    os.environ["TENSORFS_SAN_LOGDIR"] = sub
+    for var, name in (("ASAN_OPTIONS", "asan"), ("UBSAN_OPTIONS", "ubsan")):
+        if var in os.environ:
+            os.environ[var] = re.sub(r"log_path=[^:]*", f"log_path={sub}/{name}", os.environ[var])
+
+
+_sanitizer_logs_per_worker()
 
 
 @pytest.fixture(autouse=True)
