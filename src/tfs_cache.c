@@ -94,6 +94,7 @@ static struct {
 	char *chunk, *chunk_end;
 	char *dir;                /* DIR/tensorfs-v1, or NULL */
 	uint64_t disk_max, disk_used;
+	uint64_t disk_written; /* ever, by this process: what a scan may miss */
 	int evicting;
 } C = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -467,7 +468,10 @@ static int old_cmp(const void *a, const void *b)
 
 /* Over the limit: remove the oldest block files until 90% of it is used.
  * The directory may be shared by other mounts, so it is measured again
- * rather than trusted. One thread at a time (the others go on). */
+ * rather than trusted. One thread at a time (the others go on), which is
+ * why blocks written during a pass are added to its measure: overwriting
+ * the count with the scan alone lost them, and the directory grew past
+ * the limit under concurrent readers. */
 static void disk_evict(void)
 {
 	pthread_mutex_lock(&C.lock);
@@ -476,25 +480,30 @@ static void disk_evict(void)
 		return;
 	}
 	C.evicting = 1;
-	pthread_mutex_unlock(&C.lock);
-	/* nftw has no context argument: the collection is serialised by
-	 * C.evicting. */
-	uint64_t measured;
-	scan_total = 0;
-	evict_cb_collect = 1;
-	nolds = 0;
-	nftw(C.dir, scan_cb, 16, FTW_PHYS);
-	measured = scan_total;
-	qsort(olds, nolds, sizeof *olds, old_cmp);
-	for (size_t i = 0; i < nolds; i++) {
-		if (measured > C.disk_max / 10 * 9 && unlink(olds[i].path) == 0)
-			measured -= olds[i].size;
-		free(olds[i].path);
+	/* A block written during a scan may be counted twice, which only
+	 * makes the next pass remove more; a few passes end it. */
+	for (int pass = 0; pass < 4 && C.disk_used > C.disk_max; pass++) {
+		uint64_t written = C.disk_written;
+		pthread_mutex_unlock(&C.lock);
+		/* nftw has no context argument: the collection is serialised
+		 * by C.evicting. */
+		uint64_t measured;
+		scan_total = 0;
+		evict_cb_collect = 1;
+		nolds = 0;
+		nftw(C.dir, scan_cb, 16, FTW_PHYS);
+		measured = scan_total;
+		qsort(olds, nolds, sizeof *olds, old_cmp);
+		for (size_t i = 0; i < nolds; i++) {
+			if (measured > C.disk_max / 10 * 9 && unlink(olds[i].path) == 0)
+				measured -= olds[i].size;
+			free(olds[i].path);
+		}
+		nolds = 0;
+		evict_cb_collect = 0;
+		pthread_mutex_lock(&C.lock);
+		C.disk_used = measured + (C.disk_written - written);
 	}
-	nolds = 0;
-	evict_cb_collect = 0;
-	pthread_mutex_lock(&C.lock);
-	C.disk_used = measured;
 	C.evicting = 0;
 	pthread_mutex_unlock(&C.lock);
 }
@@ -532,6 +541,7 @@ static void disk_write(struct tfs_cfile *f, const struct blk *b)
 	}
 	pthread_mutex_lock(&C.lock);
 	C.disk_used += sizeof h + kl + b->len;
+	C.disk_written += sizeof h + kl + b->len;
 	int over = C.disk_used > C.disk_max;
 	pthread_mutex_unlock(&C.lock);
 	if (over)
