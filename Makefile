@@ -16,7 +16,7 @@ JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl 2>/dev/null)
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAGS)
 
 # The FUSE glue and the command line.
-FUSE_SRC = src/tfs_fuse.c src/tfs_behind.c src/tfs_kinit.c src/tfs_daemon.c src/tfs_main.c
+FUSE_SRC = src/tfs_fuse.c src/tfs_fuse_xattr.c src/tfs_behind.c src/tfs_kinit.c src/tfs_daemon.c src/tfs_main.c
 # The rest is the core: sources, formats, the tensor table and the views,
 # with no FUSE in it. A new source or format is one more file here.
 CORE_SRC = $(filter-out $(FUSE_SRC),$(sort $(wildcard src/*.c)))

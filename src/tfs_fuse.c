@@ -1,4 +1,5 @@
 #include "tfs_fuse.h"
+#include "tfs_fuse_i.h"
 #include "tfs_names.h"
 #include "tfs_convert.h"
 #include "tfs_listing.h"
@@ -15,10 +16,6 @@
 #include <sys/statvfs.h>
 #include <stdio.h>
 #include <sys/uio.h>
-#include <sys/xattr.h>
-
-/* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
-#define TFS_XATTR_MAX 65536
 
 int tfs_errno(tfs_err e)
 {
@@ -35,22 +32,6 @@ int tfs_errno(tfs_err e)
 		return EIO;
 	}
 	return EIO;
-}
-
-static inline struct tfs_fs *fs_of(fuse_req_t req)
-{
-	struct tfs_fs *fs = fuse_req_userdata(req);
-	if (fs->after_init && !__atomic_load_n(&fs->after_init_done, __ATOMIC_ACQUIRE) &&
-	    !__atomic_exchange_n(&fs->after_init_done, 1, __ATOMIC_ACQ_REL))
-		fs->after_init(fs->after_init_ctx);
-	return fs;
-}
-
-static const struct tfs_node *node_of(const struct tfs_fs *fs, fuse_ino_t ino)
-{
-	if (ino < 1 || ino >= fs->tree->nnodes)
-		return NULL;
-	return &fs->tree->nodes[ino];
 }
 
 static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
@@ -128,8 +109,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *p = node_of(fs, parent);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *p = tfs_node_of(fs, parent);
 	struct fuse_entry_param e;
 	if (!p || p->kind != TFS_NODE_DIR) {
 		fuse_reply_err(req, ENOTDIR);
@@ -156,8 +137,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *n = node_of(fs, ino);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
 	struct stat st;
 	(void)fi;
 	if (!n) {
@@ -170,7 +151,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	const struct tfs_node *n = node_of(fs_of(req), ino);
+	const struct tfs_node *n = tfs_node_of(tfs_fs_of(req), ino);
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -189,8 +170,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       int plus)
 {
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *dir = node_of(fs, ino);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *dir = tfs_node_of(fs, ino);
 	if (!dir || dir->kind != TFS_NODE_DIR) {
 		fuse_reply_err(req, dir ? ENOTDIR : ENOENT);
 		return;
@@ -275,8 +256,8 @@ static int shard_changed(struct tfs_fs *fs, uint32_t shard)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *n = node_of(fs, ino);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -478,15 +459,15 @@ static void read_export(fuse_req_t req, const struct tfs_fs *fs, fuse_ino_t ino,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	tfs_behind_close(fs_of(req)->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
+	tfs_behind_close(tfs_fs_of(req)->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *n = node_of(fs, ino);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
 	(void)fi;
 	if (!n || n->kind == TFS_NODE_DIR) {
 		fuse_reply_err(req, n ? EISDIR : ENOENT);
@@ -579,139 +560,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, len);
 }
 
-/* ---- extended attributes ---- */
-
-enum {
-	XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION,
-	XA_COUNT
-};
-static const char *const xa_names[XA_COUNT] = {
-	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
-	"user.source_dtype", /* only on tensors served converted */
-	"user.etag", "user.revision", /* only where the source pins a version */
-};
-
-/* Whether a tensor has the attribute. */
-static int xa_present(const struct tfs_fs *fs, const struct tfs_node *n, int which)
-{
-	const struct tfs_source *src = fs->m->shards[n->shard].src;
-	switch (which) {
-	case XA_SOURCE_DTYPE: return tfs_node_converted(fs->tree, n);
-	case XA_ETAG: return src->etag != NULL;
-	case XA_REVISION: return src->revision != NULL;
-	default: return 1;
-	}
-}
-
-/* Hands a value to the kernel following the getxattr size protocol. */
-static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
-{
-	if (len > TFS_XATTR_MAX)
-		fuse_reply_err(req, E2BIG);
-	else if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, v, len);
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *n = node_of(fs, ino);
-	int which = -1;
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	/* Only user.* exists here. EOPNOTSUPP for the other namespaces lets
-	 * ls -l stop asking for security.selinux and POSIX ACLs after the
-	 * first file (coreutils remembers it per device), which saves two
-	 * round trips per file; the kernel disables getxattr only on ENOSYS. */
-	if (strncmp(name, "user.", 5) != 0) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
-	for (int i = 0; i < XA_COUNT; i++)
-		if (strcmp(name, xa_names[i]) == 0)
-			which = i;
-	if (n->kind != TFS_NODE_TENSOR || which < 0 || !xa_present(fs, n, which)) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
-	const struct tfs_shard *sh = &fs->m->shards[n->shard];
-	const struct tfs_table *h = &sh->h;
-	const struct tfs_tensor *t = &h->t[n->ref];
-	size_t len;
-	const char *v;
-	char small[64];
-	switch (which) {
-	case XA_DTYPE:
-		v = tfs_node_dtype(fs->tree, n, &len);
-		reply_value(req, size, v, len);
-		return;
-	case XA_SOURCE_DTYPE:
-		v = tfs_tensor_dtype(h, t, &len);
-		reply_value(req, size, v, len);
-		return;
-	case XA_NAME:
-		reply_value(req, size, tfs_tensor_name(h, t), t->name_len);
-		return;
-	case XA_SOURCE:
-		reply_value(req, size, sh->location, strlen(sh->location));
-		return;
-	case XA_ETAG:
-		reply_value(req, size, sh->src->etag, strlen(sh->src->etag));
-		return;
-	case XA_REVISION:
-		reply_value(req, size, sh->src->revision, strlen(sh->src->revision));
-		return;
-	case XA_OFFSETS:
-		len = tfs_node_offsets(fs->tree, n, small);
-		reply_value(req, size, small, len);
-		return;
-	case XA_SHAPE: {
-		/* Shapes are small but not bounded by the format: size the
-		 * buffer per request. */
-		char *b = malloc(tfs_node_shape_max(fs->tree, n));
-		if (!b) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		reply_value(req, size, b, tfs_node_shape(fs->tree, n, b));
-		free(b);
-		return;
-	}
-	}
-	fuse_reply_err(req, ENODATA);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	struct tfs_fs *fs = fs_of(req);
-	const struct tfs_node *n = node_of(fs, ino);
-	char list[256];
-	size_t len = 0;
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (n->kind == TFS_NODE_TENSOR) {
-		for (int i = 0; i < XA_COUNT; i++) {
-			if (!xa_present(fs, n, i))
-				continue;
-			size_t l = strlen(xa_names[i]) + 1;
-			memcpy(list + len, xa_names[i], l);
-			len += l;
-		}
-	}
-	reply_value(req, size, list, len);
-}
-
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct tfs_fs *fs = fs_of(req);
+	struct tfs_fs *fs = tfs_fs_of(req);
 	struct statvfs sv;
 	(void)ino;
 	memset(&sv, 0, sizeof sv);
@@ -814,8 +665,8 @@ const struct fuse_lowlevel_ops tfs_fuse_ops = {
 	.open = op_open,
 	.read = op_read,
 	.release = op_release,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
+	.getxattr = tfs_fuse_getxattr,
+	.listxattr = tfs_fuse_listxattr,
 	.statfs = op_statfs,
 	.setattr = op_setattr,
 	.mknod = op_mknod,
