@@ -1,6 +1,5 @@
 #include "tfs_kinit.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdatomic.h>
