@@ -18,6 +18,7 @@
 #include "tfs_export.h"
 #include "tfs_behind.h"
 #include "tfs_kinit.h"
+#include "tfs_mem.h"
 #include "tfs_daemon.h"
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
@@ -284,6 +285,7 @@ int main(int argc, char **argv)
 	pthread_t rt;
 	int have_rt = 0;
 
+	tfs_mem_init();
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
 	memset(&model, 0, sizeof model);

@@ -1,5 +1,6 @@
 #include "tfs_mem.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,12 @@ void tfs_advise_huge(void *p, size_t len)
 	uintptr_t e = ((uintptr_t)p + len) & ~(pg - 1);
 	if (p && len >= ((size_t)4 << 20) && e > a)
 		madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
+void tfs_mem_init(void)
+{
+	/* A hint too: on failure glibc keeps its own policy. */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
 
 void *tfs_malloc_big(size_t len)
