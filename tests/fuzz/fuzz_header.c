@@ -2,12 +2,18 @@
  * Besides crashes, leaks and UB, it checks what the parser promises:
  * an accepted file has every tensor inside the data buffer, a header that
  * json-c also parses with the same top-level keys, and a file table whose
- * names are valid and each found again by lookup. */
+ * names are valid and each found again by lookup. With -o export (a bit
+ * of the input), every generated file, read whole and in odd pieces, is
+ * one our strict parser accepts: the tensors of its directory that the
+ * export holds, each with its dtype, shape and bytes, at the alignment
+ * the README promises, and the source's metadata. */
 #include <json.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tfs_dtype.h"
+#include "tfs_export.h"
 #include "tfs_index.h"
 #include "tfs_jscan.h"
 #include "tfs_safetensors.h"
@@ -88,6 +94,140 @@ static void check_table(const struct tfs_tree *tr, const struct tfs_node *nd)
 	free(b);
 }
 
+struct gather {
+	const struct tfs_tree *tr;
+	const uint8_t *data;
+	unsigned char *out;
+	uint64_t at, size;
+};
+
+static tfs_err gather_piece(void *ctx, const struct tfs_export_piece *p)
+{
+	struct gather *g = ctx;
+	if (p->len == 0 || g->at + p->len > g->size)
+		abort();
+	if (p->mem) {
+		memcpy(g->out + g->at, p->mem, p->len);
+	} else {
+		const struct tfs_node *n = &g->tr->nodes[p->node];
+		const struct tfs_tensor *t = tfs_node_tensor(g->tr, n);
+		if (n->kind != TFS_NODE_TENSOR)
+			abort();
+		if (tfs_node_converted(g->tr, n)) {
+			/* The float32 view's bytes are the decoder's, checked
+			 * by the format target; here only where they go. */
+			if (p->off + p->len > tfs_dtype_bytes(TFS_DT_F32, tfs_tensor_elements(&g->tr->m->shards[n->shard].h, t)))
+				abort();
+			memset(g->out + g->at, 0, p->len);
+		} else {
+			if (p->off + p->len > t->end - t->begin)
+				abort();
+			memcpy(g->out + g->at, g->data + t->begin + p->off, p->len);
+		}
+	}
+	g->at += p->len;
+	return TFS_OK;
+}
+
+/* The tensor nodes under a directory that the export holds. */
+static uint32_t count_members(const struct tfs_tree *tr, uint32_t dir)
+{
+	uint32_t c = 0;
+	const struct tfs_node *d = &tr->nodes[dir];
+	for (uint32_t k = 0; k < d->count; k++) {
+		uint32_t ci = tr->children[d->first + k];
+		const struct tfs_node *n = &tr->nodes[ci];
+		if (n->kind == TFS_NODE_DIR)
+			c += count_members(tr, ci);
+		else if (n->kind == TFS_NODE_TENSOR && tfs_export_includes(tr, n))
+			c++;
+	}
+	return c;
+}
+
+/* The node under `dir` of the tensor with this full name, or 0. */
+static uint32_t find_member(const struct tfs_tree *tr, uint32_t dir, const char *name, uint32_t len)
+{
+	const struct tfs_node *d = &tr->nodes[dir];
+	for (uint32_t k = 0; k < d->count; k++) {
+		uint32_t ci = tr->children[d->first + k], f;
+		const struct tfs_node *n = &tr->nodes[ci];
+		if (n->kind == TFS_NODE_DIR && (f = find_member(tr, ci, name, len)))
+			return f;
+		if (n->kind == TFS_NODE_TENSOR) {
+			const struct tfs_table *h = &tr->m->shards[n->shard].h;
+			const struct tfs_tensor *t = tfs_node_tensor(tr, n);
+			if (t->name_len == len && memcmp(tfs_tensor_name(h, t), name, len) == 0)
+				return ci;
+		}
+	}
+	return 0;
+}
+
+static void check_export(const struct tfs_tree *tr, const struct tfs_node *en, const uint8_t *data)
+{
+	uint64_t size = tfs_export_size(tr, en);
+	if (tfs_export_check(tr, en) != TFS_OK)
+		return; /* over the header limit: not with inputs this small */
+	if (size < 16)
+		abort();
+	struct gather g = {tr, data, malloc(size), 0, size};
+	unsigned char *whole = malloc(size);
+	if (!g.out || !whole || tfs_export_walk(tr, en, 0, size + 7, gather_piece, &g) || g.at != size)
+		abort();
+	memcpy(whole, g.out, size);
+	memset(g.out, 0xa5, size);
+	for (uint64_t at = 0; at < size;) {
+		size_t step = 1 + at % 61;
+		g.at = at;
+		if (tfs_export_walk(tr, en, at, step, gather_piece, &g) || g.at == at)
+			abort();
+		at = g.at;
+	}
+	if (memcmp(whole, g.out, size) != 0)
+		abort(); /* stable, and the same in pieces */
+
+	struct tfs_source *src;
+	struct tfs_table x;
+	struct tfs_diag d;
+	struct tfs_parse_opts o = {.flags = TFS_PARSE_STRICT, .warn = noop_warn};
+	if (tfs_source_open_mem(whole, size, "export", &src) || tfs_st_read(src, &o, &x, &d) != TFS_OK)
+		abort();
+	if (x.n != count_members(tr, en->first) || (x.data_start - 8) % 8 != 0)
+		abort();
+	for (uint32_t i = 0; i < x.n; i++) {
+		const struct tfs_tensor *t = &x.t[i];
+		uint32_t ni = find_member(tr, en->first, tfs_tensor_name(&x, t), t->name_len);
+		if (!ni)
+			abort();
+		const struct tfs_node *n = &tr->nodes[ni];
+		const struct tfs_table *sh = &tr->m->shards[n->shard].h;
+		const struct tfs_tensor *s = tfs_node_tensor(tr, n);
+		int conv = tfs_node_converted(tr, n);
+		if (t->dtype != (conv ? TFS_DT_F32 : s->dtype) || t->ndim != s->ndim ||
+		    (s->ndim && memcmp(&x.dims[t->dims_off], &sh->dims[s->dims_off], s->ndim * sizeof *x.dims)))
+			abort();
+		if (!conv && (t->end - t->begin != s->end - s->begin ||
+			      memcmp(whole + t->begin, data + s->begin, s->end - s->begin)))
+			abort();
+		unsigned bits = tfs_dtype_info(t->dtype)->bits;
+		uint64_t len = t->end - t->begin;
+		if ((len % 8 == 0 && t->begin % 8) || (bits >= 8 && t->begin % (bits / 8)))
+			abort(); /* the alignment the README promises */
+	}
+	char *a, *b;
+	size_t al, bl;
+	if (tfs_table_meta_json(&tr->m->shards[0].h, &a, &al) || tfs_table_meta_json(&x, &b, &bl) ||
+	    al != bl || memcmp(a, b, al))
+		abort();
+	free(a);
+	free(b);
+	tfs_table_free(&x);
+	tfs_source_close(src);
+	free(whole);
+	free(g.out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tfs_source *src;
@@ -114,10 +254,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
 			abort();
 		for (int layout = 0; layout < 2; layout++) {
+			/* The last byte picks the options: it is tensor data
+			 * (or the header's end), free to change. */
+			uint8_t f = data[size - 1];
 			struct tfs_tree_opts to = {
 				.layout = (enum tfs_layout)layout,
-				.view = size > 1 ? (data[1] & 3) : 0,
-				.tables = size > 1 && (data[1] & 4),
+				.view = f & 3,
+				.tables = (f & 4) != 0,
+				.export = (f & 8) != 0,
 			};
 			if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK)
 				continue;
@@ -131,6 +275,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					abort();
 				if (nd->kind == TFS_NODE_TABLE)
 					check_table(&tr, nd);
+				if (nd->kind == TFS_NODE_EXPORT)
+					check_export(&tr, nd, data);
 			}
 			tfs_tree_free(&tr);
 		}
