@@ -1,5 +1,7 @@
 #include "tfs_err.h"
 
+#include "tfs_jscan.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -70,8 +72,15 @@ void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
 	out[o++] = '\'';
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
-		int esc = c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
-		if (o + (esc ? 4 : 1) > limit)
+		/* A name that is not UTF-8 (GGUF and pickles allow any bytes)
+		 * must not make the line itself invalid text: whole valid
+		 * sequences are kept, any other byte is shown as \xNN. */
+		size_t seq = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+		if (seq > 1 && (i + seq > len ||
+				tfs_utf8_check((const unsigned char *)name + i, seq) != seq))
+			seq = 0;
+		int esc = seq == 0 || c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
+		if (o + (esc ? 4 : seq) > limit)
 			break;
 		if (esc) {
 			out[o++] = '\\';
@@ -79,15 +88,12 @@ void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
 			out[o++] = hex[c >> 4];
 			out[o++] = hex[c & 15];
 		} else {
-			out[o++] = (char)c;
+			memcpy(out + o, name + i, seq);
+			o += seq;
+			i += seq - 1;
 		}
 	}
 	if (i < len) {
-		/* Do not leave half of a UTF-8 sequence before the ellipsis. */
-		while (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0x80)
-			o--;
-		if (o > 1 && ((unsigned char)out[o - 1] & 0xc0) == 0xc0)
-			o--;
 		memcpy(out + o, "...", 3);
 		o += 3;
 	}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gen_gguf as G
-from tfsutil import (DTYPE_BYTES, REAL, fname, fuse_ok, is_mounted, kernel_at_least, mounted,
+from tfsutil import (BIN, DTYPE_BYTES, REAL, fname, fuse_ok, is_mounted, kernel_at_least, mounted,
                      need_real, real_files, run, sha256, unmount, write_st)
 
 # safetensors' dtypes in declaration order: its writer orders by this,
@@ -314,6 +314,37 @@ def test_export_gguf_quantized_left_out_or_converted(tmp):
             assert dtype == "F32"
             assert raw == open(os.path.join(mnt, n), "rb").read(), n
         assert np.frombuffer(t["blk.0.f16"][2], np.float32).tolist() == f16.astype(np.float32).tolist()
+
+
+def test_export_leaves_out_names_that_are_not_utf8(tmp):
+    """GGUF names are any bytes; safetensors' are JSON text. A tensor whose
+    name is not UTF-8 keeps its own file but is left out of the exports,
+    the warning shows the bad byte escaped (the line stays UTF-8), and a
+    directory holding only such tensors exports a file with none."""
+    a = np.arange(4, dtype=np.float32)
+    blob = G.build(tensors=[("blk.0.good", G.ID["F32"], [4], a.tobytes()),
+                            (b"blk.0.bad\xff", G.ID["F32"], [4], (a + 1).tobytes()),
+                            (b"blk.\xfe.x", G.ID["F32"], [4], (a + 2).tobytes())])
+    src = os.path.join(tmp, "n.gguf")
+    open(src, "wb").write(blob)
+    fuse_ok()
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = subprocess.run([BIN, "-o", "export,layout=tree", src, mnt], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        err = r.stderr.decode("utf-8")  # strict: one byte 0xff would fail here
+        assert "leaves out 2 tensors that safetensors cannot hold ('blk.0.bad\\xff': its name is not UTF-8, and more)" in err, err
+        _, t, _, _ = parse(open(os.path.join(mnt, "model.safetensors"), "rb").read())
+        assert t == {"blk.0.good": ("F32", [4], a.tobytes())}
+        assert parse(open(os.path.join(mnt, "blk", "0.safetensors"), "rb").read())[1] == t
+        bad_dir = os.path.join(os.fsencode(mnt), b"blk", b"\xfe.safetensors")
+        assert parse(open(bad_dir, "rb").read())[1] == {}
+        # the tensors' own files are there, with their bytes
+        assert open(os.path.join(os.fsencode(mnt), b"blk", b"0", b"bad\xff"), "rb").read() == (a + 1).tobytes()
+        assert open(os.path.join(os.fsencode(mnt), b"blk", b"\xfe", b"x"), "rb").read() == (a + 2).tobytes()
+    finally:
+        unmount(mnt)
 
 
 def test_export_pytorch_and_npz(tmp):

@@ -869,6 +869,23 @@ static void test_quote(void)
 	memset(longn, 'z', sizeof longn);
 	tfs_quote(q, sizeof q, longn, sizeof longn);
 	CHECK(strlen(q) < sizeof q && strstr(q, "...'") != NULL, "cut: %s", q);
+	/* Valid UTF-8 is kept; a byte outside a valid sequence (a lone
+	 * continuation, a lead cut short, an overlong, a surrogate) is
+	 * escaped, so the line stays text. */
+	tfs_quote(q, sizeof q, "\xc3\xa9t\xc3\xa9", 5);
+	CHECK(strcmp(q, "'\xc3\xa9t\xc3\xa9'") == 0, "got %s", q);
+	tfs_quote(q, sizeof q, "a\xff\x80\xc3", 4);
+	CHECK(strcmp(q, "'a\\xff\\x80\\xc3'") == 0, "got %s", q);
+	tfs_quote(q, sizeof q, "\xc0\xaf\xed\xa0\x80", 5);
+	CHECK(strcmp(q, "'\\xc0\\xaf\\xed\\xa0\\x80'") == 0, "got %s", q);
+	/* Cut before a sequence that does not fit, never inside it. */
+	char e[40];
+	for (size_t i = 0; i < sizeof e; i += 2)
+		memcpy(e + i, "\xc3\xa9", 2);
+	tfs_quote(q, sizeof q, e, sizeof e);
+	size_t ql = strlen(q);
+	CHECK(ql > 5 && strcmp(q + ql - 4, "...'") == 0 &&
+		      tfs_utf8_check((const unsigned char *)q, ql) == ql, "cut: %s", q);
 }
 
 int main(void)
