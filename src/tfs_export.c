@@ -136,17 +136,6 @@ uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t first
 	return left;
 }
 
-static tfs_err put_u64(char **b, size_t *len, size_t *cap, uint64_t v)
-{
-	char num[24];
-	size_t k = sizeof num;
-	do {
-		num[--k] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	return tfs_json_put(b, len, cap, num + k, sizeof num - k);
-}
-
 /* ---- __metadata__: every shard's, merged ---- */
 
 struct kv {
@@ -402,11 +391,11 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 			break;
 		for (uint32_t d = 0; !e && d < ts->ndim; d++) {
 			if (!(e = tfs_json_put(&h, &len, &cap, ",", d ? 1 : 0)))
-				e = put_u64(&h, &len, &cap, tb->dims[ts->dims_off + d]);
+				e = tfs_json_u64(&h, &len, &cap, tb->dims[ts->dims_off + d]);
 		}
 		if (e || (e = tfs_json_puts(&h, &len, &cap, "],\"data_offsets\":[")) ||
-		    (e = put_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
-		    (e = put_u64(&h, &len, &cap, at + sz)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
+		    (e = tfs_json_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
+		    (e = tfs_json_u64(&h, &len, &cap, at + sz)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
 			break;
 		at += sz;
 	}

@@ -22,6 +22,17 @@ tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t
 	return TFS_OK;
 }
 
+tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v)
+{
+	char num[24];
+	size_t k = sizeof num;
+	do {
+		num[--k] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return tfs_json_put(buf, len, cap, num + k, sizeof num - k);
+}
+
 static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
 			  int escape_del)
 {

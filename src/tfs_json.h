@@ -5,6 +5,7 @@
 #define TFS_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tfs_err.h"
 
@@ -13,6 +14,9 @@ tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t
 
 /* Appends a NUL-terminated string as it is. */
 tfs_err tfs_json_puts(char **buf, size_t *len, size_t *cap, const char *s);
+
+/* Appends v in decimal (in headers and tables, faster than snprintf). */
+tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v);
 
 /* Appends `s` as a JSON string literal. Written here rather than with
  * json-c because json-c keys are C strings: text holding U+0000 would be

@@ -98,17 +98,6 @@ static tfs_err put_field(char **b, size_t *len, size_t *cap, const char *s, size
 	return tfs_json_put(b, len, cap, s + n - run, run);
 }
 
-static tfs_err put_u64(char **b, size_t *len, size_t *cap, uint64_t v)
-{
-	char num[24];
-	size_t k = sizeof num;
-	do {
-		num[--k] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	return tfs_json_put(b, len, cap, num + k, sizeof num - k);
-}
-
 /* Appends the line of entry `ci` (a child of the directory). */
 static tfs_err put_line(const struct tfs_tree *t, uint32_t ci, char **b, size_t *len, size_t *cap)
 {
@@ -119,7 +108,7 @@ static tfs_err put_line(const struct tfs_tree *t, uint32_t ci, char **b, size_t 
 	if (n->kind == TFS_NODE_DIR) {
 		const struct table *tb = table_of(t, ci);
 		if ((e = tfs_json_puts(b, len, cap, "/\t-\t-\t")) ||
-		    (e = put_u64(b, len, cap, tb ? tb->bytes : 0)))
+		    (e = tfs_json_u64(b, len, cap, tb ? tb->bytes : 0)))
 			return e;
 		return tfs_json_puts(b, len, cap, "\t-\n");
 	}
@@ -144,7 +133,7 @@ static tfs_err put_line(const struct tfs_tree *t, uint32_t ci, char **b, size_t 
 	}
 	*len += tfs_node_shape(t, n, *b + *len);
 	(*b)[(*len)++] = '\t';
-	if ((e = put_u64(b, len, cap, tfs_node_size(t, n))) || (e = tfs_json_put(b, len, cap, "\t", 1)))
+	if ((e = tfs_json_u64(b, len, cap, tfs_node_size(t, n))) || (e = tfs_json_put(b, len, cap, "\t", 1)))
 		return e;
 	*len += tfs_node_offsets(t, n, *b + *len);
 	return tfs_json_put(b, len, cap, "\n", 1);
