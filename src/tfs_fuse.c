@@ -468,7 +468,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct tfs_fs *fs = tfs_fs_of(req);
 	const struct tfs_node *n = tfs_node_of(fs, ino);
-	(void)fi;
 	if (!n || n->kind == TFS_NODE_DIR) {
 		fuse_reply_err(req, n ? EISDIR : ENOENT);
 		return;
