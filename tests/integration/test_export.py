@@ -16,7 +16,7 @@ import pytest
 
 import gen_gguf as G
 from tfsutil import (BIN, DTYPE_BYTES, REAL, fname, fuse_ok, is_mounted, kernel_at_least, mounted,
-                     need_real, real_files, run, sha256, unmount, write_st)
+                     need_real, real_files, run, sha256, unmount, vm_kb, write_st)
 
 # safetensors' dtypes in declaration order: its writer orders by this,
 # widest first
@@ -420,14 +420,6 @@ def test_export_with_npy_view(tmp):
     write_st(p, [(n, d, s, raw) for n, (d, s, raw) in t.items()])
     with mounted(p, "-o", "export,format=npy") as mnt:
         assert open(os.path.join(mnt, "model.safetensors"), "rb").read() == write_reference(t, None)
-
-
-def vm_kb(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise AssertionError(key)
 
 
 def test_export_memory_bounded(tmp):

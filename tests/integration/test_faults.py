@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tfsutil import (BIN, EXIT_FORMAT, EXIT_MOUNT, daemon_pids, fuse_ok, is_mounted,
-                     mounted, run, unmount, wait_gone, write_raw, write_st)
+                     mounted, run, unmount, vm_kb, wait_gone, write_raw, write_st)
 
 
 def small(tmp):
@@ -126,11 +126,6 @@ def test_concurrent_readers_byte_exact(tmp):
         assert open(os.path.join(mnt, "t0"), "rb").read() == tensors[0][3]  # still answering
 
 
-def vm_hwm_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
-
-
 def test_one_million_tensors_memory_bounded(tmp):
     path = os.path.join(tmp, "million.safetensors")
     n = 1_000_000
@@ -144,7 +139,7 @@ def test_one_million_tensors_memory_bounded(tmp):
         for i in (0, 999_999, 123_456):
             assert open(os.path.join(mnt, f"t{i}"), "rb").read() == bytes([i & 0xFF])
         pid = daemon_pids(mnt)[0]
-        hwm = vm_hwm_kb(pid) * 1024
+        hwm = vm_kb(pid, "VmHWM") * 1024
         # bounded by the header plus a fixed cost per tensor
         assert hwm < len(hdr) + 250 * n + (64 << 20), (hwm, len(hdr))
 

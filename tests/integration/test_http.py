@@ -20,7 +20,7 @@ import pytest
 
 from servers import FaultProxy, Nginx
 from tfsutil import (BIN, EXIT_SOURCE, SANITIZED, EXIT_USAGE, REAL, daemon_pids, fname, fuse_ok,
-                     is_mounted, mounted, need_real, real_files, run, sha256, unmount, wait_gone,
+                     is_mounted, mounted, need_real, real_files, run, sha256, unmount, vm_kb, wait_gone,
                      write_st)
 
 VIEWS = [(), ("-o", "format=npy"), ("-o", "convert=f32"), ("-o", "layout=tree,format=npy,convert=f32")]
@@ -363,11 +363,6 @@ def test_sequential_read_prefetches_and_random_reads_fetch_blocks(web):
     os.remove(path)
 
 
-def vm_hwm(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
-
-
 def test_memory_bounded_with_16_readers(web):
     """16 readers of 8 MiB tensors at once, with -o cache_size=16M: the
     daemon's peak RSS stays under the cache plus 64 MiB."""
@@ -390,7 +385,8 @@ def test_memory_bounded_with_16_readers(web):
             t.join(120)
         assert errors == []
         if not SANITIZED:
-            assert vm_hwm(pid) < (16 << 20) + (64 << 20), vm_hwm(pid)
+            hwm = vm_kb(pid, "VmHWM") * 1024
+            assert hwm < (16 << 20) + (64 << 20), hwm
 
 
 def test_disk_cache_survives_remounts(web, tmp):

@@ -143,6 +143,15 @@ def run(args, **kw):
                           timeout=60, **kw)
 
 
+def vm_kb(pid, key):
+    """A figure of /proc/PID/status in KiB (VmRSS, VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError(key)
+
+
 def daemon_pids(mnt):
     # argv[0] must be tensorfs itself: fusermount3's command line for
     # auto_unmount also holds "tensorfs" and the mount point
