@@ -242,16 +242,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
  * the held descriptor still reads the old file, which is what was mounted. */
 static int shard_changed(struct tfs_fs *fs, uint32_t shard)
 {
-	const struct tfs_source *src = fs->m->shards[shard].src;
-	struct tfs_identity now;
-	if (src->ops->identity((struct tfs_source *)src, &now) == TFS_OK && now.size == src->id.size &&
-	    now.mtime_sec == src->id.mtime_sec && now.mtime_nsec == src->id.mtime_nsec)
-		return 0;
-	if (!__atomic_exchange_n(&fs->changed[shard], 1, __ATOMIC_RELAXED))
-		fuse_log(FUSE_LOG_WARNING,
-			 "tensorfs: %s: changed since it was mounted (size or mtime); opens of its tensors now fail with EIO: remount to see the new contents\n",
-			 src->location);
-	return 1;
+	return tfs_source_changed(fs->m->shards[shard].src);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -379,11 +370,11 @@ static int reply_spliced(fuse_req_t req, const struct tfs_fs *fs, const struct t
 {
 	if (!fs->splice || sh->src->fd < 0 || len < TFS_SPLICE_MIN)
 		return 0;
-	/* A short splice would reach the reader as an early end of file:
-	 * check first that the source still holds the bytes. */
-	struct tfs_identity now;
-	tfs_err e = sh->src->ops->identity(sh->src, &now);
-	if (e || now.size < at + len) {
+	/* A short splice would reach the reader as an early end of file, and
+	 * a file rewritten in place would give its new bytes: check first
+	 * that the source is still the one mounted. (A change between this
+	 * fstat and the kernel's splice is not seen.) */
+	if (tfs_source_changed(sh->src)) {
 		fuse_reply_err(req, EIO);
 		return 1;
 	}

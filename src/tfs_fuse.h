@@ -19,7 +19,6 @@ struct tfs_fs {
 	unsigned view;  /* TFS_VIEW_* */
 	bool nosplice;  /* asked for by the user */
 	bool splice;    /* granted by the kernel at INIT */
-	int *changed;   /* per shard: a change was already logged */
 	/* Called once, by the first request after INIT: the kernel sends no
 	 * request before INIT is complete, which is when mount-wide settings
 	 * (readahead) stop being overwritten. */

@@ -29,6 +29,18 @@ void tfs_sources_stop(void)
 	tfs_http_abort();
 }
 
+int tfs_source_changed(struct tfs_source *s)
+{
+	struct tfs_identity now;
+	if (s->ops->identity(s, &now) == TFS_OK && now.size == s->id.size &&
+	    now.mtime_sec == s->id.mtime_sec && now.mtime_nsec == s->id.mtime_nsec)
+		return 0;
+	if (!__atomic_exchange_n(&s->changed, 1, __ATOMIC_RELAXED))
+		tfs_log("%s: changed since it was mounted (size or mtime); its tensors now fail with EIO: remount to see the new contents",
+			s->location);
+	return 1;
+}
+
 tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
 			struct tfs_diag *d)
 {

@@ -68,6 +68,7 @@ struct tfs_source {
 	 * (user.etag, user.revision), or NULL. */
 	char *etag;
 	char *revision;
+	int changed;          /* its change was logged (once) */
 };
 
 static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
@@ -84,6 +85,13 @@ static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, s
 }
 
 void tfs_source_close(struct tfs_source *s);
+
+/* Whether the source is no longer the version it was opened as (its size
+ * or mtime differ: a file rewritten in place); the first time, one log
+ * line. Nothing of a changed source may be served: the format no longer
+ * describes its bytes. The ctime is not compared: the file a rename
+ * replaced, still open, has a new ctime and its old bytes. */
+int tfs_source_changed(struct tfs_source *s);
 
 /* A local file as a source (the file driver's), for drivers that find a
  * file on disk (a cache). */

@@ -75,7 +75,10 @@ static tfs_err file_pread(struct tfs_source *s, void *buf, size_t len, uint64_t 
 		len -= (size_t)r;
 		off += (uint64_t)r;
 	}
-	return TFS_OK;
+	/* After the read: a file rewritten in place before or while it was
+	 * read may have given bytes of its new contents (one fstat, about
+	 * as cheap as the read of one page from the page cache). */
+	return tfs_source_changed(s) ? TFS_ERR_IO : TFS_OK;
 }
 
 static tfs_err file_identity(struct tfs_source *s, struct tfs_identity *id)
