@@ -39,7 +39,8 @@ enum {
 };
 
 struct cli {
-	const char *source;
+	const char *source;     /* a copy: argv's own is scrubbed (hide_password) */
+	char *shown;            /* SOURCE without credentials, for messages */
 	const char *mountpoint;
 	int nonopt;
 	int strict;
@@ -85,6 +86,30 @@ static const struct fuse_opt cli_opts[] = {
 	FUSE_OPT_END,
 };
 
+/* A copy of SOURCE, and the original in argv with the password of a URL
+ * (scheme://user:PASSWORD@host/...) overwritten, as curl does: the
+ * daemon's /proc/PID/cmdline is readable by every local user for the life
+ * of the mount. */
+static char *take_source(char *arg, char **shown)
+{
+	char *copy = strdup(arg);
+	*shown = malloc(strlen(arg) + 1);
+	if (*shown)
+		tfs_http_redact(arg, *shown, strlen(arg) + 1);
+	char *host = strstr(arg, "://");
+	if (!copy || !host)
+		return copy;
+	host += 3;
+	char *end = host + strcspn(host, "/?#"), *at = NULL;
+	for (char *p = host; p < end; p++)
+		if (*p == '@')
+			at = p;
+	char *colon = at ? memchr(host, ':', (size_t)(at - host)) : NULL;
+	for (char *p = colon ? colon + 1 : at; p && p < at; p++)
+		*p = '*';
+	return copy;
+}
+
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;
@@ -114,7 +139,9 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		return 1;
 	switch (c->nonopt++) {
 	case 0:
-		c->source = arg;
+		c->source = take_source((char *)arg, &c->shown);
+		if (!c->source || !c->shown)
+			c->nomem = 1;
 		return 0; /* not for libfuse */
 	case 1:
 		/* Kept from fuse_parse_cmdline, which would refuse a bad mount
@@ -255,8 +282,7 @@ static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct f
 		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
 			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
 	}
-	char shown[TFS_HTTP_URL_MAX];
-	tfs_http_redact(c->source, shown, sizeof shown);
+	const char *shown = c->shown;
 	int r = tfs_inspect(&model, shown, c->json, stdout);
 	if (fflush(stdout) != 0)
 		r = -1;
@@ -393,7 +419,7 @@ int main(int argc, char **argv)
 				   .export = c.export};
 	e = tfs_tree_build(&model, &to, &tree, &d);
 	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c.source, d.msg);
+		fprintf(stderr, "tensorfs: %s: %s\n", c.shown, d.msg);
 		rc = exit_of(e);
 		goto out_model;
 	}
@@ -402,7 +428,7 @@ int main(int argc, char **argv)
 		uint64_t left = tfs_export_left_out(&tree, first, sizeof first);
 		if (left)
 			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
-				c.source, (unsigned long long)left, left == 1 ? "" : "s", first);
+				c.shown, (unsigned long long)left, left == 1 ? "" : "s", first);
 	}
 
 	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount))) {
@@ -416,7 +442,7 @@ int main(int argc, char **argv)
 		goto out_tree;
 	{
 		char *fsname = NULL;
-		int r0 = fuse_opt_add_opt_escaped(&fsname, model.store ? model.store->location : c.source);
+		int r0 = fuse_opt_add_opt_escaped(&fsname, model.store ? model.store->location : c.shown);
 		if (r0 != 0)
 			goto out_tree;
 		char *opt = malloc(strlen(fsname) + 16);
@@ -434,9 +460,6 @@ int main(int argc, char **argv)
 
 	fs.m = &model;
 	fs.tree = &tree;
-	fs.changed = calloc(model.nshards ? model.nshards : 1, sizeof *fs.changed);
-	if (!fs.changed)
-		goto out_tree;
 	fs.uid = (uid_t)uid;
 	fs.gid = (gid_t)gid;
 	fs.direct_io = c.direct_io;
@@ -536,11 +559,12 @@ out_session:
 		pthread_join(rt, NULL);
 out_tree:
 	free(rd.mountpoint);
-	free(fs.changed);
 	tfs_tree_free(&tree);
 out_model:
 	tfs_model_free(&model);
 out_args:
+	free((char *)c.source);
+	free(c.shown);
 	free(fo.mountpoint);
 	free(c.uid);
 	free(c.gid);
