@@ -310,12 +310,15 @@ tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb
 		const char *ce = memmem(c, (size_t)(end - c), "</Contents>", 11);
 		if (!ce)
 			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing has an unclosed <Contents>");
-		char key[1100], etag[256];
+		/* An ETag as long as the HTTP layer takes (TFS_HTTP_ETAG_MAX). */
+		char key[1100], etag[1025];
 		int k = element(c, ce, "Key", key, sizeof key, NULL);
 		int s = element(c, ce, "Size", v, sizeof v, NULL);
 		int t = element(c, ce, "ETag", etag, sizeof etag, NULL);
-		if (k != 1 || s != 1 || t < 0)
+		if (k != 1 || s != 1)
 			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing has an object without a key or a size");
+		if (t < 0)
+			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing has an ETag that is malformed or over 1024 bytes");
 		char *se;
 		errno = 0;
 		unsigned long long size = strtoull(v, &se, 10);

@@ -157,6 +157,8 @@ struct xfer {
 	enum tfs_http_fail why;  /* set by a callback that stopped the transfer */
 	char errbody[ERRBODY_MAX + 1];
 	size_t errlen;
+	const char *overlong;    /* of any response of the transfer */
+	unsigned overlong_max;
 };
 
 static int starts(const char *line, size_t n, const char *name)
@@ -165,17 +167,32 @@ static int starts(const char *line, size_t n, const char *name)
 	return n > k && strncasecmp(line, name, k) == 0;
 }
 
-/* The value of a header line: after the colon, without surrounding space. */
-static void value(const char *line, size_t n, size_t skip, char *out, size_t outsz)
+/* The value of a header line: after the colon, without surrounding space.
+ * Returns 0, or -1 when it does not fit (out then holds nothing). */
+static int value(const char *line, size_t n, size_t skip, char *out, size_t outsz)
 {
 	const char *v = line + skip, *e = line + n;
 	while (v < e && (*v == ' ' || *v == '\t'))
 		v++;
 	while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
 		e--;
-	size_t k = (size_t)(e - v) < outsz - 1 ? (size_t)(e - v) : outsz - 1;
-	memcpy(out, v, k);
-	out[k] = 0;
+	if ((size_t)(e - v) > outsz - 1) {
+		*out = 0;
+		return -1;
+	}
+	memcpy(out, v, (size_t)(e - v));
+	out[e - v] = 0;
+	return 0;
+}
+
+/* A header kept whole into its field, or the answer marked overlong. */
+static void keep(struct tfs_http_resp *rs, const char *what, const char *line, size_t n, size_t skip,
+		 char *out, size_t outsz)
+{
+	if (value(line, n, skip, out, outsz) != 0 && !rs->overlong) {
+		rs->overlong = what;
+		rs->overlong_max = (unsigned)outsz - 1;
+	}
 }
 
 static int parse_u64(const char *s, uint64_t *v, const char **end)
@@ -224,10 +241,11 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 	if (starts(p, n, "content-range:")) {
 		/* Taken whole or not at all: a malformed one (or a second one)
 		 * leaves no range, which every check then refuses. */
-		value(p, n, 14, v, sizeof v);
+		rs->has_range = 0;
+		if (value(p, n, 14, v, sizeof v) != 0)
+			return 0;
 		const char *q = v, *e;
 		uint64_t a, b, t;
-		rs->has_range = 0;
 		if (strncasecmp(q, "bytes ", 6) != 0)
 			return 0;
 		q += 6;
@@ -246,56 +264,57 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 			rs->has_range = 1;
 		}
 	} else if (starts(p, n, "content-length:")) {
-		value(p, n, 15, v, sizeof v);
 		const char *e;
 		uint64_t len;
 		rs->has_length = 0;
-		if (parse_u64(v, &len, &e) == 0 && !*e) {
+		if (value(p, n, 15, v, sizeof v) == 0 && parse_u64(v, &len, &e) == 0 && !*e) {
 			rs->length = len;
 			rs->has_length = 1;
 		}
 	} else if (starts(p, n, "etag:")) {
-		value(p, n, 5, rs->etag, sizeof rs->etag);
+		keep(rs, "ETag", p, n, 5, rs->etag, sizeof rs->etag);
 	} else if (starts(p, n, "last-modified:")) {
-		value(p, n, 14, rs->last_modified, sizeof rs->last_modified);
+		keep(rs, "Last-Modified", p, n, 14, rs->last_modified, sizeof rs->last_modified);
 	} else if (starts(p, n, "location:")) {
-		value(p, n, 9, rs->location, sizeof rs->location);
+		keep(rs, "Location", p, n, 9, rs->location, sizeof rs->location);
 	} else if (starts(p, n, "x-repo-commit:")) {
-		value(p, n, 14, rs->repo_commit, sizeof rs->repo_commit);
+		keep(rs, "X-Repo-Commit", p, n, 14, rs->repo_commit, sizeof rs->repo_commit);
 	} else if (starts(p, n, "x-linked-etag:")) {
-		value(p, n, 14, rs->linked_etag, sizeof rs->linked_etag);
+		keep(rs, "X-Linked-Etag", p, n, 14, rs->linked_etag, sizeof rs->linked_etag);
 	} else if (starts(p, n, "x-linked-size:")) {
-		value(p, n, 14, v, sizeof v);
 		const char *e;
 		uint64_t len;
 		rs->has_linked_size = 0;
-		if (parse_u64(v, &len, &e) == 0 && !*e) {
+		if (value(p, n, 14, v, sizeof v) == 0 && parse_u64(v, &len, &e) == 0 && !*e) {
 			rs->linked_size = len;
 			rs->has_linked_size = 1;
 		}
 	} else if (starts(p, n, "retry-after:")) {
-		value(p, n, 12, v, sizeof v);
 		uint64_t s;
 		const char *e;
-		if (parse_u64(v, &s, &e) == 0 && !*e)
+		if (value(p, n, 12, v, sizeof v) == 0 && parse_u64(v, &s, &e) == 0 && !*e)
 			rs->retry_after = s > 3600 ? 3600.0 : (double)s;
 	} else if (starts(p, n, "link:")) {
 		/* Link: <url>; rel="next", <url>; rel="prev" */
-		value(p, n, 5, v, sizeof v);
+		if (value(p, n, 5, v, sizeof v) != 0) {
+			/* Cut, a next page could be lost: the listing would
+			 * look complete when it is not. */
+			if (!rs->overlong) {
+				rs->overlong = "Link";
+				rs->overlong_max = (unsigned)sizeof v - 1;
+			}
+			return 0;
+		}
 		for (char *q = v; (q = strchr(q, '<'));) {
 			char *gt = strchr(q, '>');
 			if (!gt)
 				break;
 			char *semi = gt + 1, *comma = strchr(semi, ',');
 			size_t plen = comma ? (size_t)(comma - semi) : strlen(semi);
-			char params[256];
-			snprintf(params, sizeof params, "%.*s", (int)plen, semi);
-			if (strstr(params, "rel=\"next\"") || strstr(params, "rel=next")) {
+			if (memmem(semi, plen, "rel=\"next\"", 10) || memmem(semi, plen, "rel=next", 8)) {
 				size_t ul = (size_t)(gt - q - 1);
-				if (ul < sizeof rs->next_link) {
-					memcpy(rs->next_link, q + 1, ul);
-					rs->next_link[ul] = 0;
-				}
+				memcpy(rs->next_link, q + 1, ul); /* ul < sizeof v */
+				rs->next_link[ul] = 0;
 			}
 			q = gt + 1;
 		}
@@ -314,6 +333,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 	}
 	if (tfs_http_header_line(x->rs, p, n))
 		x->errlen = 0;
+	if (x->rs->overlong && !x->overlong) {
+		x->overlong = x->rs->overlong;
+		x->overlong_max = x->rs->overlong_max;
+	}
 	return n;
 }
 
@@ -439,7 +462,10 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, rq->follow ? 1L : 0L);
+	/* libcurl drops Authorization and Cookie on a hop to another host,
+	 * but sends custom headers (a session token) anywhere. */
+	int follow = rq->follow && !rq->headers && !rq->aws_sigv4;
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
 	curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -472,6 +498,8 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	 * server that ignores Range from one that sends too much.) */
 	if (rq->body && rq->body_max && !rq->has_range)
 		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->body_max);
+	if (rq->netrc)
+		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
 	if (rq->aws_sigv4) {
 		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, rq->aws_sigv4);
 		curl_easy_setopt(h, CURLOPT_USERPWD, rq->userpwd);
@@ -527,11 +555,26 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
 		return TFS_HTTP_TOOBIG;
 	}
-	if (c == CURLE_TOO_MANY_REDIRECTS || c == CURLE_UNSUPPORTED_PROTOCOL) {
+	if (x.overlong) {
+		tfs_fail(d, TFS_ERR_IO, "the server's %s header is longer than tensorfs takes (%u bytes): refused rather than cut",
+			 x.overlong, x.overlong_max);
+		return TFS_HTTP_TOOBIG;
+	}
+	long hops = 0;
+	curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &hops);
+	if (c == CURLE_TOO_MANY_REDIRECTS || (c == CURLE_UNSUPPORTED_PROTOCOL && hops > 0)) {
 		tfs_fail(d, TFS_ERR_OPEN, "%s",
 			 c == CURLE_TOO_MANY_REDIRECTS ? "too many redirects (a redirect loop?)"
 						       : "a redirect to a scheme other than http or https");
 		return TFS_HTTP_REDIRECTS;
+	}
+	if (c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_WEIRD_SERVER_REPLY) {
+		/* libcurl refuses an HTTP/0.9 answer (no status line) with the
+		 * first code: it is what a server that speaks something else
+		 * sends. */
+		tfs_fail(d, TFS_ERR_OPEN, "the answer is not HTTP (libcurl: %s)",
+			 *errbuf ? errbuf : curl_easy_strerror(c));
+		return TFS_HTTP_NOTHTTP;
 	}
 	if (c != CURLE_OK) {
 		tfs_fail(d, TFS_ERR_OPEN, "%s", *errbuf ? errbuf : curl_easy_strerror(c));

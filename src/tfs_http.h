@@ -16,12 +16,18 @@
 #include "tfs_source.h"
 
 #define TFS_HTTP_URL_MAX 8192
+/* The longest ETag (and X-Linked-Etag) taken: a longer one is refused
+ * with a line naming the header, never cut (a cut ETag would be pinned
+ * and sent in If-Match, and every read would then fail). */
+#define TFS_HTTP_ETAG_MAX 1024
 
 struct tfs_http_req {
 	const char *url;
 	int head;                /* HEAD instead of GET */
-	int follow;              /* follow redirects (at most 5; auth is never
-				  * sent to another host: see auth) */
+	/* Follow redirects (at most 5). A request that carries more than
+	 * `auth` (headers, a SigV4 signature) is never followed: libcurl
+	 * would take those headers to any origin. It gets the 3xx instead. */
+	int follow;
 	int has_range;           /* ask for bytes [off, off + len) exactly */
 	uint64_t off, len;
 	int range_clip;          /* or fewer, ending at the file's last byte */
@@ -32,6 +38,7 @@ struct tfs_http_req {
 	const char *const *headers; /* more "Name: value" lines, NULL-ended */
 	const char *aws_sigv4;   /* CURLOPT_AWS_SIGV4 provider, with userpwd */
 	const char *userpwd;
+	int netrc;               /* credentials from ~/.netrc for url's host */
 	/* Where the body goes: into `buf` (exactly buflen bytes expected for
 	 * a range), or spread over iov[0..niov) in order, or into a growing
 	 * *body of at most body_max bytes. */
@@ -50,16 +57,20 @@ struct tfs_http_resp {
 	uint64_t range_start, range_end, range_total;
 	int has_length;
 	uint64_t length;         /* Content-Length */
-	char etag[256];
-	char last_modified[64];
+	char etag[TFS_HTTP_ETAG_MAX + 1];
+	char last_modified[128];
 	char location[TFS_HTTP_URL_MAX];
 	char next_link[TFS_HTTP_URL_MAX]; /* Link: <...>; rel="next" */
 	char repo_commit[64];    /* X-Repo-Commit */
-	char linked_etag[256];   /* X-Linked-Etag */
+	char linked_etag[TFS_HTTP_ETAG_MAX + 1]; /* X-Linked-Etag */
 	int has_linked_size;
 	uint64_t linked_size;    /* X-Linked-Size */
 	double retry_after;      /* seconds, or -1 */
 	char error_code[64];     /* S3's <Code> of an error body, if read */
+	/* The first header whose value did not fit its field above ("ETag",
+	 * "Location", ...), or NULL: such an answer is refused, not cut. */
+	const char *overlong;
+	unsigned overlong_max;   /* its field's limit */
 };
 
 /* What went wrong, finer than tfs_err, for messages and retry decisions. */
@@ -71,6 +82,7 @@ enum tfs_http_fail {
 	TFS_HTTP_BADRANGE,       /* 206 with another Content-Range or length */
 	TFS_HTTP_TOOBIG,         /* a body over body_max, or headers too large */
 	TFS_HTTP_REDIRECTS,      /* a redirect loop, or a redirect to another scheme */
+	TFS_HTTP_NOTHTTP,        /* the answer is not HTTP at all */
 	TFS_HTTP_ABORTED,        /* tfs_http_abort() was called */
 };
 
