@@ -51,10 +51,14 @@ struct remote {
 	char *auth;
 	char **headers;
 	char *aws_sigv4, *userpwd;
+	int netrc;
+	/* The ETag of the first answer (the bytes' server, which for the Hub
+	 * is the CDN, not the Hub), or NULL: every later 206 must carry the
+	 * same, since a server or cache may ignore If-Match. */
+	char *served_etag;
 	unsigned char *probe;       /* bytes [0, nprobe) */
 	size_t nprobe;
 	struct tfs_cfile *cache;
-	int changed;                /* logged that it changed */
 	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
 	void *relocate_ctx;
 };
@@ -75,6 +79,7 @@ static void fill_req(struct remote *r, struct tfs_http_req *rq, const char *url)
 	rq->headers = (const char *const *)r->headers;
 	rq->aws_sigv4 = r->aws_sigv4;
 	rq->userpwd = r->userpwd;
+	rq->netrc = r->netrc;
 }
 
 static char *url_now(struct remote *r)
@@ -85,9 +90,27 @@ static char *url_now(struct remote *r)
 	return u;
 }
 
+static void log_changed(struct remote *r)
+{
+	if (!__atomic_exchange_n(&r->base.changed, 1, __ATOMIC_RELAXED))
+		tfs_log("%s: changed since it was mounted (its ETag is no longer %s); its reads now fail with EIO: remount to see the new version",
+			r->base.location, r->base.etag ? r->base.etag : r->served_etag);
+}
+
+/* A 206 of another version: a server (or a proxy, a CDN) that ignores
+ * If-Match serves the new bytes with their own ETag and size. */
+static int other_version(const struct remote *r, const struct tfs_http_resp *rs)
+{
+	if (rs->range_total != r->base.id.size)
+		return 1;
+	return r->served_etag && strcmp(rs->etag, r->served_etag) != 0;
+}
+
 static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off, uint64_t len)
 {
 	struct remote *r = ctx;
+	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
+		return TFS_ERR_IO; /* said once already; nothing of it is served now */
 	struct tfs_http_req rq;
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
@@ -104,6 +127,10 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 		rq.niov = niov;
 		tfs_err e = tfs_http_fetch(&rq, &rs, &f, &d);
 		free(url);
+		if (!e && other_version(r, &rs)) {
+			log_changed(r);
+			return TFS_ERR_IO;
+		}
 		if (!e)
 			return TFS_OK;
 		if (f == TFS_HTTP_STATUS && (rs.status == 403 || rs.status == 410) && r->relocate &&
@@ -118,9 +145,7 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 			}
 		}
 		if (f == TFS_HTTP_STATUS && rs.status == 412) {
-			if (!__atomic_exchange_n(&r->changed, 1, __ATOMIC_RELAXED))
-				tfs_log("%s: changed since it was mounted (its ETag is no longer %s); its reads now fail with EIO: remount to see the new version",
-					r->base.location, r->base.etag);
+			log_changed(r);
 		} else if (f != TFS_HTTP_ABORTED) {
 			tfs_log("%s: bytes %llu-%llu: %s", r->base.location, (unsigned long long)off,
 				(unsigned long long)(off + len - 1), d.msg);
@@ -201,6 +226,7 @@ static void remote_close(struct tfs_source *s)
 	free(r->headers);
 	free(r->aws_sigv4);
 	free(r->userpwd);
+	free(r->served_etag);
 	free(r->probe);
 	free(s->location);
 	free(s->etag);
@@ -253,6 +279,7 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	r->auth = dup_or_null(s->auth, &bad);
 	r->aws_sigv4 = dup_or_null(s->aws_sigv4, &bad);
 	r->userpwd = dup_or_null(s->userpwd, &bad);
+	r->netrc = s->netrc;
 	r->relocate = s->relocate;
 	r->relocate_ctx = s->relocate_ctx;
 	size_t nh = 0;
@@ -337,7 +364,8 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	}
 	/* The version: the one given (Hub, S3), else the server's ETag;
 	 * Last-Modified gives the files' times. */
-	if (!r->base.etag && usable_etag(rs.etag) && !(r->base.etag = strdup(rs.etag))) {
+	if ((*rs.etag && !(r->served_etag = strdup(rs.etag))) ||
+	    (!r->base.etag && usable_etag(rs.etag) && !(r->base.etag = strdup(rs.etag)))) {
 		remote_close(&r->base);
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}

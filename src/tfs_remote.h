@@ -13,12 +13,20 @@
  * header fits (Hugging Face's tools read the same prefix first). */
 #define TFS_REMOTE_PROBE 100000u
 
+/* A directory listing (the Hub's tree, S3's ListObjectsV2) over all its
+ * pages: a server whose listing never ends is stopped here, in seconds and
+ * with memory bounded, with one line. */
+#define TFS_LISTING_ENTRIES_MAX 1000000u
+#define TFS_LISTING_BYTES_MAX (512ull << 20)
+#define TFS_LISTING_PAGES_MAX 10000u
+
 struct tfs_remote_spec {
 	const char *url;           /* where the bytes are */
 	const char *location;      /* user.source and messages: no credentials */
 	const char *auth;          /* "Authorization: ..." for url's host only */
 	const char *const *headers;
 	const char *aws_sigv4, *userpwd;
+	int netrc;                 /* credentials from ~/.netrc (http only) */
 	const char *etag;          /* the version, when known (Hub, S3 listing) */
 	const char *revision;      /* user.revision */
 	int has_size;

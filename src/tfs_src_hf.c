@@ -24,7 +24,6 @@
 #include "tfs_remote.h"
 
 #define LISTING_PAGE_MAX (32u << 20)   /* bytes of one page of the tree listing */
-#define LISTING_PAGES_MAX 10000
 #define REDIRECTS_MAX 5
 
 struct hf_store {
@@ -235,7 +234,7 @@ static char *cached(const struct hf_store *hs, const char *full, int *has_size, 
 struct head {
 	long status;
 	char *url;           /* where the bytes are: the CDN, or the Hub */
-	char etag[256];
+	char etag[TFS_HTTP_ETAG_MAX + 1];
 	char commit[64];
 	int has_size;
 	uint64_t size;
@@ -358,17 +357,23 @@ static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 	char *url = api_url(hs, "tree", hs->commit, "?recursive=true");
 	static char next[TFS_HTTP_URL_MAX];
 	tfs_err e = url ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	uint64_t bytes = 0;
 	for (unsigned page = 0; !e && url; page++) {
 		char *body;
 		size_t len;
-		if (page >= LISTING_PAGES_MAX) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages", LISTING_PAGES_MAX);
+		if (page >= TFS_LISTING_PAGES_MAX) {
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages", TFS_LISTING_PAGES_MAX);
 			break;
 		}
 		e = api_get(hs, url, "the repository listing", &body, &len, next, sizeof next, d);
 		if (!e)
 			e = tfs_hub_parse_tree(body, len, &hs->files, d);
 		free(body);
+		bytes += len;
+		if (!e && (hs->files.n > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %s (%u pages so far)",
+				     hs->files.n > TFS_LISTING_ENTRIES_MAX ? "1,000,000 files" : "512 MiB",
+				     page + 1);
 		free(url);
 		url = NULL;
 		if (!e && *next) {

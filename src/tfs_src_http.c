@@ -55,7 +55,9 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		return tfs_fail(d, TFS_ERR_OPEN, "the URL is too long");
 	}
 	tfs_http_redact(url, loc, sizeof loc);
-	struct tfs_remote_spec s = {.url = url, .location = loc};
+	/* Credentials: user:password@ in the URL, else ~/.netrc (which keeps
+	 * them off the command line, where every local user can read them). */
+	struct tfs_remote_spec s = {.url = url, .location = loc, .netrc = 1};
 	e = tfs_remote_open(&s, out, d);
 	free(url);
 	return e;

@@ -17,7 +17,6 @@
 #include "tfs_table.h"
 
 #define LIST_PAGE_MAX (16u << 20)
-#define LIST_PAGES_MAX 100000
 
 struct s3_store {
 	struct tfs_store base;
@@ -90,6 +89,10 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
 			return tfs_fail(d, known[i].e, "%s", known[i].what);
 	if (status == 404)
 		return tfs_fail(d, TFS_ERR_NOENT, "not found (HTTP 404)");
+	if (status >= 300 && status <= 399)
+		return tfs_fail(d, TFS_ERR_OPEN,
+				"the endpoint answers with a redirect (HTTP %ld), which tensorfs does not follow: a credential must not reach another host, and S3 redirects only when the region or the endpoint is wrong (set AWS_REGION, or -o endpoint= to the bucket's own)",
+				status);
 	if (status == 403)
 		return tfs_fail(d, TFS_ERR_OPEN, "access denied (HTTP 403%s%s)", code && *code ? ": " : "",
 				code ? code : "");
@@ -112,12 +115,14 @@ struct collect {
 	const char *prefix;
 	size_t plen;
 	tfs_err bad;
+	uint64_t seen;           /* keys over all pages, this directory's or not */
 };
 
 static tfs_err on_object(void *ctx, const char *key, uint64_t size, const char *etag)
 {
 	struct collect *c = ctx;
 	struct s3_store *st = c->st;
+	c->seen++;
 	if (strncmp(key, c->prefix, c->plen) != 0)
 		return c->bad = TFS_ERR_FORMAT;
 	const char *name = key + c->plen;
@@ -156,11 +161,14 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 	struct collect c = {.st = st, .prefix = prefix, .plen = strlen(prefix)};
 	struct tfs_s3_list_cb cb = {.object = on_object, .ctx = &c};
 	tfs_err e = TFS_OK;
+	uint64_t bytes = 0;
 	for (unsigned page = 0; !e; page++) {
 		char *u = NULL, *body = NULL;
 		size_t len = 0, cap = 0, blen = 0;
-		if (page >= LIST_PAGES_MAX)
-			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %u pages", LIST_PAGES_MAX);
+		if (page >= TFS_LISTING_PAGES_MAX) {
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %u pages", TFS_LISTING_PAGES_MAX);
+			break;
+		}
 		if (bucket_url(st, &u, &len, &cap) ||
 		    (*token && (tfs_json_puts(&u, &len, &cap, "?continuation-token=") ||
 				tfs_http_escape(token, strlen(token), &u, &len, &cap))) ||
@@ -181,6 +189,8 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 		free(u);
 		if (e && f == TFS_HTTP_STATUS)
 			e = explain(rs.status, rs.error_code, d);
+		else if (!e && rs.status != 200)
+			e = explain(rs.status, rs.error_code, d); /* a redirect, not followed */
 		int truncated = 0;
 		if (!e) {
 			c.bad = TFS_OK;
@@ -194,6 +204,10 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 				tfs_fail(d, e, "%s", *pd.msg ? pd.msg : "out of memory");
 		}
 		free(body);
+		bytes += blen;
+		if (!e && truncated && (c.seen > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %s (%u pages so far)",
+				     c.seen > TFS_LISTING_ENTRIES_MAX ? "1,000,000 keys" : "512 MiB", page + 1);
 		if (!e && !truncated)
 			break;
 	}
