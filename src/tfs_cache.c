@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tfs_hash.h"
@@ -29,6 +30,12 @@
 /* Larger reads (a header, an index, read once) bypass the cache: one
  * request straight into the reader's buffer. FUSE reads are far smaller. */
 #define DIRECT_MIN (4ull << 20)
+/* A block whose fetch failed answers every reader with that failure for
+ * this long, without a request: when a read fails, the kernel asks again
+ * at once for the page it needed (after its readahead failed), and that
+ * second ask must not run all the retries again. Afterwards, a read tries
+ * the network anew. */
+#define FAIL_HOLD_NS 1000000000ll
 
 enum { LOADING, READY, FAILED };
 
@@ -39,6 +46,7 @@ struct blk {
 	tfs_err err;
 	unsigned pins;
 	int in_table;
+	int64_t failed_at;        /* CLOCK_MONOTONIC ns, when FAILED */
 	int unread;               /* prefetched, not read yet */
 	uint32_t len;
 	char *data;
@@ -135,18 +143,46 @@ static int du_cb(const char *p, const struct stat *st, int type, struct FTW *ftw
 	return 0;
 }
 
+/* Made for the user alone: the blocks of a gated model are no one
+ * else's to read. */
 static int mkdirs(char *path)
 {
 	for (char *p = path + 1; *p; p++) {
 		if (*p != '/')
 			continue;
 		*p = 0;
-		int r = mkdir(path, 0755);
+		int r = mkdir(path, 0700);
 		*p = '/';
 		if (r != 0 && errno != EEXIST)
 			return -1;
 	}
-	return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+	return mkdir(path, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Whoever can write the cache directory chooses the bytes a mount
+ * serves (a block's checksum is no signature): DIR must be the user's or
+ * root's, and if others may write it, sticky (as /tmp is); DIR/tensorfs-v1
+ * must be a real directory of the user's that no one else may write.
+ * Returns NULL, or what is wrong. */
+static const char *untrusted_dir(const char *dir, const char *own)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (stat(dir, &st) != 0)
+		return "cannot be read";
+	if (st.st_uid != me && st.st_uid != 0)
+		return "it belongs to another user";
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return "others may write it (and it is not sticky, as /tmp is)";
+	if (lstat(own, &st) != 0)
+		return "its tensorfs-v1 cannot be read";
+	if (!S_ISDIR(st.st_mode))
+		return "its tensorfs-v1 is not a directory (a symlink?)";
+	if (st.st_uid != me)
+		return "its tensorfs-v1 belongs to another user";
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return "others may write its tensorfs-v1";
+	return NULL;
 }
 
 tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
@@ -178,9 +214,14 @@ tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		} else {
 			snprintf(C.dir, n, "%s/tensorfs-v1", dir);
-			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0) {
-				e = tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", dir,
-					     strerror(errno));
+			const char *why = NULL;
+			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
+			    (why = untrusted_dir(dir, C.dir))) {
+				e = why ? tfs_fail(d, TFS_ERR_INVAL,
+						   "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
+						   dir, why)
+					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", dir,
+						   strerror(errno));
 				free(C.dir);
 				C.dir = NULL;
 			} else {
@@ -305,7 +346,7 @@ static int make_room(uint64_t need, int for_prefetch)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = C.lru.lprev; b != &C.lru && looked < 64; b = b->lprev, looked++) {
-		if (b->pins == 0 && b->state == READY && !b->unread) {
+		if (b->pins == 0 && (b->state == FAILED || (b->state == READY && !b->unread))) {
 			table_remove(b);
 			blk_free(b);
 			return 1;
@@ -315,7 +356,7 @@ static int make_room(uint64_t need, int for_prefetch)
 		return 1;
 	for (struct blk *b = C.lru.lprev; b != &C.lru && C.used + need > C.mem;) {
 		struct blk *prev = b->lprev;
-		if (b->pins == 0 && b->state == READY && !(for_prefetch && b->unread)) {
+		if (b->pins == 0 && b->state != LOADING && !(for_prefetch && b->unread)) {
 			table_remove(b);
 			blk_free(b);
 		}
@@ -403,9 +444,9 @@ static int disk_read(struct tfs_cfile *f, struct blk *b)
 {
 	char path[4096];
 	blk_path(f, b->idx, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME | O_NOFOLLOW);
 	if (fd < 0 && errno == EPERM)
-		fd = open(path, O_RDONLY | O_CLOEXEC); /* O_NOATIME needs the owner */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* O_NOATIME needs the owner */
 	if (fd < 0)
 		return 0;
 	struct disk_hdr h;
@@ -529,7 +570,9 @@ static void disk_write(struct tfs_cfile *f, const struct blk *b)
 	h.idx = b->idx;
 	h.data_hash = data_sum((const unsigned char *)b->data, b->len);
 	h.hdr_hash = hdr_hash(&h, f->key);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* A leftover of a crash may hold the name (same pid and thread). */
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
 	int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, f->key, kl) == (ssize_t)kl &&
@@ -549,6 +592,13 @@ static void disk_write(struct tfs_cfile *f, const struct blk *b)
 }
 
 /* ---- loading ---- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 /* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller): each
  * from the disk cache when it has it, the rest with one request per
@@ -584,14 +634,13 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
 		}
 		i = j;
 	}
+	int64_t now = now_ns();
 	pthread_mutex_lock(&C.lock);
 	for (uint64_t k = 0; k < n; k++) {
 		struct blk *b = blocks[k];
 		b->state = b->err ? FAILED : READY;
-		if (b->err)
-			table_remove(b); /* the next reader tries again */
-		else
-			lru_front(b);
+		b->failed_at = now;
+		lru_front(b); /* a failed one too: make_room may drop it */
 	}
 	pthread_cond_broadcast(&C.changed);
 	pthread_mutex_unlock(&C.lock);
@@ -757,7 +806,7 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	if (off > f->size || len > f->size - off)
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
 	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
-	struct blk **mine = malloc(nb * sizeof *mine), *one;
+	struct blk **mine = malloc(nb * sizeof *mine);
 	struct tfs_cmap *map = malloc(sizeof *map + nb * sizeof map->b[0]);
 	uint64_t nmine = 0;
 	if (!mine || !map) {
@@ -767,20 +816,34 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	}
 	map->n = 0;
 	tfs_err e = TFS_OK;
+	int64_t now = now_ns();
 
 	pthread_mutex_lock(&C.lock);
 	struct stream *s = follow(f, off, len);
+	/* Every block of the read is pinned from here until it is served: a
+	 * block loaded for this read used to be free for another reader's
+	 * make_room between its loading and its serving, and was then
+	 * fetched a second time. */
 	for (uint64_t i = b0; i <= b1; i++) {
-		if (find(f, i))
-			continue;
-		/* A reader always gets its blocks, over budget if it must (by
-		 * at most what the readers in flight hold). */
-		make_room(B, 0);
-		if (!(one = blk_new(f, i))) {
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			break;
+		struct blk *b = find(f, i);
+		if (b && b->state == FAILED && now - b->failed_at >= FAIL_HOLD_NS) {
+			table_remove(b);
+			if (b->pins == 0)
+				blk_free(b);
+			b = NULL;
 		}
-		mine[nmine++] = one;
+		if (!b) {
+			/* A reader always gets its blocks, over budget if it
+			 * must (by at most what the readers in flight hold). */
+			make_room(B, 0);
+			if (!(b = blk_new(f, i))) {
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+				break;
+			}
+			mine[nmine++] = b;
+		}
+		b->pins++;
+		map->b[map->n++] = b;
 	}
 	if (!e && C.started && s->window) {
 		uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
@@ -802,7 +865,9 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	pthread_mutex_unlock(&C.lock);
 
 	/* Loads in runs of consecutive blocks (they are, unless another
-	 * reader got some of them first), one request a run. */
+	 * reader got some of them first), one request a run; every block
+	 * made above is loaded, even after an error, or its waiters would
+	 * wait for ever. */
 	for (uint64_t i = 0; i < nmine;) {
 		uint64_t j = i + 1;
 		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
@@ -813,37 +878,24 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	free(mine);
 
 	pthread_mutex_lock(&C.lock);
-	for (uint64_t i = b0; !e && i <= b1; i++) {
-		struct blk *b = find(f, i);
-		if (!b) {
-			/* Evicted between loading and now (a tiny budget and
-			 * many readers): load it again. */
-			make_room(B, 0);
-			if (!(b = blk_new(f, i))) {
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-				break;
-			}
-			b->pins++; /* ours, beside the loader's */
-			pthread_mutex_unlock(&C.lock);
-			load(f, &b, 1);
-			pthread_mutex_lock(&C.lock);
-		} else {
-			b->pins++;
-		}
+	for (unsigned k = 0; !e && k < map->n; k++) {
+		struct blk *b = map->b[k];
 		while (b->state == LOADING)
 			pthread_cond_wait(&C.changed, &C.lock);
 		if (b->state == FAILED) {
+			/* The failure of this fetch, or of one made for another
+			 * reader a moment ago: never a second round of retries
+			 * within one read. */
 			e = tfs_fail(d, b->err, "%s", b->msg);
-			unpin(b);
 			break;
 		}
 		lru_front(b);
 		b->unread = 0;
+		uint64_t i = b->idx;
 		uint64_t start = i == b0 ? off - b0 * B : 0;
 		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
-		iov[map->n].p = b->data + start;
-		iov[map->n].len = end - start;
-		map->b[map->n++] = b;
+		iov[k].p = b->data + start;
+		iov[k].len = end - start;
 	}
 	pthread_mutex_unlock(&C.lock);
 	if (e) {
