@@ -275,3 +275,19 @@ class S3Double(Proc):
         import urllib.request as ur
         req = ur.Request(f"{self.endpoint}/__replace/{bucket}/{key}", data=data, method="POST")
         ur.urlopen(req, timeout=10).read()
+
+
+class Hostile(Proc):
+    """hostile.py over ROOT: a server that misbehaves as mode() says."""
+
+    def __init__(self, root):
+        super().__init__("hostile.py", root)
+
+    def mode(self, **kw):
+        return self.post("/__mode", kw)
+
+    def seen(self):
+        return self.get("/__seen")
+
+    def url(self, path="", host="127.0.0.1"):
+        return f"http://{host}:{self.port}/{path}"
