@@ -30,10 +30,12 @@
 /* Larger reads (a header, an index, read once) bypass the cache: one
  * request straight into the reader's buffer. FUSE reads are far smaller. */
 #define DIRECT_MIN (4ull << 20)
-/* A block whose fetch failed answers every reader with that failure for
- * this long, without a request: when a read fails, the kernel asks again
- * at once for the page it needed (after its readahead failed), and that
- * second ask must not run all the retries again. Afterwards, a read tries
+/* A block whose failure a reader received answers the next lookup of it
+ * with that failure, without a request, if it comes within this long:
+ * when a read fails, the kernel asks again at once for the page it needed
+ * (after its readahead failed), and that second ask must not run all the
+ * retries again. Any later read, and any read of a block whose prefetch
+ * failed with no reader waiting (the server may have healed since), tries
  * the network anew. */
 #define FAIL_HOLD_NS 1000000000ll
 
@@ -46,7 +48,8 @@ struct blk {
 	tfs_err err;
 	unsigned pins;
 	int in_table;
-	int64_t failed_at;        /* CLOCK_MONOTONIC ns, when FAILED */
+	int64_t failed_at;        /* FAILED: when a reader received it (ns) */
+	int held;                 /* FAILED and received by a reader */
 	int unread;               /* prefetched, not read yet */
 	uint32_t len;
 	char *data;
@@ -634,12 +637,10 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
 		}
 		i = j;
 	}
-	int64_t now = now_ns();
 	pthread_mutex_lock(&C.lock);
 	for (uint64_t k = 0; k < n; k++) {
 		struct blk *b = blocks[k];
 		b->state = b->err ? FAILED : READY;
-		b->failed_at = now;
 		lru_front(b); /* a failed one too: make_room may drop it */
 	}
 	pthread_cond_broadcast(&C.changed);
@@ -826,11 +827,15 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	 * fetched a second time. */
 	for (uint64_t i = b0; i <= b1; i++) {
 		struct blk *b = find(f, i);
-		if (b && b->state == FAILED && now - b->failed_at >= FAIL_HOLD_NS) {
+		if (b && b->state == FAILED) {
+			/* Answered from the failure once (the kernel's re-read),
+			 * then gone; unless no reader got it, or long ago. */
+			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
 			table_remove(b);
-			if (b->pins == 0)
+			if (b->pins == 0 && !again)
 				blk_free(b);
-			b = NULL;
+			if (!again)
+				b = NULL;
 		}
 		if (!b) {
 			/* A reader always gets its blocks, over budget if it
@@ -886,6 +891,10 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			/* The failure of this fetch, or of one made for another
 			 * reader a moment ago: never a second round of retries
 			 * within one read. */
+			if (!b->held) {
+				b->held = 1;
+				b->failed_at = now_ns();
+			}
 			e = tfs_fail(d, b->err, "%s", b->msg);
 			break;
 		}
