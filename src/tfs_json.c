@@ -1,5 +1,7 @@
 #include "tfs_json.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,4 +105,84 @@ tfs_err tfs_json_nested(char **b, size_t *n, size_t *cap, const char *text, size
 	if (!e)
 		e = tfs_json_put(b, n, cap, text + start, len - start);
 	return e;
+}
+
+/* The digits of the p-significant-digit string that round-trips, or 0.
+ * The correctly rounded one is tried first, then its neighbours one unit
+ * away in the last digit: at a power of two the interval that reads back
+ * the same is lopsided, and the nearest string may fall out of it while a
+ * farther one with as few digits is in. */
+static int round_trips(double v, int p, char *digits, int *exp10)
+{
+	char t[48];
+	snprintf(t, sizeof t, "%.*e", p - 1, v);
+	char *e = strchr(t, 'e');
+	long long m = 0;
+	for (char *q = t; q < e; q++)
+		if (*q >= '0' && *q <= '9')
+			m = m * 10 + (*q - '0');
+	int ex = atoi(e + 1);
+	for (int k = 0; k < 3; k++) {
+		long long c = m + (k == 0 ? 0 : k == 1 ? 1 : -1);
+		if (c <= 0)
+			continue;
+		char cand[48];
+		snprintf(cand, sizeof cand, "%s%llde%d", v < 0 ? "-" : "", c, ex - (p - 1));
+		if (strtod(cand, NULL) != v)
+			continue;
+		int n = snprintf(digits, 24, "%lld", c);
+		*exp10 = ex - (p - 1) + n; /* digits are 0.d1d2... x 10^exp10 */
+		return n;
+	}
+	return 0;
+}
+
+size_t tfs_float_repr(char *buf, size_t cap, double v)
+{
+	if (v != v)
+		return (size_t)snprintf(buf, cap, "nan");
+	if (v - v != 0)
+		return (size_t)snprintf(buf, cap, "%s", v < 0 ? "-inf" : "inf");
+	const char *sign = signbit(v) ? "-" : "";
+	if (v == 0)
+		return (size_t)snprintf(buf, cap, "%s0.0", sign);
+	char d[24];
+	int n = 0, decpt = 0;
+	for (int p = 1; p <= 17 && !n; p++)
+		n = round_trips(v, p, d, &decpt);
+	while (n > 1 && d[n - 1] == '0')
+		d[--n] = 0;
+	char out[64];
+	size_t o = 0;
+	if (*sign)
+		out[o++] = '-';
+	if (decpt > -4 && decpt <= 16) {
+		if (decpt <= 0) { /* 0.000ddd */
+			out[o++] = '0';
+			out[o++] = '.';
+			for (int i = 0; i < -decpt; i++)
+				out[o++] = '0';
+			for (int i = 0; i < n; i++)
+				out[o++] = d[i];
+		} else { /* ddd.ddd, or ddd000.0 */
+			for (int i = 0; i < decpt; i++)
+				out[o++] = i < n ? d[i] : '0';
+			out[o++] = '.';
+			if (decpt >= n)
+				out[o++] = '0';
+			for (int i = decpt; i < n; i++)
+				out[o++] = d[i];
+		}
+		out[o] = 0;
+	} else { /* d.ddde+XX */
+		int x = decpt - 1;
+		out[o++] = d[0];
+		if (n > 1) {
+			out[o++] = '.';
+			for (int i = 1; i < n; i++)
+				out[o++] = d[i];
+		}
+		snprintf(out + o, sizeof out - o, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+	}
+	return (size_t)snprintf(buf, cap, "%s", out);
 }

@@ -29,6 +29,13 @@ tfs_err tfs_json_str_std(char **buf, size_t *len, size_t *cap, const char *s, si
 
 /* Appends pretty-printed JSON nested one level deeper: every line after
  * the first is indented two more spaces. */
+/* A double as Python's repr() writes it: the shortest digits that read
+ * back the same (the closest such), in fixed notation from 1e-4 up to
+ * 1e16 ("10.0", "1234500000000000.0", "0.0001") and in exponent form
+ * outside ("1e+16", "1e-05"); "nan" (whatever its sign), "inf", "-inf".
+ * buf needs 32 bytes; returns the length. */
+size_t tfs_float_repr(char *buf, size_t cap, double v);
+
 tfs_err tfs_json_nested(char **buf, size_t *len, size_t *cap, const char *text, size_t n);
 
 #endif

@@ -33,7 +33,13 @@ struct tfs_pk {
 	 * None, the booleans and the empty tuple, which a state dict's
 	 * pickle names for every tensor. */
 	struct tfs_pk_obj small[256], none, bools[2], empty;
+	size_t nobjects;
 };
+
+size_t tfs_pk_objects(const struct tfs_pk *vm)
+{
+	return vm->nobjects;
+}
 
 void *tfs_pk_alloc(struct tfs_pk *vm, size_t len)
 {
@@ -69,6 +75,7 @@ struct tfs_pk_obj *tfs_pk_new(struct tfs_pk *vm, enum tfs_pk_kind kind)
 {
 	struct tfs_pk_obj *o = tfs_pk_alloc(vm, sizeof *o);
 	if (o) {
+		vm->nobjects++;
 		memset(o, 0, sizeof *o);
 		o->kind = (uint8_t)kind;
 	}

@@ -66,6 +66,12 @@ struct tfs_pk_obj *tfs_pk_new(struct tfs_pk *vm, enum tfs_pk_kind kind);
 /* Memory owned by the machine, freed with it; NULL at the cap. */
 void *tfs_pk_alloc(struct tfs_pk *vm, size_t len);
 
+/* How many objects the machine has made: a walk over what it returned
+ * that visits more than these (plus the pickle's length) is going round
+ * the same shared objects by ever more paths (x = (x, x) through the memo
+ * doubles them at each level). */
+size_t tfs_pk_objects(const struct tfs_pk *vm);
+
 void tfs_pk_free(struct tfs_pk *vm);
 
 #endif

@@ -102,19 +102,28 @@ tfs_err tfs_table_meta_json(const struct tfs_table *h, char **out, size_t *outle
 
 /* ---- building ---- */
 
-tfs_err tfs_table_text(struct tfs_table_builder *b, const char *p, size_t len, uint32_t *off)
+tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2,
+			size_t len2, uint32_t *off)
 {
 	struct tfs_table *h = b->t;
 	/* A NUL after every entry lets names be used as C strings where the
 	 * name has none inside. */
-	if (h->arena_len + len + 1 > UINT32_MAX ||
-	    tfs_grow((void **)&h->arena, &b->acap, h->arena_len + len + 1, 1))
+	if (h->arena_len + len + len2 + 1 > UINT32_MAX ||
+	    tfs_grow((void **)&h->arena, &b->acap, h->arena_len + len + len2 + 1, 1))
 		return TFS_ERR_NOMEM;
-	memcpy(h->arena + h->arena_len, p, len);
-	h->arena[h->arena_len + len] = 0;
+	if (len)
+		memcpy(h->arena + h->arena_len, p, len);
+	if (len2)
+		memcpy(h->arena + h->arena_len + len, p2, len2);
+	h->arena[h->arena_len + len + len2] = 0;
 	*off = (uint32_t)h->arena_len;
-	h->arena_len += len + 1;
+	h->arena_len += len + len2 + 1;
 	return TFS_OK;
+}
+
+tfs_err tfs_table_text(struct tfs_table_builder *b, const char *p, size_t len, uint32_t *off)
+{
+	return tfs_table_text2(b, p, len, NULL, 0, off);
 }
 
 tfs_err tfs_table_dim(struct tfs_table_builder *b, uint64_t v)

@@ -35,6 +35,11 @@ struct tfs_table;
  * mount nothing. */
 struct tfs_meta_writer {
 	tfs_err (*json)(const struct tfs_table *t, char **out, size_t *len);
+	/* The same for a generated file, whose metadata must be text: a pair
+	 * whose key or string value is not UTF-8 is left out (json shows it
+	 * with U+FFFD), and skipped() told its key. Optional. */
+	tfs_err (*json_text)(const struct tfs_table *t, char **out, size_t *len,
+			     void (*skipped)(void *ctx, const char *key, size_t kl), void *ctx);
 	void (*free)(void *state);
 	void *state;
 };
@@ -99,6 +104,9 @@ struct tfs_table_builder {
 
 /* Copies text into the arena (NUL-terminated) and gives its offset. */
 tfs_err tfs_table_text(struct tfs_table_builder *b, const char *p, size_t len, uint32_t *off);
+/* The same for two pieces joined (a value and a mark after it). */
+tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2,
+			size_t len2, uint32_t *off);
 /* Appends a dimension to the dims array. */
 tfs_err tfs_table_dim(struct tfs_table_builder *b, uint64_t v);
 /* Adds a tensor whose name is already in the arena. With `replace`, a

@@ -13,13 +13,16 @@
 #include <string.h>
 
 #include "tfs_jscan.h"
+#include "tfs_json.h"
 #include "tfs_pickle.h"
 #include "tfs_zip.h"
 
 #define PKL_MAX (1ull << 30)
 #define DEPTH_MAX 64
 #define META_MAX 10000
-#define META_VAL_MAX 4096
+/* A text value longer than this (configs and chat templates run to tens
+ * of KB) is cut there, and says so in itself and in one warning. */
+#define META_VAL_MAX (1u << 20)
 #define DIMS_MAX 64
 #define HIDDEN_NAMED 8
 
@@ -229,13 +232,16 @@ static tfs_err persid(void *cv, struct tfs_pk *vm, const struct tfs_pk_obj *pid,
 	return *out ? TFS_OK : nomem(d);
 }
 
+/* A size is never negative; a stride may be (torch writes none, but a
+ * view that walks backwards lies inside its storage as well as any). */
 static tfs_err dims_of(const struct tfs_pk_obj *t, uint32_t want, struct tfs_diag *d, const char *what)
 {
+	int neg_ok = strcmp(what, "stride") == 0;
 	if (t->kind != TFS_PK_TUPLE || t->n > DIMS_MAX || (want != UINT32_MAX && t->n != want))
 		return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a tensor whose %s is not a tuple of up to %d integers",
 				what, DIMS_MAX);
 	for (uint32_t i = 0; i < t->n; i++)
-		if (t->u.v[i]->kind != TFS_PK_INT || t->u.v[i]->u.i < 0)
+		if (t->u.v[i]->kind != TFS_PK_INT || (t->u.v[i]->u.i < 0 && !neg_ok))
 			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a tensor with a negative or non-integer %s",
 					what);
 	return TFS_OK;
@@ -337,6 +343,7 @@ struct walk {
 	char path[8192];
 	size_t plen;
 	uint32_t hidden, meta_dropped;
+	uint64_t visits, visit_max, objects;
 	char hidden_names[600];
 	size_t hlen;
 };
@@ -345,6 +352,38 @@ static void warn(struct walk *w, const char *msg)
 {
 	if (w->o && w->o->warn)
 		w->o->warn(w->o->warn_ctx, msg);
+}
+
+/* Whether every element the size and strides reach from the storage
+ * offset lies in the storage: only those bytes must be there. A tensor
+ * made by expand() has stride 0 and more elements than its storage holds
+ * (BERT's position_ids); a view may reach backwards or overlap itself.
+ * Each step is checked against the storage alone, so the sums fit. */
+static int reach_inside(const struct tensor *t, const struct storage *s, uint64_t esz)
+{
+	uint64_t selem = s->nbytes / esz, lo = t->offset, hi = t->offset;
+	if (t->offset >= selem)
+		return 0;
+	for (uint32_t i = 0; i < t->ndim; i++) {
+		uint64_t span = DIM(t->size, i) - 1; /* no dim is 0 here */
+		int64_t st = t->stride->u.v[i]->u.i;
+		uint64_t mag = st < 0 ? (uint64_t)0 - (uint64_t)st : (uint64_t)st;
+		if (!span || !mag)
+			continue;
+		if (mag >= selem || span > (selem - 1) / mag)
+			return 0;
+		uint64_t step = span * mag; /* < selem */
+		if (st < 0) {
+			if (step > lo)
+				return 0;
+			lo -= step;
+		} else {
+			if (step >= selem - hi)
+				return 0;
+			hi += step;
+		}
+	}
+	return 1;
 }
 
 static tfs_err put_tensor(struct walk *w, const struct tensor *t)
@@ -367,17 +406,15 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 		numel = 0;
 	const struct storage *s = t->st;
 	uint64_t off = 0, len = 0;
+	if (numel && !reach_inside(t, s, esz)) {
+		/* The key is pickle bytes: not NUL-terminated, maybe hostile. */
+		char qk[60];
+		tfs_quote(qk, sizeof qk, s->key, s->klen);
+		return tfs_fail(w->d, TFS_ERR_FORMAT,
+				"tensor %s: the elements its size, strides and storage offset %llu reach run past its storage %s (%llu bytes)",
+				Q, (unsigned long long)t->offset, qk, (unsigned long long)s->nbytes);
+	}
 	if (numel) {
-		if (numel > UINT64_MAX / esz || t->offset > UINT64_MAX / esz ||
-		    t->offset * esz > s->nbytes || numel * esz > s->nbytes - t->offset * esz) {
-			/* The key is pickle bytes: not NUL-terminated, maybe hostile. */
-			char qk[60];
-			tfs_quote(qk, sizeof qk, s->key, s->klen);
-			return tfs_fail(w->d, TFS_ERR_FORMAT,
-					"tensor %s: %llu elements at storage offset %llu run past its storage %s (%llu bytes)",
-					Q, (unsigned long long)numel, (unsigned long long)t->offset, qk,
-					(unsigned long long)s->nbytes);
-		}
 		/* C-contiguous: strides are the running products, size-1 dims aside */
 		uint64_t expect = 1;
 		for (uint32_t i = t->ndim; i-- > 0;) {
@@ -420,39 +457,27 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 }
 #undef Q
 
-/* As Python's repr: the shortest text that reads back the same double. */
-static size_t float_repr(char *buf, size_t cap, double v)
-{
-	int n = 0;
-	for (int prec = 1; prec <= 17; prec++) {
-		n = snprintf(buf, cap, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			break;
-	}
-	if (v == v && v - v == 0 && !strpbrk(buf, ".e") && (size_t)n + 2 < cap) {
-		memcpy(buf + n, ".0", 3);
-		n += 2;
-	}
-	return (size_t)n;
-}
-
 /* A plain value beside the tensors (an epoch, a config string) goes to
  * the metadata under its dotted name, as Python would print it. */
 static tfs_err put_meta(struct walk *w, const struct tfs_pk_obj *v)
 {
 	char buf[64];
 	const char *s = buf;
-	size_t len;
+	size_t len, cut = 0;
 	switch (v->kind) {
 	case TFS_PK_NONE: s = "None"; len = 4; break;
 	case TFS_PK_BOOL: s = v->u.i ? "True" : "False"; len = strlen(s); break;
 	case TFS_PK_INT: len = (size_t)snprintf(buf, sizeof buf, "%lld", (long long)v->u.i); break;
-	case TFS_PK_FLOAT: len = float_repr(buf, sizeof buf, v->u.f); break;
+	case TFS_PK_FLOAT: len = tfs_float_repr(buf, sizeof buf, v->u.f); break;
 	case TFS_PK_STR:
 		s = v->u.str.s;
-		len = v->u.str.len > META_VAL_MAX ? META_VAL_MAX : v->u.str.len;
-		while (len && len < v->u.str.len && (s[len] & 0xc0) == 0x80)
-			len--; /* never cut inside a UTF-8 sequence */
+		len = v->u.str.len;
+		if (len > META_VAL_MAX) {
+			len = META_VAL_MAX;
+			while (len && (s[len] & 0xc0) == 0x80)
+				len--; /* never cut inside a UTF-8 sequence */
+			cut = v->u.str.len;
+		}
 		break;
 	default:
 		return TFS_OK; /* bytes, sets, storages and globals are not shown */
@@ -464,10 +489,20 @@ static tfs_err put_meta(struct walk *w, const struct tfs_pk_obj *v)
 		return TFS_OK;
 	}
 	struct tfs_meta_pair m;
-	if (tfs_table_text(&w->b, w->path, w->plen, &m.key_off) || tfs_table_text(&w->b, s, len, &m.val_off))
+	char mark[96];
+	size_t ml = 0;
+	if (cut) {
+		char q[160], msg[TFS_DIAG_MAX];
+		ml = (size_t)snprintf(mark, sizeof mark, " [... cut by tensorfs: %zu bytes in all]", cut);
+		tfs_quote(q, sizeof q, w->path, w->plen);
+		snprintf(msg, sizeof msg, "metadata value %s has %zu bytes: __metadata__.json shows its first %zu, marked as cut",
+			 q, cut, len);
+		warn(w, msg);
+	}
+	if (tfs_table_text(&w->b, w->path, w->plen, &m.key_off) || tfs_table_text2(&w->b, s, len, mark, ml, &m.val_off))
 		return tfs_fail(w->d, TFS_ERR_NOMEM, "out of memory");
 	m.key_len = (uint32_t)w->plen;
-	m.val_len = (uint32_t)len;
+	m.val_len = (uint32_t)(len + ml);
 	w->t->has_metadata = true;
 	return tfs_table_meta(&w->b, &m) ? tfs_fail(w->d, TFS_ERR_NOMEM, "out of memory") : TFS_OK;
 }
@@ -493,6 +528,14 @@ static tfs_err walk(struct walk *w, const struct tfs_pk_obj *o, int depth)
 	if (depth > DEPTH_MAX)
 		return tfs_fail(w->d, TFS_ERR_FORMAT,
 				"the checkpoint nests containers more than %d deep (or refers to itself)", DEPTH_MAX);
+	/* A tree visits each object once; tied weights add a few paths. More
+	 * visits than objects and pickle bytes together is shared structure
+	 * that would never be walked to its end (2^60 paths from 60 memo
+	 * references of x = (x, x)). */
+	if (++w->visits > w->visit_max)
+		return tfs_fail(w->d, TFS_ERR_FORMAT,
+				"the checkpoint's objects are shared so often that walking them would not end (over %llu paths through %llu objects): refused",
+				(unsigned long long)w->visit_max, (unsigned long long)w->objects);
 	char num[24];
 	tfs_err e = TFS_OK;
 	switch (o->kind) {
@@ -655,6 +698,9 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 	w->b.t = out;
 	w->o = o;
 	w->d = d;
+	w->objects = tfs_pk_objects(vm);
+	/* (+ the depth bound: an object that contains itself is told as that) */
+	w->visit_max = w->objects + pl + DEPTH_MAX + 1;
 	out->format = "pytorch";
 	out->file_size = src->id.size;
 	if (root->kind != TFS_PK_DICT && !(root->kind == TFS_PK_USER && root->ukind == U_TENSOR) &&
