@@ -100,13 +100,20 @@ static uint64_t data_size(const struct tfs_tree *t, const struct tfs_node *n)
 	return tfs_node_size(t, n) - n->first; /* without an NPY header */
 }
 
+/* The key safetensors keeps for its metadata: a tensor of that name
+ * (an .npz, GGUF or pickle may hold one) cannot be in a generated file. */
+static int reserved_name(const char *name, size_t len)
+{
+	return len == 12 && memcmp(name, "__metadata__", 12) == 0;
+}
+
 int tfs_export_includes(const struct tfs_tree *t, const struct tfs_node *n)
 {
 	const struct tfs_table *h = &t->m->shards[n->shard].h;
 	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-	return export_dtype(t, n) < TFS_DT_SAFETENSORS_END &&
-	       tfs_utf8_check((const unsigned char *)tfs_tensor_name(h, ts), ts->name_len) ==
-		       ts->name_len;
+	const char *name = tfs_tensor_name(h, ts);
+	return export_dtype(t, n) < TFS_DT_SAFETENSORS_END && !reserved_name(name, ts->name_len) &&
+	       tfs_utf8_check((const unsigned char *)name, ts->name_len) == ts->name_len;
 }
 
 uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t firstsz)
@@ -123,7 +130,9 @@ uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t first
 			size_t dl;
 			const char *dt = tfs_node_dtype(t, n, &dl);
 			tfs_quote(q, sizeof q, tfs_tensor_name(h, ts), ts->name_len);
-			if (export_dtype(t, n) < TFS_DT_SAFETENSORS_END)
+			if (reserved_name(tfs_tensor_name(h, ts), ts->name_len))
+				snprintf(first, firstsz, "%s: the name safetensors keeps for its metadata", q);
+			else if (export_dtype(t, n) < TFS_DT_SAFETENSORS_END)
 				snprintf(first, firstsz, "%s: its name is not UTF-8", q);
 			else
 				snprintf(first, firstsz, "%s: dtype %.*s", q, (int)(dl < 24 ? dl : 24), dt);
@@ -229,6 +238,19 @@ static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 	return TFS_OK;
 }
 
+struct skip_ctx {
+	const struct tfs_model *m;
+	uint32_t shard;
+};
+
+static void skipped(void *ctx, const char *key, size_t kl)
+{
+	const struct skip_ctx *c = ctx;
+	char q[80];
+	tfs_quote(q, sizeof q, key, kl);
+	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path, q);
+}
+
 static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 {
 	struct merge g;
@@ -242,8 +264,10 @@ static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 		if (h->writer.json) {
 			char *js;
 			size_t jl;
+			struct skip_ctx sc = {m, s};
 			any = 1;
-			if ((e = h->writer.json(h, &js, &jl)))
+			if ((e = h->writer.json_text ? h->writer.json_text(h, &js, &jl, skipped, &sc)
+						     : h->writer.json(h, &js, &jl)))
 				break;
 			keep[s] = json_tokener_parse(js);
 			free(js);

@@ -269,16 +269,55 @@ static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsig
 	return tfs_json_puts(b, n, cap, tmp);
 }
 
-static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
+/* Whether the pair's key and every string of its value are UTF-8; *end
+ * gets the offset after the pair. (The section was validated at mount:
+ * lengths are in bounds.) */
+static int pair_is_text(const struct meta_state *m, size_t p, size_t *end)
+{
+	size_t kl = (size_t)le(m->kv + p, 8);
+	int ok = tfs_utf8_check(m->kv + p + 8, kl) == kl;
+	p += 8 + kl;
+	uint32_t type = (uint32_t)le(m->kv + p, 4), elem = type;
+	uint64_t count = 1;
+	p += 4;
+	if (type == T_ARR) {
+		elem = (uint32_t)le(m->kv + p, 4);
+		count = le(m->kv + p + 4, 8);
+		p += 12;
+	}
+	for (uint64_t k = 0; k < count; k++) {
+		if (elem == T_STR) {
+			size_t sl = (size_t)le(m->kv + p, 8);
+			ok = ok && tfs_utf8_check(m->kv + p + 8, sl) == sl;
+			p += 8 + sl;
+		} else {
+			p += (size_t)type_size[elem] * (count - k);
+			break;
+		}
+	}
+	*end = p;
+	return ok;
+}
+
+/* skip == NULL: every pair, bad UTF-8 as U+FFFD (__metadata__.json);
+ * else pairs that are not text are left out and told to skip. */
+static tfs_err meta_json_ex(const struct tfs_table *t, char **out, size_t *outlen,
+			    void (*skip)(void *ctx, const char *key, size_t kl), void *ctx)
 {
 	const struct meta_state *m = t->writer.state;
 	char *b = NULL;
 	size_t n = 0, cap = 0, p = 0;
+	uint64_t put = 0;
 	tfs_err e = tfs_json_put(&b, &n, &cap, "{", 1);
 	/* The section was validated at mount: lengths are in bounds. */
 	for (uint64_t i = 0; !e && i < m->n; i++) {
-		size_t kl = (size_t)le(m->kv + p, 8);
+		size_t kl = (size_t)le(m->kv + p, 8), after;
 		const unsigned char *key = m->kv + p + 8;
+		if (skip && !pair_is_text(m, p, &after)) {
+			skip(ctx, (const char *)key, kl);
+			p = after;
+			continue;
+		}
 		p += 8 + kl;
 		uint32_t type = (uint32_t)le(m->kv + p, 4), elem = type;
 		uint64_t count = 1;
@@ -288,7 +327,7 @@ static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
 			count = le(m->kv + p + 4, 8);
 			p += 12;
 		}
-		e = tfs_json_puts(&b, &n, &cap, i ? ",\n  " : "\n  ");
+		e = tfs_json_puts(&b, &n, &cap, put++ ? ",\n  " : "\n  ");
 		if (!e)
 			e = put_str_utf8(&b, &n, &cap, key, kl);
 		if (!e)
@@ -320,7 +359,7 @@ static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
 			e = tfs_json_puts(&b, &n, &cap, type == T_ARR ? "]}" : "}");
 	}
 	if (!e)
-		e = tfs_json_puts(&b, &n, &cap, m->n ? "\n}\n" : "}\n");
+		e = tfs_json_puts(&b, &n, &cap, put ? "\n}\n" : "}\n");
 	if (e) {
 		free(b);
 		return e;
@@ -328,6 +367,11 @@ static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
 	*out = b;
 	*outlen = n;
 	return TFS_OK;
+}
+
+static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
+{
+	return meta_json_ex(t, out, outlen, NULL, NULL);
 }
 
 static void meta_free(void *state)
@@ -667,6 +711,7 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	ms->len = kv_end - kv_begin;
 	ms->n = nkv;
 	out->writer.json = meta_json;
+	out->writer.json_text = meta_json_ex;
 	out->writer.free = meta_free;
 	out->writer.state = ms;
 	out->has_metadata = nkv > 0;

@@ -406,10 +406,11 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			continue;
 		}
 		/* Leave room for the suffixes, so a long name is shortened
-		 * by the usual rule rather than cut. */
+		 * by the usual rule rather than cut. A directory keeps room
+		 * for its generated file's suffix whether or not -o export is
+		 * given: a tensor's path must not depend on it. */
 		size_t room = (file && b.conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) +
-			      (file ? npy_len : 0) +
-			      (!file && o->export ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
+			      (file ? npy_len : 0) + (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
 		size_t len = tfs_name_map_max(b.raw[i], b.raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
 		if (file && b.conflict[i]) {
 			memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
