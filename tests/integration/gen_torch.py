@@ -13,6 +13,7 @@ heavy (about 180 Debian packages)."""
 
 import collections
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -122,6 +123,56 @@ def checkpoints():
         ("every_other", base[::2]), ("unit_dims", grid[1:2, :].unsqueeze(0))])
 
 
+class BertLikeEmbeddings(torch.nn.Module):
+    """The buffers transformers' BertEmbeddings registers: position_ids is
+    torch.arange(n).expand((1, -1)), a view with stride 0 over a storage
+    of n elements; token_type_ids is a plain zeros tensor of its size."""
+
+    def __init__(self, vocab=50, n=16, dim=8):
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(vocab, dim)
+        self.position_embeddings = torch.nn.Embedding(n, dim)
+        self.token_type_embeddings = torch.nn.Embedding(2, dim)
+        self.LayerNorm = torch.nn.LayerNorm(dim)
+        self.register_buffer("position_ids", torch.arange(n).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long))
+
+
+class BertLike(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embeddings = BertLikeEmbeddings()
+        self.encoder = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        self.pooler = torch.nn.Linear(8, 8)
+
+
+def config_json():
+    """A training config as a JSON string of 7,192 characters."""
+    layers = {f"layer_{i}": {"hidden": 4096, "heads": 32, "dropout": 0.1, "act": "gelu_new"}
+              for i in range(200)}
+    text = json.dumps({"model_type": "bert", "layers": layers}, sort_keys=True)
+    return (text + " " * 7192)[:7191] + "}" if len(text) < 7192 else text[:7191] + "}"
+
+
+def more_checkpoints():
+    """Checkpoints added for issue 23: what real torch.save output broke."""
+    yield "expanded.pt", {"w": torch.ones(2), "b": torch.arange(4.).expand(3, 4)}
+    torch.manual_seed(3)
+    yield "bert.bin", BertLike().state_dict()
+    m = model()
+    opt = torch.optim.Adam(m.parameters(), lr=10.0)
+    m(torch.randn(5, 8)).sum().backward()
+    opt.step()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=100, gamma=0.5)
+    yield "training.pt", {"model": m.state_dict(), "optimizer": opt.state_dict(),
+                          "scheduler": sched.state_dict(), "rng_state": torch.get_rng_state(),
+                          "epoch": 3, "config_json": config_json(),
+                          "floats": {"ten": 10.0, "hundred": 100.0, "big": 1.2345e15, "huge": 1e16,
+                                     "tiny": 1e-05, "small": 0.0001, "third": 1 / 3, "neg_zero": -0.0,
+                                     "inf": float("inf"), "minus_inf": float("-inf"),
+                                     "nan": float("nan"), "minus_nan": -float("nan")}}
+
+
 def shards():
     """A sharded checkpoint as transformers writes one."""
     torch.manual_seed(2)
@@ -135,10 +186,21 @@ def shards():
     return sd, parts, files, {"metadata": {"total_size": total}, "weight_map": weight_map}
 
 
+def bomb():
+    """x = (x, x) sixty times over one tensor: a pickle of under a
+    kilobyte whose objects have 2^60 paths through them."""
+    x = torch.ones(1)
+    for _ in range(60):
+        x = (x, x)
+    return {"x": x}
+
+
 def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     expected = {"torch": torch.__version__, "files": {}}
-    for name, obj in checkpoints():
+    torch.save(bomb(), os.path.join(outdir, "bomb.pt"))  # refused: nothing to describe
+    # (lazily: a state dict shares its tensors with a model trained later)
+    for name, obj in itertools.chain(checkpoints(), more_checkpoints()):
         torch.save(obj, os.path.join(outdir, name))
         expected["files"][name] = describe(obj)
     sd, parts, files, index = shards()

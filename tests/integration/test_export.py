@@ -10,6 +10,7 @@ import random
 import shutil
 import struct
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -653,3 +654,87 @@ def test_export_drop_behind_single_thread_ends_on_sigterm(tmp, opts):
         assert not is_mounted(mnt)
     finally:
         unmount(mnt, pids)
+
+
+def test_export_leaves_out_a_tensor_named_metadata(tmp):
+    """An .npz (or GGUF, or pickle) may hold a tensor named __metadata__,
+    the key safetensors keeps for its metadata: it keeps its own file and
+    is left out of every generated file with the warning, which stays valid
+    by the reference rules (one __metadata__ key, an object of strings)."""
+    src = os.path.join(tmp, "m.npz")
+    a = np.arange(6, dtype=np.float32)
+    np.savez(src, **{"__metadata__": np.ones(3, np.float32), "w": a})
+    fuse_ok()
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = subprocess.run([BIN, "-o", "export", src, mnt], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert "leaves out 1 tensor that safetensors cannot hold ('__metadata__': the name safetensors keeps for its metadata)" in r.stderr, r.stderr
+        blob = open(os.path.join(mnt, "model.safetensors"), "rb").read()
+        n = struct.unpack("<Q", blob[:8])[0]
+        pairs = json.loads(blob[8:8 + n], object_pairs_hook=lambda kv: kv)
+        assert [k for k, _ in pairs].count("__metadata__") <= 1
+        meta, t, _, _ = parse(blob)
+        assert t == {"w": ("F32", [6], a.tobytes())}
+        assert all(isinstance(v, str) for v in (meta or {}).values())
+        # its own file is there (the escaped name), with its bytes
+        own = [f for f in os.listdir(mnt) if "metadata" in f and f != "__metadata__.json"]
+        assert len(own) == 1 and open(os.path.join(mnt, own[0]), "rb").read() == np.ones(3, np.float32).tobytes()
+    finally:
+        unmount(mnt)
+
+
+def test_export_gguf_metadata_not_utf8_left_out_and_logged(tmp):
+    """A GGUF key (or string value) that is not UTF-8: __metadata__.json
+    shows it with U+FFFD, the generated files leave it out, and the log
+    says so, as the README promises."""
+    a = np.arange(4, dtype=np.float32)
+    blob = G.build(kvs=[("general.name", G.STR, "ok"), (b"bad.key\xff", G.U32, 7),
+                        ("bad.value", G.STR, b"x\xfey"), ("good.arr", G.ARR, (G.STR, ["a", "b"]))],
+                   tensors=[("w", G.ID["F32"], [4], a.tobytes())])
+    src = os.path.join(tmp, "k.gguf")
+    open(src, "wb").write(blob)
+    fuse_ok()
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", "-o", "export", src, mnt], stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.02)
+        meta = json.load(open(os.path.join(mnt, "__metadata__.json")))
+        assert "bad.key\ufffd" in meta and meta["bad.value"]["value"] == "x\ufffdy"
+        emeta, t, _, _ = parse(open(os.path.join(mnt, "model.safetensors"), "rb").read())
+        assert t == {"w": ("F32", [4], a.tobytes())}
+        assert sorted(emeta) == ["general.name", "good.arr"], emeta
+        assert not any("\ufffd" in k or "\ufffd" in v for k, v in emeta.items())
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        err = p.communicate(timeout=30)[1].decode()
+    assert "metadata key 'bad.key\\xff' is not UTF-8 text and is left out" in err, err
+    assert "metadata key 'bad.value' is not UTF-8 text and is left out" in err, err
+
+
+@pytest.mark.parametrize("n", [230, 239, 240, 243, 244, 250, 255])
+def test_tree_paths_do_not_depend_on_export(tmp, n):
+    """A directory name of 240-255 bytes took the hashed short form only
+    with -o export (room for '.dir.safetensors'): the room is now kept
+    always, so a tensor has one path either way."""
+    d = "d" * n
+    name = f"{d}.w"
+    src = os.path.join(tmp, "t.safetensors")
+    write_st(src, [(name, "U8", (3,), b"abc"), ("x.y", "U8", (1,), b"z")])
+    paths = []
+    for opts in ([], ["-o", "export"]):
+        with mounted(src, "-o", "layout=tree", *opts) as mnt:
+            dirs = [e for e in os.listdir(mnt) if os.path.isdir(os.path.join(mnt, e)) and e != "x"]
+            assert len(dirs) == 1
+            p = os.path.join(mnt, dirs[0], "w")
+            assert open(p, "rb").read() == b"abc"
+            assert os.getxattr(p, "user.name").decode() == name
+            paths.append(os.path.relpath(p, mnt))
+            if opts:
+                assert os.path.exists(os.path.join(mnt, dirs[0] + ".safetensors"))
+    assert paths[0] == paths[1]
+    assert (len(paths[0].split("/")[0]) == n) == (n <= 239)

@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zipfile
 
 import numpy as np
@@ -577,3 +578,144 @@ def test_npz_refused(case, msg, tmp):
         h += b" " * (-(len(h) + 11) % 64) + b"\n"
         npz_with_members(p, [("a.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + a.tobytes())])
     refused(p, msg, tmp)
+
+
+# ---- views that are not one byte range, shared objects, plain values ----
+
+def test_expanded_and_strided_views(tmp):
+    """Every stride pattern: what the strides reach inside the storage is
+    hidden with a warning (stride 0 as expand() writes, negative,
+    overlapping), the rest shown; only a reach outside the storage is
+    refused."""
+    sd = G.StateDict()
+    st = sd.storage(np.arange(4, dtype=np.float32))
+    w = np.arange(6, dtype=np.float32)
+    obj = collections.OrderedDict([
+        ("w", sd.tensor(w)),
+        ("expanded", G.Tensor(st, 0, (3, 4), (0, 1))),       # torch.arange(4.).expand(3, 4)
+        ("position_ids", G.Tensor(st, 0, (1, 4), (0, 1))),   # BERT's (1, n): one range
+        ("backwards", G.Tensor(st, 3, (4,), (-1,))),
+        ("overlapping", G.Tensor(st, 0, (2, 3), (1, 1))),
+        ("broadcast_scalar", G.Tensor(st, 2, (5, 5), (0, 0))),
+    ])
+    p = os.path.join(tmp, "views.pt")
+    G.write(p, obj, sd)
+    r = run(["--inspect", p])
+    assert r.returncode == 0, r.stderr
+    hidden = ("expanded", "backwards", "overlapping", "broadcast_scalar")
+    for h in hidden:
+        assert f"tensor '{h}' is not contiguous" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == len(hidden)
+    with mounted(p) as mnt:
+        assert sorted(n for n in os.listdir(mnt) if not n.startswith("__")) == ["position_ids", "w"]
+        assert np.fromfile(os.path.join(mnt, "position_ids"), np.float32).tolist() == [0, 1, 2, 3]
+        assert np.fromfile(os.path.join(mnt, "w"), np.float32).tolist() == w.tolist()
+    for name, t in [("past_end", G.Tensor(st, 1, (3, 4), (0, 1))),
+                    ("before_start", G.Tensor(st, 2, (4,), (-1,))),
+                    ("offset_outside", G.Tensor(st, 4, (2,), (0,))),
+                    ("huge_stride", G.Tensor(st, 0, (2,), (1 << 62,)))]:
+        sd2 = G.StateDict()
+        st2 = sd2.storage(np.arange(4, dtype=np.float32))
+        t.args = (st2,) + t.args[1:]
+        q = os.path.join(tmp, f"{name}.pt")
+        G.write(q, {name: t}, sd2)
+        refused(q, "run past its storage", tmp)
+
+
+def shared_tuples(leaf, levels=60):
+    x = leaf
+    for _ in range(levels):
+        x = (x, x)
+    return x
+
+
+def limit_memory():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("leaf", ["tensor", "int", "torch"])
+def test_pickle_whose_paths_never_end(leaf, tmp):
+    """x = (x, x) sixty times through the memo: under a kilobyte, 2^60
+    paths. Refused in well under a second, memory bounded (it ran for ever,
+    and with a tensor leaf grew until the OOM killer)."""
+    from tfsutil import BIN, SANITIZED
+    if leaf == "torch":
+        p = os.path.join(DATA, "bomb.pt")  # written by torch.save (gen_torch.py)
+    else:
+        sd = G.StateDict()
+        x = sd.tensor(np.ones(1, np.float32)) if leaf == "tensor" else 7
+        p = os.path.join(tmp, "bomb.pt")
+        G.write(p, {"x": shared_tuples(x)}, sd)
+    assert os.path.getsize(p) < 2000
+    for argv in (["--inspect", p], [p, os.path.join(tmp, "m")]):
+        os.makedirs(os.path.join(tmp, "m"), exist_ok=True)
+        t0 = time.time()
+        r = subprocess.run([BIN] + argv, capture_output=True, text=True, timeout=30,
+                           preexec_fn=None if SANITIZED else limit_memory)
+        assert time.time() - t0 < 5
+        assert r.returncode == EXIT_FORMAT, r.stderr
+        assert r.stderr.count("\n") == 1 and "shared so often" in r.stderr, r.stderr
+    # tied weights, and a sub-dict saved twice (a model and its EMA copy
+    # being one object), still mount
+    sd = G.StateDict()
+    t = sd.tensor(np.arange(3, dtype=np.float32))
+    inner = {"a": t, "b": sd.tensor(np.ones(2, np.float32))}
+    p = os.path.join(tmp, "tied.pt")
+    G.write(p, {"model": inner, "ema": inner, "tied": t}, sd)
+    with mounted(p) as mnt:
+        names = sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
+        assert names == ["ema.a", "ema.b", "model.a", "model.b", "tied"]
+
+
+def test_floats_as_python_repr(tmp):
+    """Every plain float of a checkpoint is written as Python's repr():
+    a few thousand random doubles (random bits, powers of two, rounded
+    decimals) and the edge cases, compared with what this Python prints."""
+    import math
+    import random
+    rng = random.Random(5)
+    vals = [10.0, 100.0, 1.2345e15, 1e16, 1e-5, 1e-4, -0.0, 0.0, float("nan"), -float("nan"),
+            float("inf"), -float("inf"), 5e-324, 1.7976931348623157e308, 0.1, 1 / 3, 1e22, 2.0 ** 63]
+    while len(vals) < 3000:
+        k = rng.randrange(3)
+        if k == 0:
+            v = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        elif k == 1:
+            v = math.ldexp(1.0, rng.randrange(-1074, 1024)) * rng.choice([1, -1])
+        else:
+            v = round(rng.uniform(-1e6, 1e6), rng.randrange(0, 8))
+        vals.append(v)
+    sd = G.StateDict()
+    obj = {"w": sd.tensor(np.ones(1, np.float32)), "f": {f"v{i}": v for i, v in enumerate(vals)}}
+    p = os.path.join(tmp, "floats.pt")
+    G.write(p, obj, sd)
+    with mounted(p) as mnt:
+        meta = json.load(open(os.path.join(mnt, "__metadata__.json")))
+    wrong = [(repr(v), meta[f"f.v{i}"]) for i, v in enumerate(vals) if meta[f"f.v{i}"] != repr(v)]
+    assert not wrong, wrong[:10]
+
+
+def test_long_text_values(tmp):
+    """Text values are kept whole up to 1 MiB (configs and chat templates
+    run to tens of KB); a longer one is cut at a character boundary, says
+    so at its end and in one warning."""
+    sd = G.StateDict()
+    big = "é" * (1 << 20)  # 2 MiB of UTF-8
+    mid = "{" + "x" * 70000 + "}"
+    obj = {"w": sd.tensor(np.ones(1, np.float32)), "big": big, "mid": mid}
+    p = os.path.join(tmp, "text.pt")
+    G.write(p, obj, sd)
+    mnt = os.path.join(tmp, "m")
+    os.makedirs(mnt)
+    r = run([p, mnt])
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count("\n") == 1 and "metadata value 'big' has 2097152 bytes" in r.stderr, r.stderr
+        meta = json.load(open(os.path.join(mnt, "__metadata__.json")))
+        assert meta["mid"] == mid
+        head, mark = meta["big"][:-len(" [... cut by tensorfs: 2097152 bytes in all]")], meta["big"][-45:]
+        assert mark.endswith(" [... cut by tensorfs: 2097152 bytes in all]"), mark
+        assert head == big[:len(head)] and len(head.encode()) == 1 << 20
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
