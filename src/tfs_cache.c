@@ -16,9 +16,17 @@
 #include "tfs_hash.h"
 
 #define B ((uint64_t)TFS_CACHE_BLOCK)
-#define WORKERS 4
-#define RUN_MAX 32               /* blocks in one prefetch request (8 MiB) */
-#define PREFETCH_MAX (64ull << 20)
+/* Requests in flight at most (-o concurrency=) and blocks per request
+ * (-o part_size=): CDNs and S3 cap each connection well below the link,
+ * so a fast load keeps many ranges in flight (Run:ai's streamer uses 32,
+ * gcsfuse 16 per file, mountpoint-s3 8 MiB parts). */
+#define WORKERS_DEFAULT 32
+#define WORKERS_MAX 256
+#define RUN_DEFAULT 16           /* 4 MiB: see README, "Loading a model fast" */
+#define RUN_MAX 256              /* 64 MiB */
+/* The in-flight limit starts here and grows by one with every part that
+ * arrives without a retry, halving on one (a 503, SlowDown, a reset). */
+#define ALLOWED_START 4
 #define STREAMS 4
 /* A read this close to where a reader stopped continues its stream: the
  * kernel's readahead (4 MiB on a tensorfs mount) sends a sequential
@@ -26,7 +34,7 @@
  * arrive out of order by up to its window. (At 1 MiB, reads of one stream
  * were taken for new ones, the window kept starting over, and 1 GiB from
  * s3rver took 1,070 requests of 512 KiB.) */
-#define STREAM_SLACK (8ull << 20)
+#define STREAM_SLACK (4ull << 20)
 /* Larger reads (a header, an index, read once) bypass the cache: one
  * request straight into the reader's buffer. FUSE reads are far smaller. */
 #define DIRECT_MIN (4ull << 20)
@@ -62,6 +70,7 @@ struct stream {
 	unsigned hits;            /* reads in a row that continued it */
 	uint64_t window;          /* bytes to keep fetched ahead of it */
 	uint64_t ahead;           /* first block not yet scheduled */
+	uint64_t spill;           /* ... and of the file after this one */
 	uint64_t used;
 };
 
@@ -75,11 +84,18 @@ struct tfs_cfile {
 	struct stream st[STREAMS];
 	uint64_t clock;
 	unsigned refs;            /* the owner's, and one per queued job */
+	/* The file a loader reads after this one (the next shard), where a
+	 * stream's read-ahead goes on past this file's end. */
+	struct tfs_cfile *next, *prev;
+	struct tfs_cfile *all_next; /* every file, for the warm-up */
+	uint64_t warmed;          /* of its bytes, counted in C.warm_done */
+	int64_t last_seq;         /* when a stream last moved forward in it */
 };
 
 struct job {
 	struct tfs_cfile *f;
 	uint64_t first, n;
+	int warm;                 /* the warm-up's: recyclable once on disk */
 	struct job *next;
 };
 
@@ -92,9 +108,15 @@ static struct {
 	struct blk **tab;
 	size_t nslots;
 	struct blk lru;           /* lnext: most recent; lprev: least */
-	struct job *jh, *jt;
-	pthread_t workers[WORKERS];
-	unsigned nworkers;
+	struct job *jh, *jt;      /* read-ahead, first come first served */
+	struct job *wh, *wt;      /* the warm-up's, when no read-ahead waits */
+	unsigned nwarm_jobs;      /* queued or running */
+	unsigned nworkers, want_workers, run;
+	unsigned allowed, active; /* in-flight limit and jobs running */
+	uint64_t window_max;
+	int warm;                 /* -o warm */
+	uint64_t warm_total, warm_done;
+	struct tfs_cfile *files;  /* all_next list, in the order they opened */
 	/* Block buffers are cut from 8 MiB chunks asking for huge pages, and
 	 * a freed block's buffer is kept for the next one: a fresh 256 KiB
 	 * malloc is an mmap whose 64 pages each fault in, which cost a
@@ -191,12 +213,22 @@ static const char *untrusted_dir(const char *dir, const char *own)
 tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
-		   *cm = tfs_opts_get(o, "cache_max");
-	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK;
+		   *cm = tfs_opts_get(o, "cache_max"), *cc = tfs_opts_get(o, "concurrency"),
+		   *ps = tfs_opts_get(o, "part_size");
+	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B, conc = WORKERS_DEFAULT;
+	int warm = tfs_opts_get(o, "warm") != NULL;
 	if (cs && (parse_size(cs, &mem) || mem < 4 * B))
 		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
 	if (cm && parse_size(cm, &disk))
 		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_max= takes a size (as 10G), not '%s'", cm);
+	if (cc && (parse_size(cc, &conc) || conc < 1 || conc > WORKERS_MAX || strpbrk(cc, "KkMmGgTt")))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o concurrency= takes a number of requests from 1 to %d, not '%s'",
+				WORKERS_MAX, cc);
+	if (ps && (parse_size(ps, &part) || part < B || part > RUN_MAX * B || part % B))
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'", ps);
+	if (warm && !(dir && *dir))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o warm needs -o cache_dir=DIR: the warm-up fills the disk cache");
 	pthread_mutex_lock(&C.lock);
 	if (C.configured) {
 		pthread_mutex_unlock(&C.lock);
@@ -204,6 +236,14 @@ tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 	}
 	C.mem = mem;
 	C.disk_max = disk;
+	C.want_workers = (unsigned)conc;
+	C.run = (unsigned)(part / B);
+	C.allowed = ALLOWED_START < C.want_workers ? ALLOWED_START : C.want_workers;
+	/* What a stream keeps fetched ahead: every request in flight a part,
+	 * within half the memory budget (the rest is for what was fetched
+	 * and is being read). */
+	C.window_max = conc * part < mem / 2 ? conc * part : mem / 2;
+	C.warm = warm;
 	C.nslots = 64;
 	while (C.nslots < 2 * (mem / B + 64))
 		C.nslots *= 2;
@@ -611,8 +651,18 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
 {
 	struct tfs_iov *iov = malloc((n ? n : 1) * sizeof *iov);
 	char *from_disk = calloc(n ? n : 1, 1);
-	for (uint64_t i = 0; C.dir && from_disk && i < n; i++)
+	for (uint64_t i = 0; C.dir && from_disk && i < n; i++) {
 		from_disk[i] = (char)disk_read(f, blocks[i]);
+		if (from_disk[i]) {
+			/* Served at once: a reader waiting for this block need
+			 * not wait for the rest of the run. */
+			pthread_mutex_lock(&C.lock);
+			blocks[i]->state = READY;
+			lru_front(blocks[i]);
+			pthread_cond_broadcast(&C.changed);
+			pthread_mutex_unlock(&C.lock);
+		}
+	}
 	uint64_t i = 0;
 	while (i < n) {
 		if (from_disk && from_disk[i]) {
@@ -677,8 +727,36 @@ static void file_unref(struct tfs_cfile *f)
 			}
 		}
 	}
+	if (f->prev)
+		f->prev->next = NULL;
+	if (f->next)
+		f->next->prev = NULL;
+	for (struct tfs_cfile **pp = &C.files; *pp; pp = &(*pp)->all_next)
+		if (*pp == f) {
+			*pp = f->all_next;
+			break;
+		}
+	/* (An index read at mount and closed is no part of the warm-up.) */
+	C.warm_total -= f->size;
+	C.warm_done -= f->warmed;
 	free(f->key);
 	free(f);
+}
+
+/* The next job: read-ahead first, the warm-up's when none waits. */
+static struct job *take_job(void)
+{
+	struct job *j = C.jh;
+	if (j) {
+		C.jh = j->next;
+		if (!C.jh)
+			C.jt = NULL;
+	} else if ((j = C.wh)) {
+		C.wh = j->next;
+		if (!C.wh)
+			C.wt = NULL;
+	}
+	return j;
 }
 
 static void *worker(void *arg)
@@ -687,37 +765,68 @@ static void *worker(void *arg)
 	struct blk *blocks[RUN_MAX];
 	pthread_mutex_lock(&C.lock);
 	for (;;) {
-		while (!C.jh && !tfs_http_aborted())
+		while ((!(C.jh || C.wh) || C.active >= C.allowed) && !tfs_http_aborted())
 			pthread_cond_wait(&C.work, &C.lock);
-		if (!C.jh)
+		if (tfs_http_aborted() && !(C.jh || C.wh))
 			break;
-		struct job *j = C.jh;
-		C.jh = j->next;
-		if (!C.jh)
-			C.jt = NULL;
-		for (uint64_t k = 0; k < j->n; k++)
+		struct job *j = take_job();
+		C.active++;
+		/* Pinned for the worker too: load() lets go of the job's
+		 * pins, and the blocks are looked at again below. */
+		for (uint64_t k = 0; k < j->n; k++) {
 			blocks[k] = find(j->f, j->first + k);
+			blocks[k]->pins++;
+		}
+		uint64_t retried = tfs_http_retried();
 		pthread_mutex_unlock(&C.lock);
 		load(j->f, blocks, j->n);
 		pthread_mutex_lock(&C.lock);
+		C.active--;
+		int bad = tfs_http_retried() != retried;
+		for (uint64_t k = 0; k < j->n; k++) {
+			bad |= blocks[k]->state == FAILED;
+			if (j->warm) {
+				/* On disk now (or failed): its memory may be reused. */
+				blocks[k]->unread = 0;
+				C.warm_done += blocks[k]->len;
+				j->f->warmed += blocks[k]->len;
+			}
+			unpin(blocks[k]);
+		}
+		/* Additive increase, multiplicative decrease, as TCP and the
+		 * S3 clients do: a server that asks to slow down is heard. */
+		if (bad)
+			C.allowed = C.allowed > 1 ? C.allowed / 2 : 1;
+		else if (C.allowed < C.nworkers)
+			C.allowed++;
+		if (j->warm)
+			C.nwarm_jobs--; /* queued or running */
 		file_unref(j->f);
 		pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
+		pthread_cond_broadcast(&C.work);
 		free(j);
 	}
 	pthread_mutex_unlock(&C.lock);
 	return NULL;
 }
 
+static void *warm_up(void *arg);
+
 void tfs_cache_start(void)
 {
 	pthread_mutex_lock(&C.lock);
 	if (!C.started && C.configured) {
 		C.started = 1;
-		for (unsigned i = 0; i < WORKERS; i++)
-			if (pthread_create(&C.workers[C.nworkers], NULL, worker, NULL) == 0) {
-				pthread_detach(C.workers[C.nworkers]);
+		for (unsigned i = 0; i < C.want_workers; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, worker, NULL) == 0) {
+				pthread_detach(t);
 				C.nworkers++;
 			}
+		}
+		pthread_t t;
+		if (C.warm && C.dir && pthread_create(&t, NULL, warm_up, NULL) == 0)
+			pthread_detach(t);
 	}
 	pthread_mutex_unlock(&C.lock);
 }
@@ -730,7 +839,7 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 		struct job *j = NULL;
 		while (from < to && find(f, from))
 			from++;
-		while (from < to && !find(f, from) && (!j || j->n < RUN_MAX)) {
+		while (from < to && !find(f, from) && (!j || j->n < C.run)) {
 			struct blk *nb = NULL;
 			if (!make_room(B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
 			    !(nb = blk_new(f, from))) {
@@ -760,6 +869,37 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 	}
 }
 
+/* A stream that has read up to `at` (its last block b1): the window after
+ * it fetched ahead in whole parts, on past the tensor it reads into the
+ * next ones (loaders read a checkpoint through), and past the file's end
+ * into the file chained after it (the next shard). */
+static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1)
+{
+	uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
+	uint64_t end = at + s->window;
+	uint64_t to = (end + B - 1) / B;
+	if (to > f->nblocks)
+		to = f->nblocks;
+	/* In whole runs: topping the window up by the block or two each read
+	 * moves it would make every request that small (1,070 requests of
+	 * 512 KiB for 1 GiB from s3rver). */
+	uint64_t wb = s->window / B, run = wb / 2 < C.run ? wb / 2 : C.run;
+	if (from < to && (to - from >= run || to == f->nblocks)) {
+		prefetch(f, from, to);
+		s->ahead = to;
+	}
+	struct tfs_cfile *g = f->next;
+	if (g && end > f->size && s->ahead >= f->nblocks) {
+		uint64_t gto = (end - f->size + B - 1) / B;
+		if (gto > g->nblocks)
+			gto = g->nblocks;
+		if (s->spill < gto && (gto - s->spill >= run || gto == g->nblocks)) {
+			prefetch(g, s->spill, gto);
+			s->spill = gto;
+		}
+	}
+}
+
 /* The prefetch window after a read of [off, off + len): grows while the
  * reads follow each other, and is 0 for a random read. */
 static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len)
@@ -773,12 +913,29 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len)
 		if (t->used < oldest->used)
 			oldest = t;
 	}
-	uint64_t cap = C.mem / 4 < PREFETCH_MAX ? C.mem / 4 : PREFETCH_MAX;
+	/* Streams share the budget: each of the files read in sequence in
+	 * the last half second gets its part of the window (four readers with
+	 * a whole window each pushed out each other's read-ahead). The file
+	 * chained before this one does not count: its reader is likely this
+	 * one, gone on to the next shard. */
+	int64_t now = now_ns();
+	unsigned streaming = 1;
+	for (struct tfs_cfile *g = C.files; g; g = g->all_next)
+		if (g != f && g != f->prev && now - g->last_seq < 500000000ll)
+			streaming++;
+	uint64_t cap = C.window_max / streaming;
+	if (cap < 2 * B)
+		cap = 2 * B;
 	if (s) {
 		/* Two random reads can land close by chance; three in a row
 		 * that follow each other are a reader moving forward. */
-		if (++s->hits >= 2)
-			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap) : 2 * B;
+		if (++s->hits >= 2) {
+			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
+					      : (2 * B > cap ? cap : 2 * B);
+			if (s->window > cap)
+				s->window = cap;
+			f->last_seq = now;
+		}
 		if (off + len > s->next)
 			s->next = off + len;
 	} else {
@@ -787,6 +944,7 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len)
 		s->hits = 0;
 		s->window = 0;
 		s->ahead = 0;
+		s->spill = 0;
 	}
 	s->used = f->clock;
 	return s;
@@ -800,6 +958,7 @@ struct tfs_cmap {
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
 		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
+	(void)limit; /* read-ahead goes on past the tensor: loaders read on */
 	*niov = 0;
 	*token = NULL;
 	if (len == 0)
@@ -850,23 +1009,8 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		b->pins++;
 		map->b[map->n++] = b;
 	}
-	if (!e && C.started && s->window) {
-		uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
-		uint64_t end = off + len + s->window;
-		if (end > limit)
-			end = limit; /* the tensor ends there: the next one may never be read */
-		uint64_t to = (end + B - 1) / B;
-		if (to > f->nblocks)
-			to = f->nblocks;
-		/* In whole runs: topping the window up by the block or two each
-		 * read moves it would make every request that small (1,070
-		 * requests of 512 KiB for 1 GiB from s3rver). */
-		uint64_t wb = s->window / B, run = wb / 2 < RUN_MAX ? wb / 2 : RUN_MAX;
-		if (from < to && (to - from >= run || to == (limit + B - 1) / B || to == f->nblocks)) {
-			prefetch(f, from, to);
-			s->ahead = to;
-		}
-	}
+	if (!e && C.started && s->window)
+		read_ahead(f, s, off + len, b1);
 	pthread_mutex_unlock(&C.lock);
 
 	/* Loads in runs of consecutive blocks (they are, unless another
@@ -899,10 +1043,14 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			break;
 		}
 		lru_front(b);
-		b->unread = 0;
 		uint64_t i = b->idx;
 		uint64_t start = i == b0 ? off - b0 * B : 0;
 		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
+		/* Read once its last byte is: a FUSE read is smaller than a
+		 * block, and the read of a block's second half would find it
+		 * recycled and fetch it again. */
+		if (end == b->len)
+			b->unread = 0;
 		iov[k].p = b->data + start;
 		iov[k].len = end - start;
 	}
@@ -970,18 +1118,20 @@ struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fet
 	uint64_t h1 = tfs_hash(key, strlen(key), DISK_SEED), h2 = tfs_hash(key, strlen(key), ~DISK_SEED);
 	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1,
 		 (unsigned long long)h2);
+	pthread_mutex_lock(&C.lock);
+	struct tfs_cfile **pp = &C.files;
+	while (*pp)
+		pp = &(*pp)->all_next;
+	*pp = f;
+	C.warm_total += size;
+	pthread_mutex_unlock(&C.lock);
 	return f;
 }
 
-void tfs_cfile_free(struct tfs_cfile *f)
+/* Drops f's jobs from one queue: their blocks fail, for no one. */
+static void drop_jobs(struct tfs_cfile *f, struct job **head, struct job **tail)
 {
-	if (!f)
-		return;
-	pthread_mutex_lock(&C.lock);
-	/* Its queued prefetches are dropped (their blocks fail, for no one),
-	 * and the running ones are waited for: they use the source that is
-	 * about to go. At unmount, tfs_http_abort() has made them short. */
-	for (struct job **pp = &C.jh, *prev = NULL; *pp;) {
+	for (struct job **pp = head, *prev = NULL; *pp;) {
 		struct job *j = *pp;
 		if (j->f != f) {
 			prev = j;
@@ -989,8 +1139,8 @@ void tfs_cfile_free(struct tfs_cfile *f)
 			continue;
 		}
 		*pp = j->next;
-		if (C.jt == j)
-			C.jt = prev;
+		if (*tail == j)
+			*tail = prev;
 		for (uint64_t k = 0; k < j->n; k++) {
 			struct blk *b = find(f, j->first + k);
 			if (!b)
@@ -1000,12 +1150,168 @@ void tfs_cfile_free(struct tfs_cfile *f)
 			table_remove(b);
 			unpin(b);
 		}
+		if (j->warm)
+			C.nwarm_jobs--;
 		f->refs--;
 		free(j);
 	}
+}
+
+void tfs_cfile_free(struct tfs_cfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&C.lock);
+	/* Its queued prefetches are dropped, and the running ones (and the
+	 * warm-up, which holds the file it walks) are waited for: they use
+	 * the source that is about to go. At unmount, tfs_http_abort() has
+	 * made them short. */
+	drop_jobs(f, &C.jh, &C.jt);
+	drop_jobs(f, &C.wh, &C.wt);
 	pthread_cond_broadcast(&C.changed);
+	pthread_cond_broadcast(&C.work);
 	while (f->refs > 1)
 		pthread_cond_wait(&C.changed, &C.lock);
 	file_unref(f);
+	pthread_mutex_unlock(&C.lock);
+}
+
+void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next)
+{
+	pthread_mutex_lock(&C.lock);
+	if (f != next && !f->next && !next->prev) {
+		f->next = next;
+		next->prev = f;
+	}
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* ---- the warm-up ---- */
+
+static int on_disk(const struct tfs_cfile *f, uint64_t idx)
+{
+	char path[4096];
+	struct stat st;
+	uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+	blk_path(f, idx, path, sizeof path);
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	       (uint64_t)st.st_size == sizeof(struct disk_hdr) + strlen(f->key) + len;
+}
+
+static void warm_progress(uint64_t t0_ns, unsigned *said)
+{
+	uint64_t done = C.warm_done, total = C.warm_total;
+	unsigned pct = total ? (unsigned)(done * 100 / total) : 100;
+	while (*said + 10 <= pct) {
+		*said += 10;
+		double secs = (double)(now_ns() - (int64_t)t0_ns) / 1e9;
+		tfs_log("warm-up: %u%% (%llu of %llu MiB in %.1f s)", *said, (unsigned long long)(done >> 20),
+			(unsigned long long)(total >> 20), secs);
+	}
+}
+
+/* The blocks of f not yet on disk, queued a part at a time (under
+ * C.lock, which the waits let go). */
+static void warm_file(struct tfs_cfile *f, uint64_t t0, unsigned *said)
+{
+	for (uint64_t idx = 0; idx < f->nblocks && !tfs_http_aborted();) {
+		while (C.nwarm_jobs >= C.allowed && !tfs_http_aborted())
+			pthread_cond_wait(&C.changed, &C.lock);
+		struct job *j = calloc(1, sizeof *j);
+		if (!j)
+			return;
+		while (idx < f->nblocks && j->n < C.run && !tfs_http_aborted()) {
+			uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+			struct blk *nb = find(f, idx);
+			if (nb || on_disk(f, idx)) {
+				/* (One a reader has, or has had, goes to disk as
+				 * it is loaded.) */
+				C.warm_done += len;
+				f->warmed += len;
+				idx++;
+				if (j->n)
+					break; /* a part is consecutive blocks */
+				continue;
+			}
+			while (!make_room(B, 1) && !tfs_http_aborted())
+				pthread_cond_wait(&C.changed, &C.lock);
+			if (tfs_http_aborted() || find(f, idx) || !(nb = blk_new(f, idx)))
+				break;
+			nb->unread = 1;
+			if (!j->n)
+				j->first = idx;
+			j->n++;
+			idx++;
+		}
+		if (!j->n) {
+			free(j);
+		} else {
+			j->f = f;
+			j->warm = 1;
+			f->refs++;
+			if (C.wt)
+				C.wt->next = j;
+			else
+				C.wh = j;
+			C.wt = j;
+			C.nwarm_jobs++;
+			pthread_cond_signal(&C.work);
+		}
+		warm_progress(t0, said);
+	}
+}
+
+/* Every block of every file not yet on disk, in the order a loader reads
+ * them (each chain of shards from its first), through the workers at a
+ * lower priority than any reader's read-ahead, a part at a time and never
+ * more parts queued than may be in flight; what it loads is written to
+ * the disk cache and its memory recycled. */
+static void *warm_up(void *arg)
+{
+	(void)arg;
+	int64_t t0 = now_ns();
+	unsigned said = 0;
+	pthread_mutex_lock(&C.lock);
+	/* (References keep each file walked, and the chain's head, from
+	 * being freed while the lock is let go in the waits.) */
+	for (struct tfs_cfile *h = C.files; h && !tfs_http_aborted();) {
+		h->refs++;
+		for (struct tfs_cfile *f = h->prev ? NULL : h; f;) {
+			f->refs++;
+			warm_file(f, (uint64_t)t0, &said);
+			struct tfs_cfile *nf = tfs_http_aborted() ? NULL : f->next;
+			if (nf)
+				nf->refs++;
+			file_unref(f);
+			if (nf)
+				nf->refs--; /* taken again at the loop's top */
+			pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
+			f = nf;
+		}
+		struct tfs_cfile *nh = tfs_http_aborted() ? NULL : h->all_next;
+		if (nh)
+			nh->refs++;
+		file_unref(h);
+		if (nh)
+			nh->refs--;
+		pthread_cond_broadcast(&C.changed);
+		h = nh;
+	}
+	while (C.nwarm_jobs && !tfs_http_aborted())
+		pthread_cond_wait(&C.changed, &C.lock);
+	warm_progress((uint64_t)t0, &said);
+	if (!tfs_http_aborted())
+		tfs_log("warm-up: done: %llu MiB in %.1f s", (unsigned long long)(C.warm_done >> 20),
+			(double)(now_ns() - t0) / 1e9);
+	pthread_mutex_unlock(&C.lock);
+	return NULL;
+}
+
+void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on)
+{
+	pthread_mutex_lock(&C.lock);
+	*done = C.warm_done;
+	*total = C.warm_total;
+	*on = C.warm;
 	pthread_mutex_unlock(&C.lock);
 }

@@ -69,4 +69,13 @@ void tfs_cfile_unmap(struct tfs_cmap *token);
  * background when the daemon forks. */
 void tfs_cache_start(void);
 
+/* Reading f to its end is followed by reading next (the next shard): a
+ * stream's read-ahead goes on into it, and the warm-up takes them in that
+ * order. */
+void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next);
+
+/* The warm-up (-o warm): bytes in the disk cache so far, of all the
+ * remote files' bytes; *on says whether it was asked for. */
+void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);
+
 #endif

@@ -3,6 +3,7 @@
 #include "tfs_fuse_i.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -60,6 +61,18 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 	 * round trips per file; the kernel disables getxattr only on ENOSYS. */
 	if (strncmp(name, "user.", 5) != 0) {
 		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	uint64_t done, total;
+	if (ino == FUSE_ROOT_ID && strcmp(name, "user.warm") == 0) {
+		/* The warm-up's progress: bytes cached and of all. */
+		char v[48];
+		if (!tfs_sources_warm(&done, &total)) {
+			fuse_reply_err(req, ENODATA);
+			return;
+		}
+		int k = snprintf(v, sizeof v, "%llu %llu", (unsigned long long)done, (unsigned long long)total);
+		reply_value(req, size, v, (size_t)k);
 		return;
 	}
 	for (int i = 0; i < XA_COUNT; i++)
@@ -125,6 +138,11 @@ void tfs_fuse_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
+	}
+	uint64_t done, total;
+	if (ino == FUSE_ROOT_ID && tfs_sources_warm(&done, &total)) {
+		memcpy(list, "user.warm", 10);
+		len = 10;
 	}
 	if (n->kind == TFS_NODE_TENSOR) {
 		for (int i = 0; i < XA_COUNT; i++) {

@@ -26,7 +26,7 @@ static pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
 static pthread_key_t handle_key;
 static struct tfs_http_policy policy = {.retries = 3, .stall_seconds = 15, .connect_seconds = 10};
 static int aborted;
-static uint64_t nrequests;
+static uint64_t nrequests, nretried;
 
 static void lock_cb(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
 {
@@ -98,6 +98,11 @@ int tfs_http_aborted(void)
 uint64_t tfs_http_requests(void)
 {
 	return __atomic_load_n(&nrequests, __ATOMIC_RELAXED);
+}
+
+uint64_t tfs_http_retried(void)
+{
+	return __atomic_load_n(&nretried, __ATOMIC_RELAXED);
 }
 
 void tfs_http_redact(const char *url, char *out, size_t outsz)
@@ -649,6 +654,7 @@ tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
 			return TFS_OK;
 		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted())
 			return TFS_ERR_IO;
+		__atomic_fetch_add(&nretried, 1, __ATOMIC_RELAXED);
 		/* Jitter spreads the retries of many readers apart. */
 		uint32_t r = 0;
 		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)

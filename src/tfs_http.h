@@ -110,6 +110,9 @@ int tfs_http_aborted(void);
 
 /* How many requests were sent (all threads), for tests and the bench. */
 uint64_t tfs_http_requests(void);
+/* How many attempts failed and were tried again (all threads): what the
+ * cache's in-flight limit backs off on (a 503, SlowDown, a reset). */
+uint64_t tfs_http_retried(void);
 
 /* Takes one response header line (not NUL-terminated) into rs; returns 1
  * for a status line, which starts a new response. (Exposed for the

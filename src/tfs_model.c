@@ -446,6 +446,11 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o,
 			e = open_parts(m, o, source, md);
 	}
 	free(target);
+	/* Loaders read the shards in this order: a source that reads ahead
+	 * goes on from one into the next. */
+	for (uint32_t i = 0; !e && i + 1 < m->nshards; i++)
+		if (m->shards[i].src && m->shards[i + 1].src)
+			tfs_source_then(m->shards[i].src, m->shards[i + 1].src);
 	if (e)
 		tfs_model_free(m);
 	return e;

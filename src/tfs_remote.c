@@ -15,6 +15,9 @@ const struct tfs_opt_spec tfs_remote_opts[] = {
 	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)"},
 	{"retries", 1, "remote sources: retries of a failed request (default 3)"},
 	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)"},
+	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)"},
+	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)"},
+	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting"},
 	{NULL, 0, NULL},
 };
 
@@ -235,7 +238,16 @@ static void remote_close(struct tfs_source *s)
 	free(r);
 }
 
+static const struct tfs_source_ops remote_ops;
+
+static void remote_then(struct tfs_source *s, struct tfs_source *next)
+{
+	if (next->ops == &remote_ops)
+		tfs_cfile_chain(((struct remote *)s)->cache, ((struct remote *)next)->cache);
+}
+
 static const struct tfs_source_ops remote_ops = {
+	.then = remote_then,
 	.pread = remote_pread,
 	.pread_within = remote_pread_within,
 	.map = remote_map,

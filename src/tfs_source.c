@@ -29,6 +29,13 @@ void tfs_sources_stop(void)
 	tfs_http_abort();
 }
 
+int tfs_sources_warm(uint64_t *done, uint64_t *total)
+{
+	int on;
+	tfs_cache_warm_status(done, total, &on);
+	return on;
+}
+
 int tfs_source_changed(struct tfs_source *s)
 {
 	struct tfs_identity now;

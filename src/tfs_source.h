@@ -50,6 +50,9 @@ struct tfs_source_ops {
 	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
 		       struct tfs_iov *iov, unsigned max, unsigned *n, void **token);
 	void (*unmap)(struct tfs_source *s, void *token);
+	/* Reading s to its end is followed by reading next (the next shard):
+	 * a source that reads ahead may go on into it. Optional. */
+	void (*then)(struct tfs_source *s, struct tfs_source *next);
 	/* The identity now (re-read from the source where that is cheap;
 	 * remote sources, pinned to a version, return the pinned one). */
 	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
@@ -82,6 +85,12 @@ static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, s
 {
 	return s->ops->pread_within ? s->ops->pread_within(s, buf, len, off, limit)
 				    : s->ops->pread(s, buf, len, off);
+}
+
+static inline void tfs_source_then(struct tfs_source *s, struct tfs_source *next)
+{
+	if (s->ops->then)
+		s->ops->then(s, next);
 }
 
 void tfs_source_close(struct tfs_source *s);
@@ -193,6 +202,9 @@ void tfs_sources_start(void);
 /* The mount is going away: every transfer in progress ends now, and reads
  * that need the network fail. */
 void tfs_sources_stop(void);
+/* Progress of the warm-up (-o warm): bytes in the disk cache so far and
+ * of all; 0 when none was asked for. */
+int tfs_sources_warm(uint64_t *done, uint64_t *total);
 
 /* The registered drivers (tfs_sources.c), the last one claiming anything. */
 extern const struct tfs_source_driver *const tfs_source_drivers[];
