@@ -493,6 +493,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_export(req, fs, ino, n, (uint64_t)off, len, fi);
 		return;
 	}
+	if (n->kind == TFS_NODE_ORIGINAL) {
+		char *ob = thread_buf(0, len);
+		tfs_err oe = ob ? tfs_originals_read(fs->tree->originals, n->ref, ob, len, (uint64_t)off)
+				: TFS_ERR_NOMEM;
+		if (oe)
+			fuse_reply_err(req, tfs_errno(oe));
+		else
+			fuse_reply_buf(req, ob, len);
+		return;
+	}
 	const struct tfs_shard *sh = &fs->m->shards[n->shard];
 	const struct tfs_tensor *t = &sh->h.t[n->ref];
 	uint64_t hl = n->first; /* NPY header length, 0 without one */

@@ -50,6 +50,7 @@ struct cli {
 	int notsv;
 	int export;
 	int export_cache;
+	int originals;
 	char *layout;
 	char *format;
 	char *convert;
@@ -74,6 +75,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("notsv", notsv, 1),
 	CLI_OPT("export", export, 1),
 	CLI_OPT("export_cache", export_cache, 1),
+	CLI_OPT("originals", originals, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -197,6 +199,8 @@ static void usage(FILE *f)
 		"                          layout=tree D.safetensors beside every directory D\n"
 		"       export_cache       read generated files through the page cache even\n"
 		"                          where direct I/O could keep shared mmap\n"
+		"       originals          the source's own files (shards, index, config.json...)\n"
+		"                          byte for byte in __files__/\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
@@ -416,7 +420,7 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv,
-				   .export = c.export};
+				   .export = c.export, .originals = c.originals};
 	e = tfs_tree_build(&model, &to, &tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c.shown, d.msg);

@@ -12,9 +12,12 @@ static inline int must_escape(unsigned char c)
 	return c == '%' || c == '/' || c < 0x20 || c == 0x7f;
 }
 
-/* The shapes of the synthetic files' names: "__X__.json", "__X__.tsv". */
+/* The shapes of the synthetic files' names: "__X__.json", "__X__.tsv",
+ * and the directory of the source's own files, "__files__". */
 static int looks_synthetic(const char *s, size_t n)
 {
+	if (n == 9 && memcmp(s, "__files__", 9) == 0)
+		return 1;
 	if (n < 8 || s[0] != '_' || s[1] != '_')
 		return 0;
 	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) ||

@@ -63,6 +63,8 @@ uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 		return tfs_listing_size(t, n);
 	case TFS_NODE_EXPORT:
 		return tfs_export_size(t, n);
+	case TFS_NODE_ORIGINAL:
+		return tfs_originals_size(t->originals, n->ref);
 	default:
 		return 0;
 	}
@@ -109,6 +111,7 @@ void tfs_tree_free(struct tfs_tree *t)
 		pthread_mutex_destroy(&t->blob_lock);
 	tfs_listing_free(t->listing);
 	tfs_exports_free(t->exports);
+	tfs_originals_free(t->originals);
 	memset(t, 0, sizeof *t);
 }
 
@@ -373,6 +376,33 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			goto nomem;
 	}
 
+	/* The source's own files, in a directory of the root whose name no
+	 * tensor's file can have (the mapping's rule 3); after the tables and
+	 * exports, which it has none of. */
+	if (o->originals) {
+		if ((e = tfs_originals_new(m, &t->originals, d)))
+			goto fail;
+		uint32_t di;
+		if (node_new(&b, &di))
+			goto nomem;
+		t->nodes[di].kind = TFS_NODE_DIR;
+		t->nodes[di].parent = root;
+		t->nodes[di].fname = TFS_ORIGINALS_DIR;
+		t->nodes[di].fname_len = (uint32_t)strlen(TFS_ORIGINALS_DIR);
+		for (uint32_t k = 0; k < tfs_originals_count(t->originals); k++) {
+			uint32_t ni;
+			size_t nl;
+			if (node_new(&b, &ni))
+				goto nomem;
+			t->nodes[ni].kind = TFS_NODE_ORIGINAL;
+			t->nodes[ni].parent = di;
+			t->nodes[ni].ref = k;
+			/* (plain names only: tfs_originals keeps no other) */
+			t->nodes[ni].fname = tfs_originals_name(t->originals, k, &nl);
+			t->nodes[ni].fname_len = (uint32_t)nl;
+		}
+	}
+
 	/* File names. Plain flat names are the tensor names themselves (they
 	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
 	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
@@ -383,8 +413,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		char buf[TFS_NAME_MAX + 1];
 		int hashed;
 		foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT)
-			continue;
+		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->fname)
+			continue; /* named already, or below */
 		int file = n->kind == TFS_NODE_TENSOR;
 		/* In the flat layout the root's generated file could meet a
 		 * tensor of its name: the tensor's '.' is escaped. */

@@ -11,6 +11,7 @@
 #include "tfs_err.h"
 
 #include "tfs_model.h"
+#include "tfs_originals.h"
 
 #define TFS_META_NAME "__metadata__.json"
 #define TFS_INDEX_NAME "__index__.json"
@@ -37,6 +38,7 @@ enum tfs_node_kind {
 	TFS_NODE_BLOB, /* synthetic file with bytes held in memory */
 	TFS_NODE_TABLE, /* a directory's __tensors__.tsv, made when read */
 	TFS_NODE_EXPORT, /* -o export: a directory as one safetensors file */
+	TFS_NODE_ORIGINAL, /* -o originals: one of the source's own files */
 };
 
 struct tfs_node {
@@ -47,7 +49,7 @@ struct tfs_node {
 	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
 			     * index; dir: number of subdirectories; table:
 			     * its slot in the listing state; export: its slot
-			     * in the exports' state */
+			     * in the exports' state; original: its index */
 	uint32_t first;     /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one);
 			     * export: the directory it holds */
@@ -80,6 +82,7 @@ struct tfs_tree {
 	uint32_t ntables;
 	struct tfs_exports *exports; /* -o export's state, or NULL without */
 	uint32_t nexports;
+	struct tfs_originals *originals; /* -o originals, or NULL without */
 };
 
 struct tfs_tree_opts {
@@ -87,6 +90,7 @@ struct tfs_tree_opts {
 	unsigned view;      /* TFS_VIEW_* */
 	int tables;         /* a TFS_TABLE_NAME in every directory */
 	int export;         /* -o export: D.safetensors beside every directory */
+	int originals;      /* -o originals: the source's own files in __files__ */
 };
 
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
