@@ -13,6 +13,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   rand   4 KiB reads at random offsets across a 4 GiB checkpoint / the same offsets from the source
   gguf-mount, dequant, bin-mount   see scripts/bench_formats.py
   export-cp, export-open           see scripts/bench_export.py
+  stream1, stream4, waste, waste-rand, stream-memory, warm, s3-stream   see scripts/bench_stream.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
 
@@ -422,9 +423,15 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # PyTorch checkpoints (issue 13); no aim was set
            "bin-mount": ("<=", 1.5, 1.5),
            # -o export (issue 14); export-open: open time / mount time
-           "export-cp": (">=", 0.5, 0.8), "export-open": ("<=", 1.0, 1.0)}
+           "export-cp": (">=", 0.5, 0.8), "export-open": ("<=", 1.0, 1.0),
+           # loading a model over the network (issue 24); waste-rand: fetched per random read /
+           # (2 x the read + one part); stream-memory: peak RSS / (cache_size + 64 MiB)
+           "stream1": (">=", 0.8, 1.0), "stream4": (">=", 0.8, 0.8), "waste": ("<=", 1.1, 1.1),
+           "waste-rand": ("<=", 1.0, 1.0), "stream-memory": ("<=", 1.0, 1.0), "warm": (">=", 0.8, 0.8),
+           "s3-stream": (">=", 0.8, 0.8)}
 FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
+STREAM_ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
 
@@ -432,14 +439,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards,"
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
-                    "gguf-mount,dequant,bin-mount,export-cp,export-open")
+                    "gguf-mount,dequant,bin-mount,export-cp,export-open,"
+                    "stream1,stream4,waste,waste-rand,stream-memory,warm,s3-stream")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
     a = ap.parse_args()
     want = set(a.rows.split(","))
     os.makedirs(DIR, exist_ok=True)
-    if want - FORMAT_ROWS - EXPORT_ROWS:
+    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
     if want & {"read1", "read2", "read1-null"}:
@@ -463,6 +471,9 @@ def main():
     if want & EXPORT_ROWS:
         import bench_export
         rows += bench_export.rows(sys.modules[__name__], a.reps, want)
+    if want & STREAM_ROWS:
+        import bench_stream
+        rows += bench_stream.rows(sys.modules[__name__], a.reps, want)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))

@@ -12,6 +12,7 @@ PKGS=(
   libcurl4-openssl-dev            # http(s), Hugging Face Hub and S3 sources
   nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
   curl                            # baselines in make bench
+  aria2                           # the downloader baseline of the stream rows (make bench)
   python3 python3-pytest python3-numpy  # integration tests
   python3-pytest-xdist            # ... on two workers (make check's time budget)
   attr                            # getfattr / setfattr for tests and the demo

@@ -22,6 +22,8 @@ if_match, authorization, x-amz-security-token).
   "hub_endless": true          the Hub's API: a revision, and a tree listing
                                whose Link rel="next" never ends
   "s3_endless": true           ListObjectsV2 that always IsTruncated
+  "delay": S                   every range answer waits S seconds first
+GET /__inflight gives the most range requests it answered at once.
 """
 
 import base64
@@ -40,6 +42,7 @@ ROOT = sys.argv[1]
 LOCK = threading.Lock()
 MODE = {}
 SEEN = []
+INFLIGHT = [0, 0]  # now, most
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -78,6 +81,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if url.path == "/__seen":
             with LOCK:
                 return self.send(200, json.dumps(SEEN).encode())
+        if url.path == "/__inflight":
+            with LOCK:
+                return self.send(200, json.dumps(INFLIGHT[1]).encode())
         with LOCK:
             mode = dict(MODE)
             SEEN.append({"method": self.command, "path": url.path, "range": self.headers.get("Range"),
@@ -98,7 +104,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.hub_endless(url)
         if mode.get("s3_endless"):
             return self.s3_endless(url)
-        self.file(url.path, mode, head)
+        with LOCK:
+            INFLIGHT[0] += 1
+            INFLIGHT[1] = max(INFLIGHT)
+        try:
+            if mode.get("delay") and self.headers.get("Range"):
+                time.sleep(mode["delay"])
+            self.file(url.path, mode, head)
+        finally:
+            with LOCK:
+                INFLIGHT[0] -= 1
 
     def file(self, path, mode, head):
         served = mode.get("swap", {}).get(path, path)

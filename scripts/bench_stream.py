@@ -1,0 +1,235 @@
+"""make bench rows for loading a model over the network (issue 24), against
+Debian's nginx on 127.0.0.1 capping every connection at 62.5 MiB/s
+(limit_rate 64000k, and sendfile_max_chunk 64k so that every request is
+paced from its first byte), serving a 1 GiB sharded checkpoint: 4 shards of
+16 tensors of 16 MiB, with its index. bench.py runs them; each repetition
+runs the baseline and tensorfs back to back.
+
+  stream1       one reader reads every tensor file in name order through a fresh http mount /
+                aria2c -x16 -s16 -k1M (Debian's aria2) downloading the 4 shards to /dev/shm
+  stream4       4 readers at once, one per shard / the same aria2c
+  waste         bytes the server sent / bytes read, for stream1 (lower is better)
+  waste-rand    bytes fetched per random 4 KiB read (direct I/O) / (2 x 4 KiB + one part)
+  stream-memory the daemon's peak RSS over stream1 and stream4 / (cache_size + 64 MiB)
+  warm          stream1 from the disk cache after -o warm (then a remount) / stream1 of the
+                local index through tensorfs
+  s3-stream     stream1 from s3rver (s3://models/stream/) / the same bytes fetched by 16 parallel
+                curl --aws-sigv4 range requests from the same s3rver
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from servers import Nginx, S3rver  # noqa: E402
+
+MiB = 1 << 20
+CAPPED = {"capped": "limit_rate 64000k; sendfile_max_chunk 64k;"}
+ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
+PART = 4 * MiB  # the default part_size
+CACHE = 256 * MiB  # the default cache_size
+
+
+def fixture(b):
+    d = os.path.join(b.DIR, "stream")
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        return d
+    os.makedirs(d, exist_ok=True)
+    wm = {}
+    for s in range(4):
+        fn = f"model-{s + 1:05d}-of-00004.safetensors"
+        hdr, off = {}, 0
+        for t in range(16):
+            name = f"model.layers.{s * 16 + t:02d}.weight"
+            hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
+            off += 16 * MiB
+            wm[name] = fn
+        text = json.dumps(hdr).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(d, fn), "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text)
+            for _ in range(16):
+                f.write(os.urandom(16 * MiB))
+    with open(index, "w") as f:
+        json.dump({"metadata": {"total_size": 1 << 30}, "weight_map": wm}, f)
+    os.chmod(d, 0o755)
+    for f in os.listdir(d):
+        os.chmod(os.path.join(d, f), 0o644)
+    return d
+
+
+def shards(d):
+    return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+
+
+def read_files(paths):
+    n = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while True:
+                got = f.read(MiB)
+                if not got:
+                    break
+                n += len(got)
+    return n
+
+
+def tensors(mnt):
+    return sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
+
+
+def aria2c(ng, d):
+    out = tempfile.mkdtemp(dir="/dev/shm")
+    urls = os.path.join(out, "urls")
+    with open(urls, "w") as f:
+        for s in shards(d):
+            f.write(ng.url("capped", s) + "\n")
+    t0 = time.perf_counter()
+    subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
+                    "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
+    t = time.perf_counter() - t0
+    shutil.rmtree(out)
+    return t
+
+
+def rows(b, reps, want):
+    if not shutil.which("aria2c"):
+        sys.exit("bench_stream: aria2c is missing (Debian's aria2; make deps installs it)")
+    d = fixture(b)
+    total = sum(os.path.getsize(os.path.join(d, s)) for s in shards(d))
+    out = []
+    with Nginx(d, extra_servers=CAPPED) as ng:
+        url = ng.url("capped", "model.safetensors.index.json")
+        t0 = time.perf_counter()
+        subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", ng.url("capped", shards(d)[0])], check=True)
+        curl_rate = os.path.getsize(os.path.join(d, shards(d)[0])) / (time.perf_counter() - t0)
+        peaks, wastes = [], []
+
+        def one():
+            ng.clear_log()
+            with b.Mount(url) as m:
+                names = tensors(m.mnt)
+                t1 = time.perf_counter()
+                n = read_files(os.path.join(m.mnt, x) for x in names)
+                t = time.perf_counter() - t1
+                peaks.append(b.vm_hwm_kb(m.pid))
+            wastes.append(sum(r["bytes"] for r in ng.requests() if r["range"] != "-") / n)
+            return t
+
+        def four():
+            with b.Mount(url) as m:
+                names = tensors(m.mnt)
+                groups = [[os.path.join(m.mnt, x) for x in names[i * 16:(i + 1) * 16]] for i in range(4)]
+                th = [threading.Thread(target=read_files, args=(g,)) for g in groups]
+                t1 = time.perf_counter()
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join()
+                t = time.perf_counter() - t1
+                peaks.append(b.vm_hwm_kb(m.pid))
+                return t
+
+        if want & {"stream1", "waste", "stream-memory"}:
+            bt, ot, r = b.paired(reps, lambda: aria2c(ng, d), one)
+            out.append(("stream1", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s; "
+                        f"{total / ot / curl_rate:.1f} x one curl ({curl_rate / MiB:.0f} MiB/s)", "higher"))
+            out.append(("waste", b.median(wastes), f"{b.median(wastes):.4f} bytes fetched per byte read", "lower"))
+        if want & {"stream4", "stream-memory"}:
+            bt, ot, r = b.paired(reps, lambda: aria2c(ng, d), four)
+            out.append(("stream4", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+        if "stream-memory" in want and peaks:
+            peak = max(peaks) * 1024
+            out.append(("stream-memory", peak / (CACHE + 64 * MiB),
+                        f"peak {peak / MiB:.0f} MiB vs {(CACHE + 64 * MiB) / MiB:.0f} MiB", "lower"))
+        if "waste-rand" in want:
+            ng.clear_log()
+            rng = random.Random(4)
+            with b.Mount(url, "-o", "direct_io") as m:
+                p = os.path.join(m.mnt, tensors(m.mnt)[7])
+                fd = os.open(p, os.O_RDONLY)
+                for _ in range(200):
+                    os.pread(fd, 4096, rng.randrange(0, 16 * MiB - 4096))
+                os.close(fd)
+            fetched = sum(r["bytes"] for r in ng.requests() if r["range"] != "-" and
+                          not r["range"].startswith("bytes=0-"))
+            per = fetched / 200
+            out.append(("waste-rand", per / (2 * 4096 + PART),
+                        f"{per / 1024:.0f} KiB fetched per 4 KiB read", "lower"))
+        if "warm" in want:
+            def from_cache():
+                cache = tempfile.mkdtemp(prefix="tfs-warm-")
+                with b.Mount(url, "-o", f"warm,cache_dir={cache}") as m:
+                    deadline = time.time() + 120
+                    while time.time() < deadline:
+                        done, tot = map(int, os.getxattr(m.mnt, "user.warm").decode().split())
+                        if done >= tot:
+                            break
+                        time.sleep(0.05)
+                with b.Mount(url, "-o", f"cache_dir={cache}") as m:
+                    t1 = time.perf_counter()
+                    read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
+                    t = time.perf_counter() - t1
+                shutil.rmtree(cache)
+                return t
+
+            def local():
+                for s in shards(d):
+                    b.warm(os.path.join(d, s))
+                with b.Mount(os.path.join(d, "model.safetensors.index.json")) as m:
+                    t1 = time.perf_counter()
+                    read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
+                    return time.perf_counter() - t1
+            bt, ot, r = b.paired(reps, local, from_cache)
+            out.append(("warm", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+    if "s3-stream" in want:
+        out += s3_stream(b, reps, d, total)
+    return out
+
+
+def s3_stream(b, reps, d, total):
+    srv = S3rver()
+    with srv:
+        for f in os.listdir(d):
+            srv.put("stream/" + f, os.path.join(d, f))
+        saved = dict(os.environ)
+        os.environ.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER", AWS_ENDPOINT_URL=srv.endpoint)
+        try:
+            # 16 ranges of the same bytes, as a parallel downloader asks
+            parts = []
+            for s in shards(d):
+                size = os.path.getsize(os.path.join(d, s))
+                step = (size + 3) // 4
+                parts += [(s, a, min(a + step, size) - 1) for a in range(0, size, step)]
+
+            def base():
+                t0 = time.perf_counter()
+                procs = [subprocess.Popen(["curl", "-s", "-f", "-o", "/dev/null", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                                           "-u", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                                           "-r", f"{a}-{e}", f"{srv.endpoint}/models/stream/{s}"])
+                         for s, a, e in parts]
+                for p in procs:
+                    if p.wait() != 0:
+                        raise RuntimeError("curl failed")
+                return time.perf_counter() - t0
+
+            def ours():
+                with b.Mount("s3://models/stream/") as m:
+                    t1 = time.perf_counter()
+                    read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
+                    return time.perf_counter() - t1
+            bt, ot, r = b.paired(reps, base, ours)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return [("s3-stream", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher")]

@@ -1,0 +1,191 @@
+"""Loading a model from the network: many ranges in flight, read-ahead
+past the tensor and into the next shard in checkpoint order, a random
+reader that gets no more than it asks, correct bytes under faults at high
+concurrency, the warm-up into the disk cache, and the options' checks."""
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from servers import FaultProxy, Hostile, Nginx
+from tfsutil import BIN, EXIT_USAGE, fuse_ok, is_mounted, mounted, run, write_st
+
+MiB = 1 << 20
+
+
+def sharded(root, nshards=4, per=4, size=2 * MiB, seed=3):
+    """A sharded checkpoint with its index, as transformers writes one;
+    returns {tensor name: bytes} in checkpoint order."""
+    rng = random.Random(seed)
+    out, wm = {}, {}
+    for s in range(nshards):
+        fn = f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
+        ts = []
+        for t in range(per):
+            name = f"model.layers.{s * per + t:02d}.weight"
+            raw = rng.randbytes(size)
+            ts.append((name, "U8", (size,), raw))
+            out[name] = raw
+            wm[name] = fn
+        write_st(os.path.join(root, fn), ts)
+    with open(os.path.join(root, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": nshards * per * size}, "weight_map": wm}, f)
+    for f in os.listdir(root):
+        os.chmod(os.path.join(root, f), 0o644)
+    return out
+
+
+@pytest.fixture
+def www(tmp):
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    with Hostile(root) as h:
+        h.root = root
+        yield h
+
+
+def data_ranges(seen, path):
+    out = []
+    for s in seen:
+        if s["method"] == "GET" and s["path"] == path and s["range"]:
+            a, b = s["range"][6:].split("-")
+            if int(a) >= 100000:
+                out.append((int(a), int(b)))
+    return out
+
+
+@pytest.mark.parametrize("opt,bad", [("concurrency", "0"), ("concurrency", "257"), ("concurrency", "many"),
+                                     ("concurrency", "4K"), ("part_size", "100K"), ("part_size", "65M"),
+                                     ("part_size", "300K"), ("part_size", "-4M")])
+def test_options_validated(www, opt, bad):
+    sharded(www.root, nshards=1, per=1, size=1000)
+    r = run(["--inspect", "-o", f"{opt}={bad}", www.url("model.safetensors.index.json")])
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert r.stderr.count("\n") == 1 and f"-o {opt}= takes" in r.stderr and bad in r.stderr, r.stderr
+
+
+def test_warm_needs_a_cache_dir(www):
+    sharded(www.root, nshards=1, per=1, size=1000)
+    r = run(["--inspect", "-o", "warm", www.url("model.safetensors.index.json")])
+    assert r.returncode == EXIT_USAGE and "-o warm needs -o cache_dir=DIR" in r.stderr, r.stderr
+
+
+def test_reads_ahead_in_checkpoint_order_with_many_requests_in_flight(www):
+    """One reader through the tensors in name order: the read-ahead keeps
+    many ranges in flight (each answer is delayed), goes past each tensor's
+    end and into the next shard before the reader opens it, fetches every
+    byte once, and the bytes are right."""
+    want = sharded(www.root)
+    www.mode(delay=0.05)
+    with mounted(www.url("model.safetensors.index.json"), "-o", "part_size=1M,concurrency=32") as mnt:
+        names = sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
+        assert names == list(want)
+        first_shard = [n for n in names if int(n.split(".")[2]) < 4]
+        for n in first_shard:
+            assert open(os.path.join(mnt, n), "rb").read() == want[n]
+        deadline = time.time() + 5  # the read-ahead runs on its own threads
+        while not data_ranges(www.seen(), "/model-00002-of-00004.safetensors") and time.time() < deadline:
+            time.sleep(0.05)
+        ahead = data_ranges(www.seen(), "/model-00002-of-00004.safetensors")
+        assert ahead, "nothing of the next shard was fetched ahead of its reader"
+        for n in names[len(first_shard):]:
+            assert open(os.path.join(mnt, n), "rb").read() == want[n]
+    assert json.loads(subprocess.run(["curl", "-s", www.url("__inflight")], capture_output=True,
+                                     text=True).stdout) >= 8
+    for s in range(4):
+        rs = sorted(data_ranges(www.seen(), f"/model-{s + 1:05d}-of-00004.safetensors"))
+        for (a0, a1), (b0, b1) in zip(rs, rs[1:]):
+            assert a1 < b0, rs  # no byte twice
+        assert all(b - a + 1 <= MiB for a, b in rs)  # parts of part_size at most
+
+
+def test_random_reader_gets_what_it_asks(www):
+    """4 KiB reads at random offsets (direct I/O, so the kernel adds no
+    readahead): each fetches its own 256 KiB block, never a stream."""
+    want = sharded(www.root, nshards=1, per=1, size=64 * MiB)
+    raw = want["model.layers.00.weight"]
+    with mounted(www.url("model.safetensors.index.json"), "-o", "direct_io") as mnt:
+        fd = os.open(os.path.join(mnt, "model.layers.00.weight"), os.O_RDONLY)
+        rng = random.Random(9)
+        blocks = set()
+        try:
+            for _ in range(40):
+                off = rng.randrange(0, len(raw) - 4096)
+                assert os.pread(fd, 4096, off) == raw[off:off + 4096]
+                blocks.add((off + 8 + 80) // (256 << 10))
+        finally:
+            os.close(fd)
+    rs = data_ranges(www.seen(), "/model-00001-of-00001.safetensors")
+    # a block each (two where a read crosses a block's end), and in all at
+    # most one part (4 MiB) of read-ahead more
+    fetched = sum(b - a + 1 for a, b in rs)
+    assert fetched <= 40 * (512 << 10) + 4 * MiB, [(a, b - a + 1) for a, b in rs]
+
+
+def test_correct_bytes_under_faults_at_high_concurrency(tmp):
+    """Resets, 503 with Retry-After, cut bodies and a stall, mid-stream,
+    with 64 requests allowed in flight: every byte right."""
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    want = sharded(root, nshards=2, per=4, size=4 * MiB)
+    with Nginx(root) as ng, FaultProxy(ng.ports["plain"]) as fp:
+        with mounted(fp.url("model.safetensors.index.json"),
+                     "-o", "concurrency=64,part_size=1M,timeout=2,retries=5") as mnt:
+            fp.faults({"match": "model-", "fault": "reset", "times": 4, "after": 3000},
+                      {"match": "model-", "fault": "status", "status": 503, "retry_after": 1, "times": 4},
+                      {"match": "model-", "fault": "truncate", "times": 4, "after": 70000},
+                      {"match": "model-", "fault": "stall", "seconds": 4, "times": 2})
+            got = {}
+            for n in want:
+                got[n] = hashlib.sha256(open(os.path.join(mnt, n), "rb").read()).hexdigest()
+        assert got == {n: hashlib.sha256(v).hexdigest() for n, v in want.items()}
+        assert sum(v for k, v in fp.stats().items() if "model-" in k) >= 14
+
+
+def test_warm_up_fills_the_cache_and_survives_a_remount(www, tmp):
+    """-o warm streams the whole checkpoint into cache_dir in the
+    background, with a log line per 10 % and user.warm on the mount's
+    root; the mount answers meanwhile; a later mount reads no tensor byte
+    over the network."""
+    want = sharded(www.root)
+    cache = os.path.join(tmp, "cache")
+    fuse_ok()
+    mnt = tempfile.mkdtemp(dir=tmp)
+    url = www.url("model.safetensors.index.json")
+    p = subprocess.Popen([BIN, "-f", "-o", f"warm,cache_dir={cache}", url, mnt], stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        deadline = time.time() + 20
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.01)
+        name = list(want)[5]
+        assert open(os.path.join(mnt, name), "rb").read() == want[name]  # usable meanwhile
+        while time.time() < deadline:
+            done, total = map(int, os.getxattr(mnt, "user.warm").decode().split())
+            if done >= total:
+                break
+            time.sleep(0.05)
+        shards = [f for f in os.listdir(www.root) if f.endswith(".safetensors")]
+        assert done == total == sum(os.path.getsize(os.path.join(www.root, f)) for f in shards), (done, total)
+        assert "user.warm" in os.listxattr(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        err = p.communicate(timeout=30)[1]
+    lines = [l for l in err.splitlines() if "warm-up:" in l]
+    assert [l.split("warm-up: ")[1].split("%")[0] for l in lines[:-1]] == [str(k) for k in range(10, 101, 10)], err
+    assert "done" in lines[-1]
+    before = len(www.seen())
+    with mounted(url, "-o", f"cache_dir={cache}") as m2:
+        for n, v in want.items():
+            assert open(os.path.join(m2, n), "rb").read() == v
+        assert "user.warm" not in os.listxattr(m2)
+    later = www.seen()[before:]
+    assert not any(data_ranges(later, f"/model-{s + 1:05d}-of-00004.safetensors") for s in range(4)), later
