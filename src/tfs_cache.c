@@ -831,6 +831,23 @@ void tfs_cache_start(void)
 	pthread_mutex_unlock(&C.lock);
 }
 
+/* Queues a job of f's (its blocks made and pinned) for the workers:
+ * the read-ahead's queue, or the warm-up's. */
+static void enqueue(struct tfs_cfile *f, struct job *j, int warm)
+{
+	struct job **head = warm ? &C.wh : &C.jh, **tail = warm ? &C.wt : &C.jt;
+	j->f = f;
+	j->warm = warm;
+	f->refs++;
+	if (*tail)
+		(*tail)->next = j;
+	else
+		*head = j;
+	*tail = j;
+	C.nwarm_jobs += (unsigned)warm;
+	pthread_cond_signal(&C.work);
+}
+
 /* Queues prefetch of blocks [from, to) that are not there yet, while they
  * fit the budget without pushing out anything a reader holds. */
 static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
@@ -858,14 +875,7 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 			free(j);
 			return;
 		}
-		j->f = f;
-		f->refs++;
-		if (C.jt)
-			C.jt->next = j;
-		else
-			C.jh = j;
-		C.jt = j;
-		pthread_cond_signal(&C.work);
+		enqueue(f, j, 0);
 	}
 }
 
@@ -1246,16 +1256,7 @@ static void warm_file(struct tfs_cfile *f, uint64_t t0, unsigned *said)
 		if (!j->n) {
 			free(j);
 		} else {
-			j->f = f;
-			j->warm = 1;
-			f->refs++;
-			if (C.wt)
-				C.wt->next = j;
-			else
-				C.wh = j;
-			C.wt = j;
-			C.nwarm_jobs++;
-			pthread_cond_signal(&C.work);
+			enqueue(f, j, 1);
 		}
 		warm_progress(t0, said);
 	}

@@ -272,19 +272,33 @@ static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsig
 /* Whether the pair's key and every string of its value are UTF-8; *end
  * gets the offset after the pair. (The section was validated at mount:
  * lengths are in bounds.) */
-static int pair_is_text(const struct meta_state *m, size_t p, size_t *end)
+/* The pair at p up to its value: its key's length, its type, the type of
+ * its elements and how many (1 unless an array); returns where the value
+ * starts. */
+static size_t pair_head(const struct meta_state *m, size_t p, size_t *kl, uint32_t *type, uint32_t *elem,
+			uint64_t *count)
 {
-	size_t kl = (size_t)le(m->kv + p, 8);
-	int ok = tfs_utf8_check(m->kv + p + 8, kl) == kl;
-	p += 8 + kl;
-	uint32_t type = (uint32_t)le(m->kv + p, 4), elem = type;
-	uint64_t count = 1;
+	*kl = (size_t)le(m->kv + p, 8);
+	p += 8 + *kl;
+	*type = *elem = (uint32_t)le(m->kv + p, 4);
+	*count = 1;
 	p += 4;
-	if (type == T_ARR) {
-		elem = (uint32_t)le(m->kv + p, 4);
-		count = le(m->kv + p + 4, 8);
+	if (*type == T_ARR) {
+		*elem = (uint32_t)le(m->kv + p, 4);
+		*count = le(m->kv + p + 4, 8);
 		p += 12;
 	}
+	return p;
+}
+
+static int pair_is_text(const struct meta_state *m, size_t p, size_t *end)
+{
+	size_t kl;
+	uint32_t type, elem;
+	uint64_t count;
+	size_t v = pair_head(m, p, &kl, &type, &elem, &count);
+	int ok = tfs_utf8_check(m->kv + p + 8, kl) == kl;
+	p = v;
 	for (uint64_t k = 0; k < count; k++) {
 		if (elem == T_STR) {
 			size_t sl = (size_t)le(m->kv + p, 8);
@@ -311,22 +325,16 @@ static tfs_err meta_json_ex(const struct tfs_table *t, char **out, size_t *outle
 	tfs_err e = tfs_json_put(&b, &n, &cap, "{", 1);
 	/* The section was validated at mount: lengths are in bounds. */
 	for (uint64_t i = 0; !e && i < m->n; i++) {
-		size_t kl = (size_t)le(m->kv + p, 8), after;
+		size_t kl, after;
+		uint32_t type, elem;
+		uint64_t count;
 		const unsigned char *key = m->kv + p + 8;
 		if (skip && !pair_is_text(m, p, &after)) {
-			skip(ctx, (const char *)key, kl);
+			skip(ctx, (const char *)key, (size_t)le(m->kv + p, 8));
 			p = after;
 			continue;
 		}
-		p += 8 + kl;
-		uint32_t type = (uint32_t)le(m->kv + p, 4), elem = type;
-		uint64_t count = 1;
-		p += 4;
-		if (type == T_ARR) {
-			elem = (uint32_t)le(m->kv + p, 4);
-			count = le(m->kv + p + 4, 8);
-			p += 12;
-		}
+		p = pair_head(m, p, &kl, &type, &elem, &count);
 		e = tfs_json_puts(&b, &n, &cap, put++ ? ",\n  " : "\n  ");
 		if (!e)
 			e = put_str_utf8(&b, &n, &cap, key, kl);
