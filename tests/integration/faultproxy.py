@@ -19,14 +19,14 @@ gives the requests seen per path. A rule:
 """
 
 import http.client
-import http.server
 import json
 import socket
-import socketserver
 import struct
 import sys
 import threading
 import time
+
+import loopback
 
 UPSTREAM = int(sys.argv[1])
 LOCK = threading.Lock()
@@ -34,11 +34,7 @@ RULES = []
 STATS = {}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *a):
-        pass
+class Handler(loopback.Handler):
 
     def reply_json(self, obj):
         body = json.dumps(obj).encode()
@@ -133,16 +129,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def main():
-    srv = Server(("127.0.0.1", 0), Handler)
-    print(srv.server_address[1], flush=True)
-    srv.serve_forever()
-
-
 if __name__ == "__main__":
-    main()
+    loopback.serve(Handler)

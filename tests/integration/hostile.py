@@ -28,15 +28,15 @@ GET /__inflight gives the most range requests it answered at once.
 
 import base64
 import hashlib
-import http.server
 import json
 import os
 import re
-import socketserver
 import sys
 import threading
 import time
 import urllib.parse
+
+import loopback
 
 ROOT = sys.argv[1]
 LOCK = threading.Lock()
@@ -46,20 +46,8 @@ INFLIGHT = [0, 0]  # now, most
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(loopback.Handler):
 
-    def log_message(self, *a):
-        pass
-
-    def send(self, status, body=b"", headers=None, head=False):
-        self.send_response(status)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -166,16 +154,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, body, {"Content-Type": "application/xml"})
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def main():
-    srv = Server(("127.0.0.1", 0), Handler)
-    print(srv.server_address[1], flush=True)
-    srv.serve_forever()
-
-
 if __name__ == "__main__":
-    main()
+    loopback.serve(Handler)

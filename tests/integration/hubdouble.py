@@ -28,14 +28,14 @@ GET /__seen lists every request: its path and whether it carried the token.
 """
 
 import hashlib
-import http.server
 import json
 import os
 import re
-import socketserver
 import sys
 import threading
 import urllib.parse
+
+import loopback
 
 CONFIG = json.load(open(sys.argv[1]))
 LOCK = threading.Lock()
@@ -65,20 +65,8 @@ def files_of(commit_dir):
     return out
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(loopback.Handler):
 
-    def log_message(self, *a):
-        pass
-
-    def send(self, status, body=b"", headers=None, head=False):
-        self.send_response(status)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
 
     def json(self, obj, headers=None):
         self.send(200, json.dumps(obj).encode(), dict(headers or {}, **{"Content-Type": "application/json"}))
@@ -194,16 +182,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, data, dict(common, **{"ETag": etag, "Accept-Ranges": "bytes"}), head)
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def main():
-    srv = Server(("127.0.0.1", 0), Handler)
-    print(srv.server_address[1], flush=True)
-    srv.serve_forever()
-
-
 if __name__ == "__main__":
-    main()
+    loopback.serve(Handler)

@@ -18,15 +18,15 @@ SECRETTEST; with x-amz-security-token "expired" the answer is ExpiredToken.
 
 import hashlib
 import hmac
-import http.server
 import json
 import os
 import re
-import socketserver
 import sys
 import threading
 import urllib.parse
 from xml.sax.saxutils import escape
+
+import loopback
 
 ROOT = sys.argv[1]
 KEYS = {"AKIDTEST": "SECRETTEST"}
@@ -73,11 +73,7 @@ def expected_signature(method, raw_path, query, headers, secret):
     return akid, sig, None if hmac.compare_digest(good, sig) else "SignatureDoesNotMatch"
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *a):
-        pass
+class Handler(loopback.Handler):
 
     def error(self, status, code, head=False):
         body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
@@ -211,16 +207,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def main():
-    srv = Server(("127.0.0.1", 0), Handler)
-    print(srv.server_address[1], flush=True)
-    srv.serve_forever()
-
-
 if __name__ == "__main__":
-    main()
+    loopback.serve(Handler)
