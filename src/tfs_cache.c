@@ -578,10 +578,9 @@ struct tfs_cmap {
 	struct blk *b[];
 };
 
-tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len,
 		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
-	(void)limit; /* read-ahead goes on past the tensor: loaders read on */
 	*niov = 0;
 	*token = NULL;
 	if (len == 0)
@@ -699,7 +698,7 @@ void tfs_cfile_unmap(struct tfs_cmap *map)
 }
 
 tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
-		       uint64_t limit, struct tfs_diag *d)
+		       struct tfs_diag *d)
 {
 	if (len == 0)
 		return TFS_OK;
@@ -715,7 +714,7 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 	unsigned n;
 	if (!iov)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = tfs_cfile_map(f, off, len, limit, iov, &n, &map, d);
+	tfs_err e = tfs_cfile_map(f, off, len, iov, &n, &map, d);
 	char *out = buf;
 	for (unsigned i = 0; !e && i < n; i++) {
 		memcpy(out, iov[i].p, iov[i].len);

@@ -39,7 +39,7 @@ enum {
 };
 
 struct cli {
-	const char *source;     /* a copy: argv's own is scrubbed (hide_password) */
+	const char *source;     /* a copy: argv's own is scrubbed (take_source) */
 	char *shown;            /* SOURCE without credentials, for messages */
 	const char *mountpoint;
 	int nonopt;

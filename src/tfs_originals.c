@@ -51,6 +51,25 @@ static tfs_err add(struct tfs_originals *o, const char *dir, size_t dl, const ch
 	return TFS_OK;
 }
 
+/* Opens file f of the store as its own source (under o->lock, or before
+ * the mount answers). A read's failure is kept and logged; at mount, where
+ * the file is only sized, a failure leaves it to the first read. */
+static tfs_err open_file(struct tfs_originals *o, struct orig *f, int for_read)
+{
+	struct tfs_diag d;
+	tfs_err e = o->m->store->ops->open(o->m->store, f->sname, &f->src, &d);
+	if (e) {
+		f->src = NULL;
+		if (for_read) {
+			f->failed = e;
+			tfs_log("%s: cannot open it: %s", f->sname, d.msg);
+		}
+	} else {
+		f->own = 1;
+	}
+	return e;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(((const struct orig *)a)->name, ((const struct orig *)b)->name);
@@ -69,7 +88,7 @@ tfs_err tfs_originals_new(const struct tfs_model *m, struct tfs_originals **out,
 	size_t dl = slash ? (size_t)(slash - s0) + 1 : 0;
 	char *dir = strndup(s0, dl);
 	if (!dir) {
-		free(o);
+		tfs_originals_free(o);
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	/* What the checkpoint is made of: its shards and its index. */
@@ -105,13 +124,8 @@ tfs_err tfs_originals_new(const struct tfs_model *m, struct tfs_originals **out,
 				o->f[i].src = m->shards[s].src;
 				o->f[i].size = o->f[i].src->id.size;
 			}
-		if (!o->f[i].src && !o->f[i].size) {
-			struct tfs_diag od;
-			if (m->store->ops->open(m->store, o->f[i].sname, &o->f[i].src, &od) == TFS_OK) {
-				o->f[i].own = 1;
-				o->f[i].size = o->f[i].src->id.size;
-			}
-		}
+		if (!o->f[i].src && !o->f[i].size && open_file(o, &o->f[i], 0) == TFS_OK)
+			o->f[i].size = o->f[i].src->id.size;
 	}
 	*out = o;
 	return TFS_OK;
@@ -154,16 +168,8 @@ tfs_err tfs_originals_read(struct tfs_originals *o, uint32_t i, void *buf, size_
 	if (off > f->size || len > f->size - off)
 		return TFS_ERR_SHORT;
 	pthread_mutex_lock(&o->lock);
-	if (!f->src && !f->failed) {
-		struct tfs_diag d;
-		tfs_err e = o->m->store->ops->open(o->m->store, f->sname, &f->src, &d);
-		if (e) {
-			f->failed = e;
-			tfs_log("%s: cannot open it: %s", f->sname, d.msg);
-		} else {
-			f->own = 1;
-		}
-	}
+	if (!f->src && !f->failed)
+		open_file(o, f, 1);
 	struct tfs_source *src = f->src;
 	tfs_err failed = f->failed;
 	pthread_mutex_unlock(&o->lock);

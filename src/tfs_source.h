@@ -39,7 +39,8 @@ struct tfs_source_ops {
 	 * there. Safe to call from several threads at once. */
 	tfs_err (*pread)(struct tfs_source *s, void *buf, size_t len, uint64_t off);
 	/* The same, for a read inside an object (a tensor) that ends at
-	 * `limit`: a source that reads ahead stops there. Optional. */
+	 * `limit` (the remote source reads ahead past it all the same: a
+	 * loader reads the next tensor next). Optional. */
 	tfs_err (*pread_within)(struct tfs_source *s, void *buf, size_t len, uint64_t off,
 				uint64_t limit);
 	/* The bytes of [off, off + len) where the source holds them, in at

@@ -3,13 +3,11 @@ config.json, tokenizer files, README) byte for byte in __files__/, from a
 local directory, over http (the index's files: http cannot list), from a
 Hub double with companion files and from S3 (a listed prefix)."""
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-import tempfile
-
-import pytest
 
 from servers import HubDouble, Nginx, S3Double
 from tfsutil import fname, mounted, write_st
@@ -38,6 +36,21 @@ def checkpoint(d):
     for n in os.listdir(d):
         os.chmod(os.path.join(d, n), 0o644)
     return {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d)}
+
+
+@contextlib.contextmanager
+def environment(drop, **set_):
+    """os.environ without the variables `drop` names (a predicate) and with
+    set_, put back as it was afterwards."""
+    saved = dict(os.environ)
+    try:
+        for k in [k for k in os.environ if drop(k)]:
+            del os.environ[k]
+        os.environ.update(set_)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def files_in(mnt):
@@ -102,41 +115,26 @@ def test_from_the_hub_with_companion_files(tmp):
     os.chmod(root, 0o755)
     commit = "c" * 40
     want = checkpoint(os.path.join(root, "repo"))
-    saved = dict(os.environ)
-    try:
-        with Nginx(root) as cdn:
-            conf = os.path.join(tmp, "hub.json")
-            with open(conf, "w") as f:
-                json.dump({"cdn": cdn.url("plain").rstrip("/"), "cdn_root": root, "token": "t",
-                           "page_size": 3,
-                           "repos": {"org/model": {"refs": {"main": commit}, "commits": {commit: "repo"}}}}, f)
-            with HubDouble(conf) as hub:
-                for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
-                    os.environ.pop(k, None)
-                os.environ["HF_ENDPOINT"] = hub.endpoint
-                os.environ["HF_HOME"] = os.path.join(tmp, "hfhome")
-                with mounted("hf://org/model", "-o", "originals") as mnt:
-                    got = files_in(mnt)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with Nginx(root) as cdn:
+        conf = os.path.join(tmp, "hub.json")
+        with open(conf, "w") as f:
+            json.dump({"cdn": cdn.url("plain").rstrip("/"), "cdn_root": root, "token": "t",
+                       "page_size": 3,
+                       "repos": {"org/model": {"refs": {"main": commit}, "commits": {commit: "repo"}}}}, f)
+        with HubDouble(conf) as hub, environment(
+                lambda k: k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"),
+                HF_ENDPOINT=hub.endpoint, HF_HOME=os.path.join(tmp, "hfhome")):
+            with mounted("hf://org/model", "-o", "originals") as mnt:
+                got = files_in(mnt)
     assert {n: sha(b) for n, b in got.items()} == {n: sha(b) for n, b in want.items()}
 
 
 def test_from_s3(tmp):
     root = os.path.join(tmp, "s3")
     want = checkpoint(os.path.join(root, "models", "ckpt"))
-    saved = dict(os.environ)
-    try:
-        with S3Double(root) as s3:
-            for k in list(os.environ):
-                if k.startswith("AWS_"):
-                    del os.environ[k]
-            os.environ.update({"HOME": tmp, "AWS_ACCESS_KEY_ID": "AKIDTEST",
-                               "AWS_SECRET_ACCESS_KEY": "SECRETTEST", "AWS_ENDPOINT_URL": s3.endpoint})
-            with mounted("s3://models/ckpt/", "-o", "originals") as mnt:
-                got = files_in(mnt)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with S3Double(root) as s3, environment(lambda k: k.startswith("AWS_"), HOME=tmp,
+                                           AWS_ACCESS_KEY_ID="AKIDTEST", AWS_SECRET_ACCESS_KEY="SECRETTEST",
+                                           AWS_ENDPOINT_URL=s3.endpoint):
+        with mounted("s3://models/ckpt/", "-o", "originals") as mnt:
+            got = files_in(mnt)
     assert {n: sha(b) for n, b in got.items()} == {n: sha(b) for n, b in want.items()}
