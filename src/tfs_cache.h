@@ -48,19 +48,24 @@ struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fet
 /* After every read of it has returned. */
 void tfs_cfile_free(struct tfs_cfile *f);
 
-/* Reads exactly `len` bytes at `off` (within the file); a stream's
- * read-ahead goes on past the tensor being read, into the next ones and
- * the chained file. A range larger than a quarter of the memory budget (a
- * header, an index) is fetched straight into buf, not cached. */
-tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
+/* Reads exactly `len` bytes at `off` (within the file), part of an object
+ * (a tensor) that ends at `limit` (the file's size for anything else). A
+ * stream's read-ahead stops one part past that end until the stream has
+ * gone on from one object into the next; from then on it runs past each
+ * end, into the next ones and the chained file: a reader of one tensor
+ * does not pay for the model's next hundred megabytes, a loader reading
+ * the checkpoint through keeps its pipe full. A range larger than a
+ * quarter of the memory budget (a header, an index) is fetched straight
+ * into buf, not cached. */
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
 		       struct tfs_diag *d);
 
-/* The bytes of [off, off + len) as they sit in the cache, pinned until
- * tfs_cfile_unmap(token): iov needs room for len / TFS_CACHE_BLOCK + 2
- * entries, and len must be under 4 MiB. For a reply written straight from
- * the cache, with no copy. */
+/* The bytes of [off, off + len) as they sit in the cache (memory, or a
+ * block file of the disk cache), pinned until tfs_cfile_unmap(token): iov
+ * needs room for len / TFS_CACHE_BLOCK + 2 entries, and len must be under
+ * 4 MiB. For a reply written straight from the cache, with no copy. */
 struct tfs_cmap;
-tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len,
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
 		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
 void tfs_cfile_unmap(struct tfs_cmap *token);
 

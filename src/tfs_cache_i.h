@@ -55,7 +55,9 @@ struct blk {
 	int held;                 /* FAILED and received by a reader */
 	int unread;               /* prefetched, not read yet */
 	uint32_t len;
-	char *data;
+	char *data;               /* NULL when the bytes are in the disk cache: */
+	int fd;                   /* its block file, open (else -1) */
+	uint32_t doff;            /* where the data starts in it */
 	struct blk *hnext, *lprev, *lnext;
 	char msg[200];            /* why it failed */
 };
@@ -67,6 +69,8 @@ struct stream {
 	uint64_t ahead;           /* first block not yet scheduled */
 	uint64_t spill;           /* ... and of the file after this one */
 	uint64_t used;
+	uint64_t limit;           /* the end of the object it reads in */
+	int crossed;              /* it went on from one object into the next */
 };
 
 struct tfs_cfile {
@@ -123,6 +127,9 @@ struct tfs_cache_state {
 	char *dir;                /* DIR/tensorfs-v1, or NULL */
 	uint64_t disk_max, disk_used;
 	uint64_t disk_written; /* ever, by this process: what a scan may miss */
+	/* Blocks served from their files in the disk cache hold them open:
+	 * at most this many at once (the rest are read into memory). */
+	unsigned nfds, fds_max;
 	int evicting;
 };
 
@@ -146,9 +153,11 @@ int64_t tfs_cache_now_ns(void);
 
 /* tfs_cache_disk.c */
 tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d); /* under C.lock */
-/* Fills b from its block file when one is there and checks out. */
+/* Fills b from its block file when one is there and checks out (or holds
+ * the file open: b->fd). */
 int tfs_cache_disk_read(struct tfs_cfile *f, struct blk *b);
-void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b);
+/* durable: on the disk before it is named (the warm-up's). */
+void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable);
 /* The warm-up's thread (-o warm). */
 void *tfs_cache_warm_up(void *arg);
 

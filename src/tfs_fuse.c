@@ -78,6 +78,44 @@ static void fill_entry(const struct tfs_fs *fs, fuse_ino_t ino,
 	fill_stat(fs, ino, n, &e->attr);
 }
 
+/* A reply from the pieces a source mapped: memory is written from where
+ * it is; file ranges (a disk cache's blocks) are spliced, as a local
+ * tensor is, when every piece is one. */
+static void reply_pieces(fuse_req_t req, const struct tfs_iov *piece, unsigned np, struct iovec *iov)
+{
+	int files = 0;
+	for (unsigned i = 0; i < np; i++)
+		files += piece[i].p == NULL;
+	if (!files) {
+		for (unsigned i = 0; i < np; i++) {
+			iov[i].iov_base = piece[i].p;
+			iov[i].iov_len = piece[i].len;
+		}
+		fuse_reply_iov(req, iov, (int)np);
+		return;
+	}
+	/* A bufvec of up to 8 buffers (piece[] holds at most 8). */
+	_Alignas(struct fuse_bufvec) char room[sizeof(struct fuse_bufvec) + 8 * sizeof(struct fuse_buf)];
+	struct fuse_bufvec *v = (struct fuse_bufvec *)room;
+	memset(room, 0, sizeof room);
+	for (unsigned i = 0; i < np && i < 8; i++) {
+		struct fuse_buf *b = &v->buf[i];
+		b->size = piece[i].len;
+		if (piece[i].p) {
+			b->mem = piece[i].p;
+		} else {
+			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+			b->fd = piece[i].fd;
+			b->pos = (off_t)piece[i].foff;
+		}
+	}
+	v->count = np < 8 ? np : 8;
+	/* Memory in a spliced reply would be copied twice (into the pipe,
+	 * then out of it); a mixed reply (at the edge of what is in memory)
+	 * is copied once instead. */
+	fuse_reply_data(req, v, files == (int)np ? 0 : FUSE_BUF_NO_SPLICE);
+}
+
 /* The largest read request. With splice, a reply must fit the pipe's 256
  * page slots (1 MiB pipes) even when the tensor starts mid-page: 1 MiB
  * requests measured ten times slower than 512 KiB ones, which libfuse then
@@ -517,13 +555,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		unsigned np = 0;
 		void *token = NULL;
 		tfs_err me = sh->src->ops->map(sh->src, at, len, t->end, piece, 8, &np, &token);
-		if (me == TFS_OK) {
-			for (unsigned i = 0; i < np; i++) {
-				iov[i].iov_base = piece[i].p;
-				iov[i].iov_len = piece[i].len;
-			}
-			fuse_reply_iov(req, iov, (int)np);
-		} else if (me != TFS_ERR_INVAL) {
+		if (me == TFS_OK)
+			reply_pieces(req, piece, np, iov);
+		else if (me != TFS_ERR_INVAL) {
 			fuse_reply_err(req, tfs_errno(me));
 		}
 		sh->src->ops->unmap(sh->src, token);

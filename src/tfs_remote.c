@@ -162,7 +162,6 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 {
 	struct remote *r = (struct remote *)s;
 	struct tfs_diag d;
-	(void)limit; /* the read-ahead goes on past it: loaders read on */
 	if (off > s->id.size || len > s->id.size - off)
 		return TFS_ERR_SHORT;
 	if (off < r->nprobe) {
@@ -174,7 +173,7 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 	}
 	if (!len)
 		return TFS_OK;
-	return tfs_cfile_read(r->cache, buf, len, off, &d);
+	return tfs_cfile_read(r->cache, buf, len, off, limit, &d);
 }
 
 static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
@@ -183,7 +182,6 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 	struct remote *r = (struct remote *)s;
 	struct tfs_diag d;
 	unsigned k = 0;
-	(void)limit; /* as in remote_pread_within */
 	*token = NULL;
 	if (off > s->id.size || len > s->id.size - off || len >= (1u << 20) ||
 	    max < len / TFS_CACHE_BLOCK + 3)
@@ -196,7 +194,7 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 		off += part;
 	}
 	unsigned m = 0;
-	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, iov + k, &m,
+	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, limit, iov + k, &m,
 					(struct tfs_cmap **)token, &d) : TFS_OK;
 	*n = k + m;
 	return e;

@@ -26,10 +26,14 @@ struct tfs_identity {
 
 struct tfs_source;
 
-/* A piece of memory. */
+/* A piece of memory, or, where p is NULL, `len` bytes of the open file
+ * fd at foff (a map() may give those: a disk cache's block files, spliced
+ * into the reply without passing through memory). */
 struct tfs_iov {
 	void *p;
 	size_t len;
+	int fd;
+	uint64_t foff;
 };
 
 struct tfs_source_ops {
@@ -45,7 +49,8 @@ struct tfs_source_ops {
 				uint64_t limit);
 	/* The bytes of [off, off + len) where the source holds them, in at
 	 * most `max` pieces, kept in place until unmap(token): a reply can
-	 * be written from them with no copy. Optional; TFS_ERR_INVAL means
+	 * be written from them with no copy (pieces may be file ranges, see
+	 * struct tfs_iov). Optional; TFS_ERR_INVAL means
 	 * "not this way" (the caller reads instead), any other error is the
 	 * read's. */
 	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
