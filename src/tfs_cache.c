@@ -277,6 +277,37 @@ int64_t tfs_cache_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+/* A fetch of a run of blocks under way: those whose bytes are all in
+ * place (and one more) are served at once (with 8 MiB parts, a reader used to wait for
+ * the whole part, and a stream read at three quarters of the speed). */
+struct landing {
+	struct blk **b;
+	uint64_t n, published;
+	uint64_t end;             /* bytes of the published blocks */
+};
+
+static void landed(void *arg, uint64_t got)
+{
+	struct landing *l = arg;
+	uint64_t k = l->published, end = l->end;
+	/* A byte past it must have come: the last block waits for the
+	 * answer to end well (one that runs on past its range, or whose
+	 * length lied, fails there, and serves none of its last block). */
+	while (k < l->n && end + l->b[k]->len < got)
+		end += l->b[k++]->len;
+	if (k == l->published)
+		return;
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t m = l->published; m < k; m++) {
+		l->b[m]->state = READY;
+		tfs_cache_lru_front(l->b[m]);
+	}
+	pthread_cond_broadcast(&C.changed);
+	pthread_mutex_unlock(&C.lock);
+	l->published = k;
+	l->end = end;
+}
+
 /* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller): each
  * from the disk cache when it has it, the rest with one request per
  * stretch of consecutive blocks. Marks them READY or FAILED, then drops
@@ -325,9 +356,12 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durab
 			iov[k - i].len = blocks[k]->len;
 			len += blocks[k]->len;
 		}
-		tfs_err e = iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len)
+		struct landing l = {blocks + i, j - i, 0, 0};
+		tfs_err e = iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len, landed, &l)
 				: TFS_ERR_NOMEM;
-		for (uint64_t k = i; k < j; k++) {
+		/* A block served as it landed stays served: its bytes were
+		 * whole and of the pinned version. */
+		for (uint64_t k = i + l.published; k < j; k++) {
 			blocks[k]->err = e;
 			if (e)
 				snprintf(blocks[k]->msg, sizeof blocks[k]->msg, "%s", tfs_err_str(e));
@@ -766,7 +800,7 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
 	if (len >= DIRECT_MIN || len > C.mem / 4) {
 		struct tfs_iov v = {.p = buf, .len = len};
-		tfs_err e = f->fetch(f->ctx, &v, 1, off, len);
+		tfs_err e = f->fetch(f->ctx, &v, 1, off, len, NULL, NULL);
 		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
 	}
 	struct tfs_iov *iov = malloc((len / B + 2) * sizeof *iov);

@@ -4,13 +4,16 @@
  * readers want it (the others wait for it), kept in memory under a byte
  * budget (least recently used first out), and, with a cache directory, kept
  * on disk too: one file per block, written atomically, checksummed, keyed
- * by the file's URL and pinned version, verified on every read, evicted
- * oldest first under a byte limit, shared safely by several mounts.
+ * by the file's URL and pinned version, checked when read (README, "The
+ * disk cache", says how far), evicted oldest first under a byte limit,
+ * shared safely by several mounts; a block read from there is served from
+ * its file.
  *
  * A reader moving forward grows a prefetch window (two blocks, doubling on
  * every sequential read up to a cap) that worker threads fetch ahead of it
- * in runs of blocks, one range request per run, within the memory budget;
- * a random reader gets only the blocks it asked for. */
+ * in parts of several blocks, one range request per part, within the memory
+ * budget; a block is served as soon as its bytes have landed, before the
+ * rest of its part; a random reader gets only the blocks it asked for. */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H
 
@@ -32,9 +35,13 @@ struct tfs_cache_cfg {
 };
 
 /* Fetches bytes [off, off + len) of the file from the network into the
- * buffers (in order); no retry is owed beyond the HTTP layer's. */
+ * buffers (in order); no retry is owed beyond the HTTP layer's. Tells
+ * progress(arg, n) whenever the first n bytes are in place and final
+ * (of the pinned version), so that a reader waiting for the start of a
+ * part is served before its end arrives. */
 typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov,
-				uint64_t off, uint64_t len);
+				uint64_t off, uint64_t len, void (*progress)(void *arg, uint64_t n),
+				void *arg);
 
 struct tfs_cfile;
 

@@ -164,6 +164,9 @@ struct xfer {
 	size_t errlen;
 	const char *overlong;    /* of any response of the transfer */
 	unsigned overlong_max;
+	size_t kept;             /* iov bytes in place from an earlier try */
+	int checked;             /* the range and accept() passed */
+	int other_range;         /* ... and the range did not */
 };
 
 static int starts(const char *line, size_t n, const char *name)
@@ -373,6 +376,23 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 		return n;
 	}
 	if (rq->iov) {
+		if (!x->checked) {
+			/* Before the first byte lands: the range asked for, of the
+			 * version the caller pinned (a byte of another version
+			 * must never reach a block a reader may be served). */
+			const struct tfs_http_resp *rs = x->rs;
+			if (st != 206 || rs->has_range != 1 || rs->range_start != rq->off ||
+			    rs->range_end != rq->off + rq->len - 1) {
+				x->why = TFS_HTTP_BADRANGE;
+				x->other_range = 1;
+				return 0;
+			}
+			if (rq->accept && rq->accept(rq->arg, rs)) {
+				x->why = TFS_HTTP_REFUSED;
+				return 0;
+			}
+			x->checked = 1;
+		}
 		size_t left = n;
 		while (left) {
 			if (x->iv >= rq->niov) {
@@ -381,7 +401,11 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 			}
 			const struct tfs_iov *v = &rq->iov[x->iv];
 			size_t k = v->len - x->ivoff < left ? v->len - x->ivoff : left;
-			memcpy((char *)v->p + x->ivoff, p, k);
+			/* What an earlier try put in place may be being read. */
+			if (x->got + k > x->kept) {
+				size_t skip = x->got < x->kept ? x->kept - x->got : 0;
+				memcpy((char *)v->p + x->ivoff + skip, p + skip, k - skip);
+			}
 			p += k;
 			left -= k;
 			x->ivoff += k;
@@ -391,6 +415,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 				x->ivoff = 0;
 			}
 		}
+		if (rq->progress && x->got > x->kept)
+			rq->progress(rq->arg, x->got);
 		return n;
 	}
 	if (rq->body) {
@@ -448,6 +474,7 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	memset(&x, 0, sizeof x);
 	x.rq = rq;
 	x.rs = rs;
+	x.kept = rq->in_place ? (size_t)*rq->in_place : 0;
 	reset_resp(rs);
 	if (!h) {
 		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
@@ -537,6 +564,8 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	curl_slist_free_all(hl);
 	if (x.errlen)
 		error_code(&x, rs);
+	if (rq->in_place && x.checked && x.got > *rq->in_place)
+		*rq->in_place = x.got;
 
 	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted())) {
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
@@ -551,8 +580,15 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		case TFS_HTTP_TOOBIG:
 			tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
 			return TFS_HTTP_TOOBIG;
+		case TFS_HTTP_REFUSED:
+			tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
+			return TFS_HTTP_REFUSED;
 		default:
-			tfs_fail(d, TFS_ERR_IO, "the server sent more bytes than the range asked for");
+			if (x.other_range)
+				tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
+					 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1));
+			else
+				tfs_fail(d, TFS_ERR_IO, "the server sent more bytes than the range asked for");
 			return TFS_HTTP_BADRANGE;
 		}
 	}

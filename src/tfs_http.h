@@ -21,6 +21,8 @@
  * and sent in If-Match, and every read would then fail). */
 #define TFS_HTTP_ETAG_MAX 1024
 
+struct tfs_http_resp;
+
 struct tfs_http_req {
 	const char *url;
 	int head;                /* HEAD instead of GET */
@@ -46,6 +48,17 @@ struct tfs_http_req {
 	size_t buflen;
 	const struct tfs_iov *iov;
 	unsigned niov;
+	/* For a range into iov: accept(arg, resp) is asked once the headers
+	 * are in and the range is the one asked for, before any byte is
+	 * written (non-zero refuses the answer: TFS_HTTP_REFUSED); then
+	 * progress(arg, n) is told whenever the first n bytes are in place,
+	 * so that the start of a part can be served before its end arrives.
+	 * *in_place (when given) is how many are in place from earlier
+	 * tries: a retry does not write them again. Optional. */
+	int (*accept)(void *arg, const struct tfs_http_resp *rs);
+	void (*progress)(void *arg, uint64_t n);
+	void *arg;
+	uint64_t *in_place;
 	char **body;
 	size_t *bodylen;
 	size_t body_max;
@@ -84,6 +97,7 @@ enum tfs_http_fail {
 	TFS_HTTP_REDIRECTS,      /* a redirect loop, or a redirect to another scheme */
 	TFS_HTTP_NOTHTTP,        /* the answer is not HTTP at all */
 	TFS_HTTP_ABORTED,        /* tfs_http_abort() was called */
+	TFS_HTTP_REFUSED,        /* req.accept refused the answer */
 };
 
 struct tfs_http_policy {

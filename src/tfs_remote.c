@@ -109,9 +109,30 @@ static int other_version(const struct remote *r, const struct tfs_http_resp *rs)
 	return r->served_etag && strcmp(rs->etag, r->served_etag) != 0;
 }
 
-static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off, uint64_t len)
+struct pinned {
+	const struct remote *r;
+	void (*progress)(void *arg, uint64_t n);
+	void *arg;
+};
+
+static int refuse_other(void *arg, const struct tfs_http_resp *rs)
+{
+	return other_version(((const struct pinned *)arg)->r, rs);
+}
+
+static void progress(void *arg, uint64_t n)
+{
+	const struct pinned *p = arg;
+	if (p->progress)
+		p->progress(p->arg, n);
+}
+
+static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off, uint64_t len,
+		     void (*on_progress)(void *arg, uint64_t n), void *arg)
 {
 	struct remote *r = ctx;
+	struct pinned pin = {r, on_progress, arg};
+	uint64_t in_place = 0; /* across a relocation too */
 	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
 		return TFS_ERR_IO; /* said once already; nothing of it is served now */
 	struct tfs_http_req rq;
@@ -128,9 +149,13 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 		rq.len = len;
 		rq.iov = iov;
 		rq.niov = niov;
+		rq.accept = refuse_other;
+		rq.progress = progress;
+		rq.arg = &pin;
+		rq.in_place = &in_place;
 		tfs_err e = tfs_http_fetch(&rq, &rs, &f, &d);
 		free(url);
-		if (!e && other_version(r, &rs)) {
+		if ((!e && other_version(r, &rs)) || (e && f == TFS_HTTP_REFUSED)) {
 			log_changed(r);
 			return TFS_ERR_IO;
 		}

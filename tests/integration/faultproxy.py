@@ -10,12 +10,15 @@ usage: faultproxy.py UPSTREAM_PORT      (prints its own port, then serves)
 POST /__faults with a JSON list of rules replaces the rules; GET /__stats
 gives the requests seen per path. A rule:
   {"match": "substring of the path" (default all),
-   "fault": "reset" | "truncate" | "badrange" | "stall" | "status" | "length",
+   "fault": "reset" | "truncate" | "badrange" | "stall" | "status" | "length" | "slow",
    "times": how many matching requests it applies to (default: all),
    "after": body bytes sent before a reset or a cut (default 1000),
    "status": the status for "status" (default 503),
    "retry_after": a Retry-After value for "status",
-   "seconds": how long "stall" holds the answer (default 3600)}
+   "seconds": how long "stall" holds the answer, or "slow" the rest of a body
+              longer than "after" (default 3600)}
+/__stats counts the requests per path; "__slowed" lists the Range headers of
+the answers "slow" held.
 """
 
 import http.client
@@ -116,6 +119,15 @@ class Handler(loopback.Handler):
         if r and r["fault"] == "length":
             self.wfile.write(body)
             self.close_connection = True
+            return
+        if r and r["fault"] == "slow" and len(body) > r.get("after", 1000):
+            n = r.get("after", 1000)
+            self.wfile.write(body[:n])
+            self.wfile.flush()
+            with LOCK:
+                STATS.setdefault("__slowed", []).append(self.headers.get("Range", ""))
+            time.sleep(r.get("seconds", 3600))
+            self.wfile.write(body[n:])
             return
         if r and r["fault"] in ("reset", "truncate"):
             n = min(r.get("after", 1000), len(body))

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -240,3 +241,53 @@ def test_warm_blocks_served_from_their_files(www, tmp, opts):
             assert open(os.path.join(mnt, n), "rb").read() == v, n
     got = [r for s in range(2) for r in data_ranges(www.seen()[before:], f"/model-{s + 1:05d}-of-00002.safetensors")]
     assert 2 <= len(got) <= 4, got
+
+
+def test_blocks_served_as_they_land(tmp):
+    """A block of a read-ahead part is served once its bytes have landed,
+    before the rest of the part: a server that holds every part after its
+    first MiB lets a sequential reader through the part's first three
+    blocks (the fourth waits for a byte past it), not stuck at its first."""
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    want = sharded(root, nshards=1, per=1, size=24 * MiB)
+    shard = os.path.join(root, "model-00001-of-00001.safetensors")
+    with open(shard, "rb") as f:
+        data_at = 8 + int.from_bytes(f.read(8), "little")
+    name, raw = next(iter(want.items()))
+    with Nginx(root) as ng, FaultProxy(ng.ports["plain"]) as fp:
+        # direct I/O: each read is the reader's own 64 KiB, not the
+        # kernel's readahead of up to a MiB that may reach past the landed
+        with mounted(fp.url("model.safetensors.index.json"), "-o", "part_size=4M,direct_io") as mnt:
+            fp.faults({"match": "model-00001", "fault": "slow", "after": MiB, "seconds": 6})
+            pos = [0]
+            fd = os.open(os.path.join(mnt, name), os.O_RDONLY)
+
+            def reader():
+                while pos[0] < len(raw):
+                    got = os.pread(fd, 64 << 10, pos[0])
+                    assert got == raw[pos[0]:pos[0] + len(got)]
+                    pos[0] += len(got)
+
+            t = threading.Thread(target=reader, daemon=True)
+            t.start()
+            try:
+                # bounded: until the reader has stood still for a second
+                last, still, deadline = -1, 0, time.time() + 15
+                while time.time() < deadline and still < 10:
+                    still = still + 1 if pos[0] == last else 0
+                    last = pos[0]
+                    time.sleep(0.1)
+                slowed = [tuple(map(int, r[6:].split("-"))) for r in fp.stats().get("__slowed", [])]
+                at = data_at + pos[0]
+                held = [(a, b) for a, b in slowed if a <= at <= b]
+                assert held, (at, slowed)
+                a, b = held[0]
+                # stuck only at the read that reaches into the fourth block
+                assert at + (64 << 10) > a + 3 * (256 << 10), (at - a, slowed)
+            finally:
+                fp.faults()
+                t.join(60)
+                os.close(fd)
+            assert not t.is_alive() and pos[0] == len(raw)
