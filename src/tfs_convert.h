@@ -40,7 +40,4 @@ void tfs_decode_f32(unsigned dtype, const unsigned char *src, uint64_t first, si
  * (see tfs_dtype_unit) that hold elements [first, first + n). */
 void tfs_stored_range(unsigned dtype, uint64_t first, uint64_t n, uint64_t *b, uint64_t *e);
 
-/* One element's float32 bits, for tests. */
-uint32_t tfs_decode_one(unsigned dtype, unsigned bits);
-
 #endif

@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tfs_convert.h"
 #include "tfs_dtype.h"
 
 static inline float f16(const unsigned char *p)

@@ -157,3 +157,78 @@ void tfs_dtype_unit(unsigned dt, uint32_t *elems, uint32_t *bytes)
 		*bytes = e * d->bits / 8;
 	}
 }
+
+/* ---- one element as float32 (the f32 view and dequantization share it) ---- */
+
+static inline uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* A float with `mbits` mantissa bits, exponent field `e` of `ebits` bits
+ * with `bias`, sign `s`: the finite value as float32 bits. Every such value
+ * of 16 bits or fewer is exact in float32. */
+static uint32_t finite(unsigned s, unsigned e, unsigned m, unsigned mbits, int bias)
+{
+	uint32_t sign = (uint32_t)s << 31;
+	if (e == 0) {
+		if (m == 0)
+			return sign;
+		/* Subnormal: m * 2^(1 - bias - mbits); normalise it. */
+		int exp = 1 - bias;
+		while (!(m & (1u << mbits))) {
+			m <<= 1;
+			exp--;
+		}
+		m &= (1u << mbits) - 1;
+		return sign | (uint32_t)(exp + 127) << 23 | (uint32_t)m << (23 - mbits);
+	}
+	return sign | (uint32_t)((int)e - bias + 127) << 23 | (uint32_t)m << (23 - mbits);
+}
+
+static const uint32_t QNAN = 0x7fc00000u;
+
+uint32_t tfs_decode_one(unsigned dt, unsigned b)
+{
+	unsigned s, e, m;
+	switch (dt) {
+	case TFS_DT_BF16:
+		return (uint32_t)b << 16;
+	case TFS_DT_F16:
+		s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
+		if (e == 31) /* inf, or NaN with its payload kept */
+			return (uint32_t)s << 31 | 0x7f800000u | (uint32_t)m << 13;
+		return finite(s, e, m, 10, 15);
+	case TFS_DT_F8_E5M2: /* IEEE-like, the top byte of an F16 */
+		return tfs_decode_one(TFS_DT_F16, b << 8);
+	case TFS_DT_F8_E4M3: /* float8_e4m3fn: no infinities, S.1111.111 is NaN */
+		s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+		if (e == 15 && m == 7)
+			return (uint32_t)s << 31 | QNAN;
+		return finite(s, e, m, 3, 7);
+	case TFS_DT_F8_E4M3FNUZ: /* bias 8, no -0: 0x80 is the only NaN */
+		if (b == 0x80)
+			return QNAN;
+		return finite(b >> 7, (b >> 3) & 15, b & 7, 3, 8);
+	case TFS_DT_F8_E5M2FNUZ: /* bias 16, no infinities, 0x80 is NaN */
+		if (b == 0x80)
+			return QNAN;
+		return finite(b >> 7, (b >> 2) & 31, b & 3, 2, 16);
+	case TFS_DT_F8_E8M0: /* OCP MX scale: 2^(e-127), 0xff is NaN */
+		if (b == 0xff)
+			return QNAN;
+		if (b == 0)
+			return 0x00400000u; /* 2^-127, a float32 subnormal */
+		return (uint32_t)b << 23;
+	case TFS_DT_F4: /* OCP MX FP4 E2M1: bias 1, no inf or NaN */
+		return finite((b >> 3) & 1, (b >> 1) & 3, b & 1, 1, 1);
+	case TFS_DT_F6_E2M3: /* OCP MX FP6 E2M3: bias 1, no inf or NaN */
+		return finite((b >> 5) & 1, (b >> 3) & 3, b & 7, 3, 1);
+	case TFS_DT_F6_E3M2: /* OCP MX FP6 E3M2: bias 3, no inf or NaN */
+		return finite((b >> 5) & 1, (b >> 2) & 7, b & 3, 2, 3);
+	default:
+		return f32_bits(0.0f);
+	}
+}

@@ -61,4 +61,9 @@ uint64_t tfs_dtype_bytes(unsigned dt, uint64_t elems);
  * sub-byte types the smallest whole group (F4: 2 in 1 byte; F6: 4 in 3). */
 void tfs_dtype_unit(unsigned dt, uint32_t *elems, uint32_t *bytes);
 
+/* One element of a plain float type (`bits` its stored bits) as float32
+ * bits, NaN payloads and signs kept: the f32 view, dequantization's scales
+ * and the tests decode through it. */
+uint32_t tfs_decode_one(unsigned dtype, unsigned bits);
+
 #endif

@@ -1,6 +1,6 @@
 #include "tfs_err.h"
 
-#include "tfs_jscan.h"
+#include "tfs_utf8.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "tfs_err.h"
+#include "tfs_utf8.h"
 
 struct tfs_jscan {
 	const char *doc;        /* what is read ("header", "index"), for messages */
@@ -88,9 +89,5 @@ static inline int tfs_js_str_is(const struct tfs_jstr *a, const char *lit, size_
 	return i == n;
 }
 #define TFS_JS_IS(str, lit) tfs_js_str_is((str), (lit), sizeof(lit) - 1)
-
-/* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing past
- * U+10FFFF. Returns the offset of the first bad byte, or n. */
-size_t tfs_utf8_check(const unsigned char *s, size_t n);
 
 #endif

@@ -23,7 +23,6 @@
 #include "tfs_fuse.h"
 #include "tfs_inspect.h"
 #include "tfs_hash.h"
-#include "tfs_http.h"
 
 #ifndef TFS_VERSION
 #define TFS_VERSION "0.1.0"
@@ -97,18 +96,8 @@ static char *take_source(char *arg, char **shown)
 	char *copy = strdup(arg);
 	*shown = malloc(strlen(arg) + 1);
 	if (*shown)
-		tfs_http_redact(arg, *shown, strlen(arg) + 1);
-	char *host = strstr(arg, "://");
-	if (!copy || !host)
-		return copy;
-	host += 3;
-	char *end = host + strcspn(host, "/?#"), *at = NULL;
-	for (char *p = host; p < end; p++)
-		if (*p == '@')
-			at = p;
-	char *colon = at ? memchr(host, ':', (size_t)(at - host)) : NULL;
-	for (char *p = colon ? colon + 1 : at; p && p < at; p++)
-		*p = '*';
+		tfs_source_redact(arg, *shown, strlen(arg) + 1);
+	tfs_source_hide(arg);
 	return copy;
 }
 

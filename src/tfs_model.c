@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "tfs_hash.h"
-#include "tfs_http.h"
 #include "tfs_json.h"
 #include "tfs_mem.h"
 
@@ -416,12 +415,12 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o,
 		       struct tfs_model *m, struct tfs_model_diag *md)
 {
 	struct tfs_diag d;
-	char *target = NULL, source[TFS_HTTP_URL_MAX];
+	char *target = NULL, source[TFS_SPEC_SHOWN_MAX];
 	tfs_err e;
 	memset(m, 0, sizeof *m);
 	memset(md, 0, sizeof *md);
 	/* Messages name the source as given, less any password in it. */
-	tfs_http_redact(spec, source, sizeof source);
+	tfs_source_redact(spec, source, sizeof source);
 	e = tfs_source_resolve(spec, o ? o->opts : NULL, &m->store, &target, &d);
 	if (e)
 		return tfs_mfail(md, source, e, "%s", d.msg);

@@ -425,3 +425,20 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	*out = &r->base;
 	return TFS_OK;
 }
+
+void tfs_remote_start(void)
+{
+	tfs_cache_start(); /* once, however many drivers ask */
+}
+
+void tfs_remote_stop(void)
+{
+	tfs_http_abort();
+}
+
+int tfs_remote_warm(uint64_t *done, uint64_t *total)
+{
+	int on;
+	tfs_cache_warm_status(done, total, &on);
+	return on;
+}

@@ -50,4 +50,10 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d);
 /* The options every remote driver takes. */
 extern const struct tfs_opt_spec tfs_remote_opts[];
 
+/* The remote drivers' lifecycle hooks (struct tfs_source_driver): the
+ * block cache and the HTTP client are the process's, shared by them all. */
+void tfs_remote_start(void);
+void tfs_remote_stop(void);
+int tfs_remote_warm(uint64_t *done, uint64_t *total);
+
 #endif

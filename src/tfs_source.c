@@ -1,10 +1,9 @@
 #include "tfs_source.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_cache.h"
-#include "tfs_http.h"
 #include "tfs_table.h"
 
 void tfs_source_close(struct tfs_source *s)
@@ -21,19 +20,49 @@ void tfs_store_close(struct tfs_store *st)
 
 void tfs_sources_start(void)
 {
-	tfs_cache_start();
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->start)
+			(*d)->start();
 }
 
 void tfs_sources_stop(void)
 {
-	tfs_http_abort();
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->stop)
+			(*d)->stop();
 }
 
 int tfs_sources_warm(uint64_t *done, uint64_t *total)
 {
-	int on;
-	tfs_cache_warm_status(done, total, &on);
-	return on;
+	*done = *total = 0;
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->warm && (*d)->warm(done, total))
+			return 1;
+	return 0;
+}
+
+static const struct tfs_source_driver *claimer(const char *spec)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->claims(spec))
+			return *d;
+	return NULL;
+}
+
+void tfs_source_redact(const char *spec, char *out, size_t n)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	if (d && d->redact)
+		d->redact(spec, out, n);
+	else if (n)
+		snprintf(out, n, "%s", spec);
+}
+
+void tfs_source_hide(char *spec)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	if (d && d->hide)
+		d->hide(spec);
 }
 
 int tfs_source_changed(struct tfs_source *s)

@@ -199,6 +199,19 @@ struct tfs_source_driver {
 	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
 			   char **target, struct tfs_diag *d);
 	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
+	/* The rest is optional. The mount is up, in the process that serves
+	 * it: work in the background (prefetching) may start. */
+	void (*start)(void);
+	/* The mount is going away: transfers in progress end now. */
+	void (*stop)(void);
+	/* The warm-up's progress (-o warm): 1 when it was asked for. */
+	int (*warm)(uint64_t *done, uint64_t *total);
+	/* spec as messages may show it (a URL's credentials left out)... */
+	void (*redact)(const char *spec, char *out, size_t n);
+	/* ... and spec overwritten in place where it holds a secret (a URL's
+	 * password as stars, as curl does): argv is readable by every local
+	 * user for the life of the mount. */
+	void (*hide)(char *spec);
 };
 
 /* The mount is up, in the process that serves it: the sources' work in the
@@ -211,6 +224,13 @@ void tfs_sources_stop(void);
 /* Progress of the warm-up (-o warm): bytes in the disk cache so far and
  * of all; 0 when none was asked for. */
 int tfs_sources_warm(uint64_t *done, uint64_t *total);
+
+/* spec as messages may show it, and spec with its secrets overwritten in
+ * place (the claiming driver's redact and hide). Messages keep at most
+ * TFS_SPEC_SHOWN_MAX bytes of it. */
+#define TFS_SPEC_SHOWN_MAX 8192
+void tfs_source_redact(const char *spec, char *out, size_t n);
+void tfs_source_hide(char *spec);
 
 /* The registered drivers (tfs_sources.c), the last one claiming anything. */
 extern const struct tfs_source_driver *const tfs_source_drivers[];

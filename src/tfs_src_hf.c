@@ -741,4 +741,7 @@ const struct tfs_source_driver tfs_source_hf = {
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,
+	.start = tfs_remote_start,
+	.stop = tfs_remote_stop,
+	.warm = tfs_remote_warm,
 };
