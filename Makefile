@@ -13,18 +13,26 @@ DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash 2>/d
 DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash 2>/dev/null)
 # The core without FUSE: unit tests and fuzzers link this.
 JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash 2>/dev/null)
-ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
+# src/ by axis: core/ (errors, memory, text, the tensor table, the source
+# and format interfaces, the model), sources/, formats/, views/, and above
+# them fuse/ (the FUSE glue) and cli/ (the command line).
+AXES = core sources formats views
 # The FUSE glue and the command line.
-FUSE_SRC = src/tfs_fuse.c src/tfs_fuse_xattr.c src/tfs_behind.c src/tfs_kinit.c src/tfs_daemon.c src/tfs_main.c
+FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/main.c
 # The rest is the core: sources, formats, the tensor table and the views,
-# with no FUSE in it. A new source or format is one more file here.
-CORE_SRC = $(filter-out $(FUSE_SRC),$(sort $(wildcard src/*.c)))
-HDRS = $(wildcard src/*.h)
+# with no FUSE in it; unit tests and fuzzers link it. A new source, format
+# or view is one more file in its folder and one line in its registry.
+CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c
 
 BUILD = build
 CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 FUSE_OBJ = $(FUSE_SRC:src/%.c=$(BUILD)/%.o)
+# Every object's header dependencies, written by the compiler (-MMD -MP).
+DEPFILES = $(CORE_OBJ:.o=.d) $(FUSE_OBJ:.o=.d) $(UNIT_TESTS:%=$(BUILD)/test_%.d)
+# The sanitizer build and the fuzzers compile every source in one command.
+ALL_HDRS = $(wildcard src/*/*.h)
 
 SAN = build-san
 SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -43,8 +51,11 @@ all: tensorfs
 tensorfs: $(CORE_OBJ) $(FUSE_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS) -lpthread -lm
 
-$(BUILD)/%.o: src/%.c $(HDRS) | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+$(BUILD)/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(DEPFILES)
 
 $(BUILD) $(SAN):
 	mkdir -p $@
@@ -55,21 +66,21 @@ UNIT_TESTS = format sources
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 
-$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) $(HDRS)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
-$(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(HDRS) | $(SAN)
-	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) \
+$(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(ALL_HDRS) | $(SAN)
+	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(SAN_FLAGS) \
 		-o $@ $(CORE_SRC) $(FUSE_SRC) $(DEPS_LIBS) -lpthread -lm
 
-$(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(HDRS) | $(SAN)
+$(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(ALL_HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
 FUZZ_TARGETS = header index names remote formats pytorch
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(HDRS) | $(BUILD)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(ALL_HDRS) | $(BUILD)
 	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Isrc $(DEPS_CFLAGS) -o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tfs_convert.h"
-#include "tfs_table.h"
+#include "core/convert.h"
+#include "core/table.h"
 
 static void fuzz_check_table(const struct tfs_table *h, const uint8_t *data, size_t size)
 {

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "fuzz_check.h"
-#include "tfs_bintensors.h"
-#include "tfs_gguf.h"
-#include "tfs_tensorsafe.h"
+#include "formats/bintensors.h"
+#include "formats/gguf.h"
+#include "formats/tensorsafe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

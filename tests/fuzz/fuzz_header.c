@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_dtype.h"
-#include "tfs_export.h"
-#include "tfs_index.h"
-#include "tfs_jscan.h"
-#include "tfs_safetensors.h"
-#include "tfs_names.h"
-#include "tfs_tree.h"
-#include "tfs_listing.h"
+#include "core/dtype.h"
+#include "views/export.h"
+#include "core/index.h"
+#include "core/jscan.h"
+#include "formats/safetensors.h"
+#include "core/names.h"
+#include "views/tree.h"
+#include "views/listing.h"
 
 static void noop_warn(void *ctx, const char *msg)
 {

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_index.h"
-#include "tfs_jscan.h"
-#include "tfs_safetensors.h"
+#include "core/index.h"
+#include "core/jscan.h"
+#include "formats/safetensors.h"
 
 struct count {
 	size_t entries, others;

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_index.h"
-#include "tfs_jscan.h"
-#include "tfs_safetensors.h"
-#include "tfs_names.h"
+#include "core/index.h"
+#include "core/jscan.h"
+#include "formats/safetensors.h"
+#include "core/names.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

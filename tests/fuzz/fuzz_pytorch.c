@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "fuzz_check.h"
-#include "tfs_npz.h"
-#include "tfs_torch.h"
+#include "formats/npz.h"
+#include "formats/torch.h"
 
 static void run(const struct tfs_format *f, const uint8_t *data, size_t size)
 {

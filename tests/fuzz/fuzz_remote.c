@@ -12,9 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tfs_aws.h"
-#include "tfs_http.h"
-#include "tfs_hub.h"
+#include "sources/aws.h"
+#include "sources/httpc.h"
+#include "sources/hub.h"
 
 static void one_line(const struct tfs_diag *d)
 {

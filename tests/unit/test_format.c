@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfs_index.h"
-#include "tfs_jscan.h"
-#include "tfs_safetensors.h"
-#include "tfs_names.h"
-#include "tfs_tree.h"
+#include "core/index.h"
+#include "core/jscan.h"
+#include "formats/safetensors.h"
+#include "core/names.h"
+#include "views/tree.h"
 
 static int passed, failed;
 static const char *current;

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tfs_aws.h"
-#include "tfs_http.h"
-#include "tfs_hub.h"
+#include "sources/aws.h"
+#include "sources/httpc.h"
+#include "sources/hub.h"
 
 static int passed, failed;
 

@@ -1,0 +1,294 @@
+#include "cli/daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
+#include <unistd.h>
+
+/* Once detached the daemon has no terminal: its warnings go to syslog. */
+static int log_syslog;
+
+/* libfuse prints its own messages, sometimes a line in several calls:
+ * gather each line and print it once with our prefix. */
+void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static char line[1024];
+	static size_t len;
+	if (level > FUSE_LOG_NOTICE)
+		return;
+	if (len < sizeof line - 1)
+		vsnprintf(line + len, sizeof line - len, fmt, ap);
+	len = strlen(line);
+	if (!len || line[len - 1] != '\n')
+		return;
+	while (len && line[len - 1] == '\n')
+		line[--len] = 0;
+	for (char *p = line; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	const char *m = strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line;
+	if (strncmp(m, "tensorfs: ", 10) == 0)
+		m += 10;
+	if (log_syslog)
+		syslog(level <= FUSE_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", m);
+	else
+		fprintf(stderr, "tensorfs: %s\n", m);
+	len = 0;
+	line[0] = 0;
+}
+
+/* Finds the absolute, symlink-free path `abs` among the mount points of
+ * /proc/self/mountinfo (the last, topmost, match wins). Its paths escape
+ * space, tab, newline and backslash as \ooo, so a field is unescaped before
+ * it is compared. Fills the device numbers and "TYPE from SOURCE" when
+ * asked. Returns 1 when found. */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+	for (char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = 0;
+}
+
+static int mountinfo_find(const char *abs, unsigned *maj, unsigned *min, char *what, size_t wsz)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	while (f && getline(&line, &cap, f) > 0) {
+		char *save = NULL, *field[5];
+		unsigned a, b;
+		int k = 0;
+		for (char *t = strtok_r(line, " \n", &save); t && k < 5; t = strtok_r(NULL, " \n", &save))
+			field[k++] = t;
+		if (k < 5 || sscanf(field[2], "%u:%u", &a, &b) != 2)
+			continue;
+		unescape_octal(field[4]);
+		if (strcmp(field[4], abs) != 0)
+			continue;
+		found = 1;
+		if (maj)
+			*maj = a, *min = b;
+		if (what) {
+			/* Optional fields, then "-", then type and source. */
+			char *t, *type = NULL, *src = NULL;
+			while ((t = strtok_r(NULL, " \n", &save)) && strcmp(t, "-") != 0)
+				;
+			if (t && (type = strtok_r(NULL, " \n", &save)))
+				src = strtok_r(NULL, " \n", &save);
+			if (src)
+				unescape_octal(src);
+			snprintf(what, wsz, "%s from %s", type ? type : "?", src ? src : "?");
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void dead_mount(const char *mp)
+{
+	fprintf(stderr,
+		"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
+		mp, mp);
+}
+
+/* Checks the mount point and returns its absolute, symlink-free path, or
+ * NULL after one line on stderr. Everything the daemon keeps must be
+ * absolute: it leaves the caller's working directory when it detaches, and
+ * unmounting (at a signal) goes through this path. */
+char *tfs_check_mountpoint(const char *mp, int overmount)
+{
+	struct stat st;
+	if (stat(mp, &st) != 0) {
+		int e = errno;
+		if (e == ENOTCONN || e == ECONNABORTED)
+			dead_mount(mp);
+		else if (e == ENOENT)
+			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
+		else
+			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp,
+				strerror(e));
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
+		return NULL;
+	}
+	/* A FUSE mount whose daemon died still answers stat() from the
+	 * kernel's cache; statfs always asks, and tells (ENOTCONN, or
+	 * ECONNABORTED on kernels that report an aborted connection so). */
+	struct statvfs sv;
+	if (statvfs(mp, &sv) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
+		dead_mount(mp);
+		return NULL;
+	}
+	char *abs = realpath(mp, NULL);
+	if (!abs) {
+		fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(errno));
+		return NULL;
+	}
+	/* Mounting again on a mount point stacks a second mount that hides
+	 * the first, and takes two unmounts to clear: refuse unless asked. */
+	char what[512];
+	if (!overmount && mountinfo_find(abs, NULL, NULL, what, sizeof what)) {
+		fprintf(stderr,
+			"tensorfs: %s: already a mount point (%s); unmount it first, or pass -o overmount to mount on top of it\n",
+			mp, what);
+		free(abs);
+		return NULL;
+	}
+	DIR *dir = opendir(abs);
+	if (dir) {
+		struct dirent *de;
+		while ((de = readdir(dir)))
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+				break;
+		if (de)
+			fprintf(stderr,
+				"tensorfs: %s: warning: the mount point is not empty; its files are hidden until the unmount\n",
+				mp);
+		closedir(dir);
+	}
+	/* Unprivileged mounts go through the setuid fusermount3, which opens
+	 * the device itself: only root needs to open it here. */
+	if (access("/dev/fuse", getuid() == 0 ? (R_OK | W_OK) : F_OK) != 0) {
+		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
+			strerror(errno));
+		free(abs);
+		return NULL;
+	}
+	return abs;
+}
+
+/* The kernel reads ahead only 128 KiB on a FUSE mount, and a daemon cannot
+ * ask for more at INIT; the mount's backing device in sysfs can be told
+ * (by root). Big sequential reads then arrive as 1 MiB requests, several
+ * at once, which is what first reads of large tensors need. The device
+ * number comes from mountinfo: stat() on the mount point would wait for
+ * the daemon, which is not answering yet. */
+static void set_readahead(const char *mountpoint, unsigned long kb)
+{
+	unsigned maj = 0, min = 0;
+	if (!mountinfo_find(mountpoint, &maj, &min, NULL, 0))
+		return;
+	char path[128];
+	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	FILE *ra = fopen(path, "w");
+	if (!ra) {
+		fuse_log(FUSE_LOG_DEBUG, "tensorfs: cannot set %s: %s\n", path, strerror(errno));
+		return;
+	}
+	fprintf(ra, "%lu\n", kb);
+	fclose(ra);
+}
+
+/* Readiness, when detaching: after the loop starts, a helper thread opens
+ * the mount root, which the kernel lets through only once INIT with us is
+ * complete (and which applies the readahead, see after_init), and then
+ * tells the waiting parent that the mount is ready. open(), not stat():
+ * valgrind holds its lock over syscalls it thinks cannot block, stat among
+ * them, and the daemon would wait for itself. In the foreground there is no
+ * helper: nobody waits, and its open could make an early unmount busy. */
+
+void tfs_after_init(void *arg)
+{
+	struct tfs_ready *r = arg;
+	if (r->readahead_kb)
+		set_readahead(r->mountpoint, r->readahead_kb);
+	/* In the process that serves the mount, after any fork. */
+	tfs_sources_start();
+}
+
+static void *watch(void *arg)
+{
+	struct tfs_watch *w = arg;
+	struct timespec tick = {0, 100 * 1000 * 1000};
+	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && !fuse_session_exited(w->se))
+		nanosleep(&tick, NULL);
+	tfs_sources_stop();
+	return NULL;
+}
+
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se)
+{
+	w->se = se;
+	w->done = 0;
+	return pthread_create(&w->th, NULL, watch, w);
+}
+
+void tfs_watch_end(struct tfs_watch *w)
+{
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	pthread_join(w->th, NULL);
+}
+
+void *tfs_ready_thread(void *arg)
+{
+	struct tfs_ready *r = arg;
+	/* The open is the daemon's first request, which applies the
+	 * readahead before it is answered. */
+	int fd = open(r->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	unsigned char status = fd >= 0 ? 0 : TFS_EXIT_MOUNT;
+	if (fd >= 0)
+		close(fd);
+	if (r->notify_fd >= 0) {
+		/* The parent has printed nothing and exits with `status`; from
+		 * here on the daemon has no terminal. */
+		ssize_t w = write(r->notify_fd, &status, 1);
+		(void)w;
+		close(r->notify_fd);
+		openlog("tensorfs", LOG_PID, LOG_DAEMON);
+		log_syslog = 1;
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+	}
+	return NULL;
+}
+
+int tfs_daemonize(void)
+{
+	int pfd[2];
+	if (pipe(pfd) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		unsigned char status = TFS_EXIT_INTERNAL;
+		close(pfd[1]);
+		if (read(pfd[0], &status, 1) != 1)
+			status = TFS_EXIT_INTERNAL; /* the daemon died before ready */
+		_exit(status);
+	}
+	close(pfd[0]);
+	setsid();
+	if (chdir("/") != 0) {
+		/* not fatal: only keeps the caller's directory busy */
+	}
+	return pfd[1];
+}
+

@@ -1,0 +1,57 @@
+/* Becoming a mount: the mount point's checks, detaching once the mount
+ * answers, the mount's readahead, and where messages go once detached. */
+#ifndef TFS_DAEMON_H
+#define TFS_DAEMON_H
+
+#include <pthread.h>
+
+#include "fuse/fuse.h"
+
+/* Exit codes, one per class of failure (README, "Exit codes"). */
+enum {
+	TFS_EXIT_OK = 0,
+	TFS_EXIT_INTERNAL = 1, /* out of memory, unexpected library failure */
+	TFS_EXIT_USAGE = 2,    /* bad arguments or options */
+	TFS_EXIT_SOURCE = 3,   /* the source cannot be opened or read */
+	TFS_EXIT_FORMAT = 4,   /* the source is not a valid checkpoint */
+	TFS_EXIT_MOUNT = 5,    /* the mount point or FUSE itself failed */
+};
+
+/* libfuse's log function: one line per message, prefixed, to stderr, or
+ * to syslog once the daemon has detached. */
+void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap);
+
+/* Checks the mount point and returns its absolute, symlink-free path, or
+ * NULL after one line on stderr. */
+char *tfs_check_mountpoint(const char *mp, int overmount);
+
+struct tfs_ready {
+	char *mountpoint;     /* absolute: the daemon leaves the caller's cwd */
+	unsigned long readahead_kb;
+	int notify_fd;        /* write end of the parent's pipe, or -1 */
+};
+
+/* The first request after INIT: applies the readahead. */
+void tfs_after_init(void *ready);
+
+/* The helper thread of a detaching daemon: waits until the mount answers,
+ * then tells the waiting parent and leaves the terminal. */
+void *tfs_ready_thread(void *ready);
+
+/* Watches the session from a thread: once it ends (a signal, an unmount),
+ * the sources stop their transfers, so that a read waiting on a dead
+ * server cannot hold up the exit (libfuse waits for its workers). Start it
+ * with the signals blocked. */
+struct tfs_watch {
+	struct fuse_session *se;
+	int done;
+	pthread_t th;
+};
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se);
+void tfs_watch_end(struct tfs_watch *w);
+
+/* Forks; the parent waits for the child's word and exits with it. Returns
+ * the write end of the pipe in the child, -1 on failure. */
+int tfs_daemonize(void);
+
+#endif

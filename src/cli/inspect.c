@@ -1,0 +1,371 @@
+/* tensorfs --inspect: what a checkpoint holds, without mounting. It prints
+ * while it walks the tensors (no document is built), so a 500,000-tensor
+ * checkpoint starts printing at once. */
+#include "cli/inspect.h"
+
+#include <json.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "core/convert.h"
+#include "core/json.h"
+#include "core/model.h"
+
+struct per_dtype {
+	char name[64];
+	uint64_t tensors, params, bytes;
+};
+
+struct stats {
+	struct per_dtype *d;
+	size_t n, cap;
+	uint64_t params, bytes, tensors;
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static int count(struct stats *st, const char *dt, size_t dl, uint64_t params, uint64_t bytes)
+{
+	size_t i;
+	if (dl >= sizeof st->d[0].name)
+		dl = sizeof st->d[0].name - 1;
+	for (i = 0; i < st->n; i++)
+		if (strlen(st->d[i].name) == dl && memcmp(st->d[i].name, dt, dl) == 0)
+			break;
+	if (i == st->n) {
+		if (st->n == st->cap) {
+			st->cap = st->cap ? st->cap * 2 : 32;
+			struct per_dtype *q = realloc(st->d, st->cap * sizeof *q);
+			if (!q)
+				return -1;
+			st->d = q;
+		}
+		memset(&st->d[i], 0, sizeof st->d[i]);
+		memcpy(st->d[i].name, dt, dl);
+		st->n++;
+	}
+	st->d[i].tensors++;
+	st->d[i].params = sat_add(st->d[i].params, params);
+	st->d[i].bytes = sat_add(st->d[i].bytes, bytes);
+	st->params = sat_add(st->params, params);
+	st->bytes = sat_add(st->bytes, bytes);
+	st->tensors++;
+	return 0;
+}
+
+#define INSPECT_META_MAX (64u << 10)
+
+static void jstr(FILE *f, const char *s, size_t n);
+
+/* The format's facts ("general.architecture: llama"). */
+static void put_facts(FILE *f, const struct tfs_table *h, int json)
+{
+	int first = 1;
+	for (size_t k = 0; k < h->facts_len;) {
+		const char *key = h->facts + k, *val = key + strlen(key) + 1;
+		if (json) {
+			fputs(first ? "" : ", ", f);
+			jstr(f, key, strlen(key));
+			fputs(": ", f);
+			jstr(f, val, strlen(val));
+		} else {
+			fprintf(f, "%s: %s\n", key, val);
+		}
+		first = 0;
+		k = (size_t)(val - h->facts) + strlen(val) + 1;
+	}
+}
+
+static int dt_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct per_dtype *)a)->name, ((const struct per_dtype *)b)->name);
+}
+
+/* JSON string to a FILE, escaped as tfs_json_str does. */
+static void jstr(FILE *f, const char *s, size_t n)
+{
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	if (tfs_json_str(&b, &len, &cap, s, n) == TFS_OK)
+		fwrite(b, 1, len, f);
+	free(b);
+}
+
+/* Columns a UTF-8 string takes on a terminal: wide (CJK) characters take
+ * two, combining ones none. Measured in C.UTF-8 whatever the caller's
+ * locale, since names are UTF-8 by the format's rules. */
+static size_t display_width(const char *s)
+{
+	static locale_t utf8;
+	if (!utf8)
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
+	mbstate_t st;
+	memset(&st, 0, sizeof st);
+	size_t w = 0, n = strlen(s);
+	while (n) {
+		wchar_t wc;
+		size_t k = mbrtowc(&wc, s, n, &st);
+		if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+			memset(&st, 0, sizeof st);
+			k = 1;
+			w++;
+		} else {
+			int cw = wcwidth(wc);
+			w += cw < 0 ? 1 : (size_t)cw;
+		}
+		s += k;
+		n -= k;
+	}
+	if (utf8)
+		uselocale(old);
+	return w;
+}
+
+/* A name as the table shows it: printable and on one line (tfs_quote's
+ * escapes), without the quotes, except the empty name, which shows as ''
+ * (a name that is really '' shows its quotes escaped). */
+static void table_name(char *out, size_t sz, const char *name, size_t len)
+{
+	tfs_quote(out, sz, name, len);
+	if (len == 0)
+		return;
+	size_t n = strlen(out);
+	memmove(out, out + 1, n - 2);
+	out[n - 2] = 0;
+}
+
+static void put_padded(FILE *f, const char *s, size_t width)
+{
+	size_t w = display_width(s);
+	fputs(s, f);
+	for (; w < width; w++)
+		fputc(' ', f);
+}
+
+static void shape_str(FILE *f, const struct tfs_table *h, const struct tfs_tensor *t, int json)
+{
+	fputc('[', f);
+	for (uint32_t i = 0; i < t->ndim; i++)
+		fprintf(f, "%s%llu", i ? (json ? "," : ", ") : "",
+			(unsigned long long)h->dims[t->dims_off + i]);
+	fputc(']', f);
+}
+
+/* metadata.total_size of the index, when it is a whole number. */
+static int total_size(const char *meta, unsigned long long *v)
+{
+	json_object *o = meta ? json_tokener_parse(meta) : NULL, *ts;
+	int ok = o && json_object_is_type(o, json_type_object) &&
+		 json_object_object_get_ex(o, "total_size", &ts) && json_object_is_type(ts, json_type_int) &&
+		 json_object_get_int64(ts) >= 0;
+	if (ok)
+		*v = (unsigned long long)json_object_get_uint64(ts);
+	json_object_put(o);
+	return ok;
+}
+
+/* The index's metadata on one line (it was checked as JSON when read). */
+static void put_compact(FILE *f, const char *text)
+{
+	json_object *o = text ? json_tokener_parse(text) : NULL;
+	fputs(o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
+		: "null", f);
+	json_object_put(o);
+}
+
+/* Shards are missing: what the index alone tells. */
+static int inspect_index_only(const struct tfs_model *m, const char *source, int json, FILE *f)
+{
+	unsigned long long ts = 0;
+	int has_ts = total_size(m->index_meta, &ts);
+	uint32_t missing = 0;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		missing += (uint32_t)m->shards[s].missing;
+	if (json) {
+		fputs("{\"source\": ", f);
+		jstr(f, source, strlen(source));
+		fputs(", \"index_only\": true, \"shards\": [", f);
+		for (uint32_t s = 0; s < m->nshards; s++) {
+			fputs(s ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
+			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+			fprintf(f, ", \"tensors\": %llu, \"present\": %s}",
+				(unsigned long long)m->shards[s].index_tensors,
+				m->shards[s].missing ? "false" : "true");
+		}
+		fputs(m->nshards ? "\n], \"missing_shards\": [" : "], \"missing_shards\": [", f);
+		for (uint32_t s = 0, k = 0; s < m->nshards; s++) {
+			if (!m->shards[s].missing)
+				continue;
+			fputs(k++ ? ", " : "", f);
+			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+		}
+		fprintf(f, "], \"tensor_count\": %llu, \"total_size\": ", (unsigned long long)m->ntensors);
+		if (has_ts)
+			fprintf(f, "%llu", ts);
+		else
+			fputs("null", f);
+		fputs(", \"index_metadata\": ", f);
+		put_compact(f, m->index_meta);
+		fputs("}\n", f);
+		return ferror(f) ? -1 : 0;
+	}
+	fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing,
+		m->nshards);
+	size_t w = 5;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		if (display_width(m->shards[s].name) > w)
+			w = display_width(m->shards[s].name);
+	put_padded(f, "shard", w);
+	fprintf(f, "  %9s  %s\n", "tensors", "file");
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		put_padded(f, m->shards[s].name, w);
+		fprintf(f, "  %9llu  %s\n", (unsigned long long)m->shards[s].index_tensors,
+			m->shards[s].missing ? "missing" : "present");
+	}
+	fprintf(f, "\n%llu tensors in %u shards", (unsigned long long)m->ntensors, m->nshards);
+	if (has_ts)
+		fprintf(f, ", metadata.total_size %llu bytes", ts);
+	fputs("\nindex metadata: ", f);
+	put_compact(f, m->index_meta);
+	fputc('\n', f);
+	return ferror(f) ? -1 : 0;
+}
+
+int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f)
+{
+	struct stats st = {0};
+	if (m->index_only)
+		return inspect_index_only(m, source, json, f);
+	int multi = m->nshards > 1 || m->kind != TFS_MODEL_FILE;
+	size_t w = 4;
+
+	if (json) {
+		fputs("{\"source\": ", f);
+		jstr(f, source, strlen(source));
+		fputs(", \"tensors\": [", f);
+	} else {
+		/* Column width from the names as shown (capped at 60). */
+		char q[512];
+		for (uint32_t s = 0; s < m->nshards; s++) {
+			const struct tfs_table *h = &m->shards[s].h;
+			for (uint32_t i = 0; i < h->n && w < 60; i++) {
+				table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
+				size_t dw = display_width(q);
+				if (dw > w)
+					w = dw;
+			}
+		}
+		if (w > 60)
+			w = 60;
+		put_padded(f, "name", w);
+		fprintf(f, "  %-11s  %-20s  %14s%s\n", "dtype", "shape", "bytes", multi ? "  shard" : "");
+	}
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_shard *sh = &m->shards[s];
+		const struct tfs_table *h = &sh->h;
+		for (uint32_t i = 0; i < h->n; i++) {
+			const struct tfs_tensor *t = &h->t[i];
+			size_t dl;
+			const char *dt = tfs_tensor_dtype(h, t, &dl);
+			uint64_t params = tfs_tensor_elements(h, t), bytes = tfs_tensor_size(t);
+			if (count(&st, dt, dl, params, bytes))
+				return -1;
+			if (json) {
+				fputs(st.tensors > 1 ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
+				jstr(f, tfs_tensor_name(h, t), t->name_len);
+				fputs(", \"dtype\": ", f);
+				jstr(f, dt, dl);
+				fputs(", \"shape\": ", f);
+				shape_str(f, h, t, 1);
+				fprintf(f, ", \"bytes\": %llu, \"offsets\": [%llu,%llu], \"shard\": ",
+					(unsigned long long)bytes, (unsigned long long)t->begin,
+					(unsigned long long)t->end);
+				jstr(f, sh->name, strlen(sh->name));
+				fputc('}', f);
+			} else {
+				char q[512], dq[80];
+				/* Printable, one line, whatever the name holds. */
+				table_name(q, sizeof q, tfs_tensor_name(h, t), t->name_len);
+				table_name(dq, sizeof dq, dt, dl);
+				put_padded(f, q, w);
+				fputs("  ", f);
+				put_padded(f, dq, 11);
+				fputs("  ", f);
+				char shp[64];
+				FILE *sf = fmemopen(shp, sizeof shp, "w");
+				if (sf) {
+					shape_str(sf, h, t, 0);
+					fclose(sf);
+				}
+				shp[sizeof shp - 1] = 0;
+				fprintf(f, "%-20s  %14llu", shp, (unsigned long long)bytes);
+				if (multi)
+					fprintf(f, "  %s", sh->name);
+				fputc('\n', f);
+			}
+		}
+	}
+	if (st.n)
+		qsort(st.d, st.n, sizeof *st.d, dt_cmp);
+	char *meta = NULL;
+	size_t ml = 0;
+	if (tfs_model_meta_json(m, &meta, &ml))
+		return -1;
+	while (ml && meta[ml - 1] == '\n')
+		meta[--ml] = 0;
+	if (json) {
+		fprintf(f, "%s], \"tensor_count\": %llu, \"parameters_per_dtype\": {",
+			st.tensors ? "\n" : "", (unsigned long long)st.tensors);
+		for (size_t i = 0; i < st.n; i++) {
+			fputs(i ? ", " : "", f);
+			jstr(f, st.d[i].name, strlen(st.d[i].name));
+			fprintf(f, ": %llu", (unsigned long long)st.d[i].params);
+		}
+		fputs("}, \"bytes_per_dtype\": {", f);
+		for (size_t i = 0; i < st.n; i++) {
+			fputs(i ? ", " : "", f);
+			jstr(f, st.d[i].name, strlen(st.d[i].name));
+			fprintf(f, ": %llu", (unsigned long long)st.d[i].bytes);
+		}
+		fprintf(f, "}, \"total_parameters\": %llu, \"total_bytes\": %llu, \"shards\": [",
+			(unsigned long long)st.params, (unsigned long long)st.bytes);
+		for (uint32_t s = 0; s < m->nshards; s++) {
+			fputs(s ? ", " : "", f);
+			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+		}
+		fputs("], \"format\": ", f);
+		jstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
+		fputs(", \"facts\": {", f);
+		put_facts(f, &m->shards[0].h, 1);
+		fprintf(f, "}, \"metadata\": %s}\n", meta);
+	} else {
+		fprintf(f, "\n%llu tensors", (unsigned long long)st.tensors);
+		if (multi)
+			fprintf(f, " in %u shards", m->nshards);
+		fprintf(f, ", %llu parameters, %llu bytes\n", (unsigned long long)st.params,
+			(unsigned long long)st.bytes);
+		fprintf(f, "%-11s  %9s  %16s  %16s\n", "dtype", "tensors", "parameters", "bytes");
+		for (size_t i = 0; i < st.n; i++)
+			fprintf(f, "%-11s  %9llu  %16llu  %16llu\n", st.d[i].name,
+				(unsigned long long)st.d[i].tensors, (unsigned long long)st.d[i].params,
+				(unsigned long long)st.d[i].bytes);
+		fprintf(f, "format: %s\n", m->shards[0].h.format);
+		put_facts(f, &m->shards[0].h, 0);
+		/* A tokenizer's vocabulary is no reading for a terminal. */
+		if (ml > INSPECT_META_MAX)
+			fprintf(f, "__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
+				ml + 1);
+		else
+			fprintf(f, "__metadata__: %s\n", meta);
+	}
+	free(meta);
+	free(st.d);
+	return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,572 @@
+/* The command line: parse options, validate the whole source, mount, and
+ * only then detach, so that every failure is reported in the foreground. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "views/export.h"
+#include "fuse/behind.h"
+#include "fuse/kinit.h"
+#include "core/mem.h"
+#include "cli/daemon.h"
+#include "fuse/fuse.h"
+#include "cli/inspect.h"
+#include "core/hash.h"
+
+#ifndef TFS_VERSION
+#define TFS_VERSION "0.1.0"
+#endif
+
+enum {
+	EXIT_OK = TFS_EXIT_OK,
+	EXIT_INTERNAL = TFS_EXIT_INTERNAL,
+	EXIT_USAGE = TFS_EXIT_USAGE,
+	EXIT_SOURCE = TFS_EXIT_SOURCE,
+	EXIT_FORMAT = TFS_EXIT_FORMAT,
+	EXIT_MOUNT = TFS_EXIT_MOUNT,
+};
+
+struct cli {
+	const char *source;     /* a copy: argv's own is scrubbed (take_source) */
+	char *shown;            /* SOURCE without credentials, for messages */
+	const char *mountpoint;
+	int nonopt;
+	int strict;
+	int direct_io;
+	int nosplice;
+	int overmount;
+	int notsv;
+	int export;
+	int export_cache;
+	int originals;
+	char *layout;
+	char *format;
+	char *convert;
+	char *input;
+	char *readahead;
+	char *uid, *gid;
+	int bad_extra;
+	const char *extra;
+	int inspect, json;
+	struct tfs_opts driver_opts; /* the source drivers' -o options */
+	int nomem;
+};
+
+enum { KEY_INSPECT = 1, KEY_JSON };
+
+#define CLI_OPT(t, p, v) { t, offsetof(struct cli, p), v }
+static const struct fuse_opt cli_opts[] = {
+	CLI_OPT("strict", strict, 1),
+	CLI_OPT("direct_io", direct_io, 1),
+	CLI_OPT("nosplice", nosplice, 1),
+	CLI_OPT("overmount", overmount, 1),
+	CLI_OPT("notsv", notsv, 1),
+	CLI_OPT("export", export, 1),
+	CLI_OPT("export_cache", export_cache, 1),
+	CLI_OPT("originals", originals, 1),
+	CLI_OPT("layout=%s", layout, 0),
+	CLI_OPT("format=%s", format, 0),
+	CLI_OPT("convert=%s", convert, 0),
+	CLI_OPT("input=%s", input, 0),
+	CLI_OPT("readahead_kb=%s", readahead, 0),
+	CLI_OPT("uid=%s", uid, 0),
+	CLI_OPT("gid=%s", gid, 0),
+	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
+	FUSE_OPT_KEY("--json", KEY_JSON),
+	FUSE_OPT_END,
+};
+
+/* A copy of SOURCE, and the original in argv with the password of a URL
+ * (scheme://user:PASSWORD@host/...) overwritten, as curl does: the
+ * daemon's /proc/PID/cmdline is readable by every local user for the life
+ * of the mount. */
+static char *take_source(char *arg, char **shown)
+{
+	char *copy = strdup(arg);
+	*shown = malloc(strlen(arg) + 1);
+	if (*shown)
+		tfs_source_redact(arg, *shown, strlen(arg) + 1);
+	tfs_source_hide(arg);
+	return copy;
+}
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct cli *c = data;
+	(void)out;
+	if (key == KEY_INSPECT || key == KEY_JSON) {
+		*(key == KEY_INSPECT ? &c->inspect : &c->json) = 1;
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_OPT) {
+		/* A source driver's option is the driver's; the rest go on to
+		 * libfuse, which refuses what it does not know. */
+		const char *eq = strchr(arg, '=');
+		size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
+		if (!spec)
+			return 1;
+		if (spec->takes_value != (eq != NULL)) {
+			fprintf(stderr, "tensorfs: -o %.*s %s\n", (int)klen, arg,
+				spec->takes_value ? "takes a value (-o NAME=VALUE)" : "takes no value");
+			return -1;
+		}
+		if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
+			c->nomem = 1;
+		return 0;
+	}
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	switch (c->nonopt++) {
+	case 0:
+		c->source = take_source((char *)arg, &c->shown);
+		if (!c->source || !c->shown)
+			c->nomem = 1;
+		return 0; /* not for libfuse */
+	case 1:
+		/* Kept from fuse_parse_cmdline, which would refuse a bad mount
+		 * point with its own message and exit code. */
+		c->mountpoint = arg;
+		return 0;
+	default:
+		c->bad_extra = 1;
+		c->extra = arg;
+		return 0;
+	}
+}
+
+/* The core's log lines go where libfuse's go (stderr, then syslog). */
+static void log_line(const char *line)
+{
+	fuse_log(FUSE_LOG_WARNING, "tensorfs: %s\n", line);
+}
+
+static void warn_cb(void *ctx, const char *where, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		"       tensorfs --inspect [--json] [-o OPTIONS] SOURCE\n"
+		"\n"
+		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
+		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
+		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
+		"(*.index.json), a directory holding one index, or a directory of\n"
+		"checkpoint files (all of them, as one model). Formats: %s.\n"
+		"\n"
+		"options:\n"
+		"    -h, --help            print this help and exit\n"
+		"    -V, --version         print the version and exit\n"
+		"    -f                    stay in the foreground\n"
+		"    -d                    debug output (implies -f)\n"
+		"    -s                    single-threaded\n"
+		"    -o opt[,opt...]       mount options:\n"
+		"       uid=N, gid=N       owner of every file (default: the caller)\n"
+		"       strict             refuse what the format's reference reader refuses\n"
+		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
+		"                          tree: names split on '.' into directories\n"
+		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
+		"       convert=f32        narrow float and quantized tensors as float32\n"
+		"       notsv              no __tensors__.tsv table in each directory\n"
+		"       export             model.safetensors of every tensor, and with\n"
+		"                          layout=tree D.safetensors beside every directory D\n"
+		"       export_cache       read generated files through the page cache even\n"
+		"                          where direct I/O could keep shared mmap\n"
+		"       originals          the source's own files (shards, index, config.json...)\n"
+		"                          byte for byte in __files__/\n"
+		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
+		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
+		"       nosplice           copy through a buffer instead of splicing\n"
+		"       overmount          mount even where something is mounted already\n"
+		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
+		"                          0 keeps the kernel's 128; needs root)\n"
+		"       max_threads=N      worker threads (default 10)\n",
+		tfs_format_names());
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *o = tfs_source_drivers[i]->opts; o && o->name; o++)
+			fprintf(f, "       %-18s %s\n", o->name, o->help);
+	fprintf(f,
+		"       allow_other, ...   standard FUSE mount options pass through\n"
+		"\n"
+		"exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
+		"4 invalid checkpoint, 5 mount failed.\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+static int parse_id(const char *s, unsigned long *v)
+{
+	char *end;
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	*v = strtoul(s, &end, 10);
+	if (errno || *end || *v > 0xfffffffeul || s[0] == '-')
+		return -1;
+	return 0;
+}
+
+static int exit_of(tfs_err e)
+{
+	switch (e) {
+	case TFS_ERR_FORMAT: return EXIT_FORMAT;
+	case TFS_ERR_INVAL: return EXIT_USAGE; /* a source or option that cannot be right */
+	case TFS_ERR_OPEN:
+	case TFS_ERR_NOENT:
+	case TFS_ERR_NOTREG:
+	case TFS_ERR_IO:
+	case TFS_ERR_SHORT: return EXIT_SOURCE;
+	default: return EXIT_INTERNAL;
+	}
+}
+
+/* tensorfs --inspect [--json] [-o OPTIONS] SOURCE: same sources, same
+ * checks and exit codes as mounting, without a mount point. */
+static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
+{
+	if (c->mountpoint || c->bad_extra || rest->argc > 1) {
+		const char *what = c->mountpoint ? c->mountpoint : c->bad_extra ? c->extra : rest->argv[1];
+		/* libfuse gathers the options it would take as "-o", "a,b". */
+		if (!c->mountpoint && !c->bad_extra && strcmp(what, "-o") == 0 && rest->argc > 2)
+			what = rest->argv[2];
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n",
+			what);
+		return EXIT_USAGE;
+	}
+	if (!c->source) {
+		fprintf(stderr, "tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n");
+		return EXIT_USAGE;
+	}
+	struct tfs_model model;
+	struct tfs_model_diag md;
+	struct tfs_model_opts io = *mo;
+	io.index_only_ok = 1;
+	tfs_err e = tfs_model_open(c->source, &io, &model, &md);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
+		return exit_of(e);
+	}
+	if (model.index_only) {
+		char list[512];
+		size_t o = 0;
+		uint32_t k = 0;
+		for (uint32_t s = 0; s < model.nshards; s++) {
+			if (!model.shards[s].missing)
+				continue;
+			if (k++ < 4 && o < sizeof list)
+				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
+						      model.shards[s].name);
+		}
+		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
+			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
+	}
+	const char *shown = c->shown;
+	int r = tfs_inspect(&model, shown, c->json, stdout);
+	if (fflush(stdout) != 0)
+		r = -1;
+	tfs_model_free(&model);
+	if (r) {
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", shown);
+		return EXIT_INTERNAL;
+	}
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts fo;
+	struct cli c;
+	struct tfs_diag d = {{0}};
+	struct tfs_model_diag md;
+	struct tfs_model model;
+	struct tfs_tree tree;
+	struct tfs_fs fs;
+	struct fuse_session *se = NULL;
+	int rc = EXIT_INTERNAL;
+	tfs_err e;
+	struct tfs_ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
+	pthread_t rt;
+	int have_rt = 0;
+
+	tfs_mem_init();
+	memset(&c, 0, sizeof c);
+	memset(&fo, 0, sizeof fo);
+	memset(&model, 0, sizeof model);
+	memset(&tree, 0, sizeof tree);
+	memset(&fs, 0, sizeof fs);
+	fuse_set_log_func(tfs_log_cb);
+	tfs_log_set(log_line);
+
+	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0 || c.nomem) {
+		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
+		goto out_args;
+	}
+	const struct tfs_format *input = NULL;
+	if (c.input && !(input = tfs_format_find(c.input))) {
+		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(), c.input);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	tfs_hash_seed_init();
+	struct tfs_model_opts mo = {
+		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
+		.format = input,
+		.opts = &c.driver_opts,
+		.warn = warn_cb,
+	};
+	if (c.inspect) {
+		rc = inspect_main(&c, &mo, &args);
+		goto out_args;
+	}
+	if (fuse_parse_cmdline(&args, &fo) != 0) {
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (fo.show_help) {
+		usage(stdout);
+		rc = EXIT_OK;
+		goto out_args;
+	}
+	if (fo.show_version) {
+		printf("tensorfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
+		rc = EXIT_OK;
+		goto out_args;
+	}
+	if (c.bad_extra) {
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n", c.extra);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (!c.source || !c.mountpoint) {
+		fprintf(stderr, "tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+			!c.source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	unsigned long uid = getuid(), gid = getgid();
+	if ((c.uid && parse_id(c.uid, &uid)) || (c.gid && parse_id(c.gid, &gid))) {
+		fprintf(stderr, "tensorfs: -o uid= and gid= take a decimal number\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
+	unsigned long readahead_kb = 4096;
+	if (c.readahead && (parse_id(c.readahead, &readahead_kb) || readahead_kb > (1ul << 20))) {
+		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (c.export_cache && !c.export) {
+		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	enum tfs_layout layout = TFS_LAYOUT_FLAT;
+	if (c.layout && strcmp(c.layout, "tree") == 0) {
+		layout = TFS_LAYOUT_TREE;
+	} else if (c.layout && strcmp(c.layout, "flat") != 0) {
+		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c.layout);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
+	unsigned view = 0;
+	if (c.format && strcmp(c.format, "npy") == 0) {
+		view |= TFS_VIEW_NPY;
+	} else if (c.format && strcmp(c.format, "raw") != 0) {
+		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c.format);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+	if (c.convert && strcmp(c.convert, "f32") == 0) {
+		view |= TFS_VIEW_F32;
+	} else if (c.convert && strcmp(c.convert, "none") != 0) {
+		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c.convert);
+		rc = EXIT_USAGE;
+		goto out_args;
+	}
+
+	e = tfs_model_open(c.source, &mo, &model, &md);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
+		rc = exit_of(e);
+		goto out_args;
+	}
+	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv,
+				   .export = c.export, .originals = c.originals};
+	e = tfs_tree_build(&model, &to, &tree, &d);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", c.shown, d.msg);
+		rc = exit_of(e);
+		goto out_model;
+	}
+	if (c.export) {
+		char first[200];
+		uint64_t left = tfs_export_left_out(&tree, first, sizeof first);
+		if (left)
+			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
+				c.shown, (unsigned long long)left, left == 1 ? "" : "s", first);
+	}
+
+	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount))) {
+		rc = EXIT_MOUNT;
+		goto out_tree;
+	}
+
+	/* Read-only at the kernel too, and named so findmnt and mount show
+	 * what is mounted: fuse.tensorfs, with the source as the device. */
+	if (fuse_opt_add_arg(&args, "-oro,default_permissions,subtype=tensorfs") != 0)
+		goto out_tree;
+	{
+		char *fsname = NULL;
+		int r0 = fuse_opt_add_opt_escaped(&fsname, model.store ? model.store->location : c.shown);
+		if (r0 != 0)
+			goto out_tree;
+		char *opt = malloc(strlen(fsname) + 16);
+		if (!opt) {
+			free(fsname);
+			goto out_tree;
+		}
+		sprintf(opt, "-ofsname=%s", fsname);
+		free(fsname);
+		int r = fuse_opt_add_arg(&args, opt);
+		free(opt);
+		if (r != 0)
+			goto out_tree;
+	}
+
+	fs.m = &model;
+	fs.tree = &tree;
+	fs.uid = (uid_t)uid;
+	fs.gid = (gid_t)gid;
+	fs.direct_io = c.direct_io;
+	fs.export_cache = c.export_cache;
+	fs.view = view;
+	fs.nosplice = c.nosplice;
+	fs.splice = false;
+	fs.timeout = 86400.0 * 365;
+
+	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof tfs_fuse_ops, &fs);
+	if (!se) {
+		rc = EXIT_USAGE; /* libfuse said which option it refused */
+		goto out_tree;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = EXIT_INTERNAL;
+		goto out_session;
+	}
+	rd.readahead_kb = readahead_kb;
+	if (fuse_session_mount(se, rd.mountpoint) != 0) {
+		rc = EXIT_MOUNT;
+		goto out_signals;
+	}
+	/* Without the hooks the mount works as before: direct_io files just
+	 * cannot be mapped shared. */
+	tfs_kinit_attach(se);
+	fs.after_init = tfs_after_init;
+	fs.after_init_ctx = &rd;
+	if (!fo.foreground && (rd.notify_fd = tfs_daemonize()) < 0) {
+		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
+		rc = EXIT_INTERNAL;
+		goto out_unmount;
+	}
+	/* The helper must never take SIGTERM/SIGINT/SIGHUP: libfuse's handler
+	 * only flags the session, and the loop notices when the signal
+	 * interrupts one of its own threads. The helper inherits this mask. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, tfs_ready_thread, &rd);
+	have_rt = !fo.foreground && tr == 0;
+	struct tfs_watch watch;
+	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
+	/* Only generated files drop pages behind their readers: a tensor's
+	 * file is what np.memmap and repeated reads use. Whether they are
+	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
+	 * starts anyway; it costs nothing while no stream is open. */
+	uint64_t ra = (readahead_kb ? readahead_kb : 128) << 10;
+	int tb = tw == 0 && c.export && !c.direct_io ? tfs_behind_start(&fs.behind, se, ra) : 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (tr != 0 || tw != 0 || tb != 0) {
+		if (tw == 0)
+			tfs_watch_end(&watch);
+		rc = EXIT_INTERNAL;
+		goto out_unmount;
+	}
+	int r;
+	if (fo.singlethread) {
+		r = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc) {
+			tfs_watch_end(&watch);
+			rc = EXIT_INTERNAL;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, fo.max_threads);
+		/* UINT_MAX means "not given"; Debian's 3.14 warns if it is
+		 * passed on. */
+		if (fo.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
+		r = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	/* The loops return 0 after an unmount, the signal number after
+	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
+	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
+	tfs_watch_end(&watch);
+
+out_unmount:
+	tfs_behind_end(fs.behind);
+	fuse_session_unmount(se);
+	tfs_behind_free(fs.behind);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+	/* Only now: a signal can end the loop before the helper's open() is
+	 * answered, and only closing the session's /dev/fuse (just done)
+	 * makes that open() return. */
+	if (have_rt)
+		pthread_join(rt, NULL);
+out_tree:
+	free(rd.mountpoint);
+	tfs_tree_free(&tree);
+out_model:
+	tfs_model_free(&model);
+out_args:
+	free((char *)c.source);
+	free(c.shown);
+	free(fo.mountpoint);
+	free(c.uid);
+	free(c.gid);
+	free(c.layout);
+	free(c.format);
+	free(c.convert);
+	free(c.input);
+	free(c.readahead);
+	tfs_opts_free(&c.driver_opts);
+	fuse_opt_free_args(&args);
+	return rc;
+}

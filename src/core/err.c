@@ -1,0 +1,102 @@
+#include "core/err.h"
+
+#include "core/utf8.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void (*log_sink)(const char *line);
+
+void tfs_log_set(void (*sink)(const char *line))
+{
+	log_sink = sink;
+}
+
+void tfs_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (log_sink)
+		log_sink(line);
+	else
+		fprintf(stderr, "tensorfs: %s\n", line);
+}
+
+const char *tfs_err_str(tfs_err e)
+{
+	switch (e) {
+	case TFS_OK: return "success";
+	case TFS_ERR_NOMEM: return "out of memory";
+	case TFS_ERR_IO: return "I/O error";
+	case TFS_ERR_SHORT: return "source is shorter than at mount time";
+	case TFS_ERR_OPEN: return "cannot open source";
+	case TFS_ERR_NOENT: return "no such file";
+	case TFS_ERR_NOTREG: return "not a regular file";
+	case TFS_ERR_FORMAT: return "invalid safetensors file";
+	case TFS_ERR_INVAL: return "invalid argument";
+	}
+	return "unknown error";
+}
+
+tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap)
+{
+	if (d)
+		vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+	return e;
+}
+
+tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tfs_vfail(d, e, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+	/* Room for the closing quote, "..." and the NUL. */
+	size_t limit = outsz > 8 ? outsz - 6 : 0;
+
+	if (outsz < 3) {
+		if (outsz)
+			out[0] = 0;
+		return;
+	}
+	out[o++] = '\'';
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		/* A name that is not UTF-8 (GGUF and pickles allow any bytes)
+		 * must not make the line itself invalid text: whole valid
+		 * sequences are kept, any other byte is shown as \xNN. */
+		size_t seq = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+		if (seq > 1 && (i + seq > len ||
+				tfs_utf8_check((const unsigned char *)name + i, seq) != seq))
+			seq = 0;
+		int esc = seq == 0 || c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
+		if (o + (esc ? 4 : seq) > limit)
+			break;
+		if (esc) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		} else {
+			memcpy(out + o, name + i, seq);
+			o += seq;
+			i += seq - 1;
+		}
+	}
+	if (i < len) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o++] = '\'';
+	out[o] = 0;
+}

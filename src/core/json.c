@@ -1,0 +1,188 @@
+#include "core/json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t nc = *cap ? *cap : 256;
+		while (nc < *len + n + 1)
+			nc *= 2;
+		char *q = realloc(*buf, nc);
+		if (!q)
+			return TFS_ERR_NOMEM;
+		*buf = q;
+		*cap = nc;
+	}
+	if (n)
+		memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = 0;
+	return TFS_OK;
+}
+
+tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v)
+{
+	char num[24];
+	size_t k = sizeof num;
+	do {
+		num[--k] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return tfs_json_put(buf, len, cap, num + k, sizeof num - k);
+}
+
+static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
+			  int escape_del)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i = 0, run = 0;
+	if (tfs_json_put(buf, len, cap, "\"", 1))
+		return TFS_ERR_NOMEM;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[7];
+		size_t el = 0;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
+			el = 2;
+		} else if (c < 0x20 || (c == 0x7f && escape_del)) {
+			const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" :
+					    c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+			if (named) {
+				memcpy(esc, named, 2);
+				el = 2;
+			} else {
+				memcpy(esc, "\\u00", 4);
+				esc[4] = hex[c >> 4];
+				esc[5] = hex[c & 15];
+				el = 6;
+			}
+		} else {
+			run++;
+			continue;
+		}
+		if (tfs_json_put(buf, len, cap, s + i - run, run) || tfs_json_put(buf, len, cap, esc, el))
+			return TFS_ERR_NOMEM;
+		run = 0;
+	}
+	if (tfs_json_put(buf, len, cap, s + n - run, run) || tfs_json_put(buf, len, cap, "\"", 1))
+		return TFS_ERR_NOMEM;
+	return TFS_OK;
+}
+
+tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	return put_string(buf, len, cap, s, n, 1);
+}
+
+tfs_err tfs_json_str_std(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	return put_string(buf, len, cap, s, n, 0);
+}
+
+tfs_err tfs_json_puts(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	return tfs_json_put(buf, len, cap, s, strlen(s));
+}
+
+tfs_err tfs_json_nested(char **b, size_t *n, size_t *cap, const char *text, size_t len)
+{
+	tfs_err e = TFS_OK;
+	size_t start = 0;
+	for (size_t k = 0; !e && k < len; k++) {
+		if (text[k] != '\n')
+			continue;
+		e = tfs_json_put(b, n, cap, text + start, k + 1 - start);
+		if (!e)
+			e = tfs_json_put(b, n, cap, "  ", 2);
+		start = k + 1;
+	}
+	if (!e)
+		e = tfs_json_put(b, n, cap, text + start, len - start);
+	return e;
+}
+
+/* The digits of the p-significant-digit string that round-trips, or 0.
+ * The correctly rounded one is tried first, then its neighbours one unit
+ * away in the last digit: at a power of two the interval that reads back
+ * the same is lopsided, and the nearest string may fall out of it while a
+ * farther one with as few digits is in. */
+static int round_trips(double v, int p, char *digits, int *exp10)
+{
+	char t[48];
+	snprintf(t, sizeof t, "%.*e", p - 1, v);
+	char *e = strchr(t, 'e');
+	long long m = 0;
+	for (char *q = t; q < e; q++)
+		if (*q >= '0' && *q <= '9')
+			m = m * 10 + (*q - '0');
+	int ex = atoi(e + 1);
+	for (int k = 0; k < 3; k++) {
+		long long c = m + (k == 0 ? 0 : k == 1 ? 1 : -1);
+		if (c <= 0)
+			continue;
+		char cand[48];
+		snprintf(cand, sizeof cand, "%s%llde%d", v < 0 ? "-" : "", c, ex - (p - 1));
+		if (strtod(cand, NULL) != v)
+			continue;
+		int n = snprintf(digits, 24, "%lld", c);
+		*exp10 = ex - (p - 1) + n; /* digits are 0.d1d2... x 10^exp10 */
+		return n;
+	}
+	return 0;
+}
+
+size_t tfs_float_repr(char *buf, size_t cap, double v)
+{
+	if (v != v)
+		return (size_t)snprintf(buf, cap, "nan");
+	if (v - v != 0)
+		return (size_t)snprintf(buf, cap, "%s", v < 0 ? "-inf" : "inf");
+	const char *sign = signbit(v) ? "-" : "";
+	if (v == 0)
+		return (size_t)snprintf(buf, cap, "%s0.0", sign);
+	char d[24];
+	int n = 0, decpt = 0;
+	for (int p = 1; p <= 17 && !n; p++)
+		n = round_trips(v, p, d, &decpt);
+	while (n > 1 && d[n - 1] == '0')
+		d[--n] = 0;
+	char out[64];
+	size_t o = 0;
+	if (*sign)
+		out[o++] = '-';
+	if (decpt > -4 && decpt <= 16) {
+		if (decpt <= 0) { /* 0.000ddd */
+			out[o++] = '0';
+			out[o++] = '.';
+			for (int i = 0; i < -decpt; i++)
+				out[o++] = '0';
+			for (int i = 0; i < n; i++)
+				out[o++] = d[i];
+		} else { /* ddd.ddd, or ddd000.0 */
+			for (int i = 0; i < decpt; i++)
+				out[o++] = i < n ? d[i] : '0';
+			out[o++] = '.';
+			if (decpt >= n)
+				out[o++] = '0';
+			for (int i = decpt; i < n; i++)
+				out[o++] = d[i];
+		}
+		out[o] = 0;
+	} else { /* d.ddde+XX */
+		int x = decpt - 1;
+		out[o++] = d[0];
+		if (n > 1) {
+			out[o++] = '.';
+			for (int i = 1; i < n; i++)
+				out[o++] = d[i];
+		}
+		snprintf(out + o, sizeof out - o, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+	}
+	return (size_t)snprintf(buf, cap, "%s", out);
+}

@@ -1,0 +1,576 @@
+/* The tensor tables of a checkpoint: one file, the shards an index names,
+ * or a directory's files, each read (in parallel) by its format's driver
+ * from the store the source driver gave, and checked against each other.
+ * Indexes are read in core/index.c. */
+#include "core/model_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/hash.h"
+#include "core/json.h"
+#include "core/mem.h"
+
+int tfs_ends_with(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+tfs_err tfs_mfail(struct tfs_model_diag *md, const char *where, tfs_err e, const char *fmt, ...)
+{
+	va_list ap;
+	snprintf(md->where, sizeof md->where, "%s", where);
+	va_start(ap, fmt);
+	tfs_vfail(&md->d, e, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- reading the shard tables, in parallel ---- */
+
+struct warn_buf {
+	char *text;
+	size_t len, cap;
+};
+
+static void warn_collect(void *ctx, const char *msg)
+{
+	struct warn_buf *w = ctx;
+	size_t n = strlen(msg) + 1;
+	if (w->len + n > w->cap) {
+		size_t nc = w->cap ? w->cap * 2 : 1024;
+		while (nc < w->len + n)
+			nc *= 2;
+		char *q = realloc(w->text, nc);
+		if (!q)
+			return;
+		w->text = q;
+		w->cap = nc;
+	}
+	memcpy(w->text + w->len, msg, n);
+	w->len += n;
+}
+
+struct job {
+	struct tfs_model *m;
+	const struct tfs_model_opts *o;
+	uint32_t next;
+	tfs_err *errs;
+	struct tfs_diag *diags;
+	struct warn_buf *warns;
+};
+
+static void read_one(struct job *j, uint32_t i)
+{
+	struct tfs_shard *s = &j->m->shards[i];
+	struct tfs_parse_opts po = {
+		.flags = j->o ? j->o->parse_flags : 0,
+		.warn = warn_collect,
+		.warn_ctx = &j->warns[i],
+	};
+	j->errs[i] = j->m->store->ops->open(j->m->store, s->sname, &s->src, &j->diags[i]);
+	if (!j->errs[i])
+		j->errs[i] = tfs_format_read(s->src, j->o ? j->o->format : NULL, &po, &s->h, &j->diags[i]);
+	s->missing = j->errs[i] == TFS_ERR_NOENT;
+}
+
+static void *reader(void *arg)
+{
+	struct job *j = arg;
+	for (;;) {
+		uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		if (i >= j->m->nshards)
+			return NULL;
+		read_one(j, i);
+	}
+}
+
+/* Reads the tables of shards [first, nshards). */
+static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struct tfs_model_opts *o,
+				const char *where, struct tfs_model_diag *md)
+{
+	struct job j = {.m = m, .o = o, .next = first};
+	tfs_err e = TFS_OK;
+	uint32_t n = m->nshards;
+	j.errs = calloc(n ? n : 1, sizeof *j.errs);
+	j.diags = calloc(n ? n : 1, sizeof *j.diags);
+	j.warns = calloc(n ? n : 1, sizeof *j.warns);
+	if (!j.errs || !j.diags || !j.warns) {
+		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	/* Remote shards wait on the network, not on a core: more readers. */
+	unsigned nt = o && o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN) * 4;
+	if (nt < 1)
+		nt = 1;
+	if (nt > TFS_MODEL_READERS)
+		nt = TFS_MODEL_READERS;
+	if (nt > n)
+		nt = n;
+	pthread_t th[TFS_MODEL_READERS];
+	unsigned started = 0;
+	for (unsigned t = 1; t < nt; t++)
+		if (pthread_create(&th[started], NULL, reader, &j) == 0)
+			started++;
+	reader(&j);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+
+	/* Report in shard order, so the outcome does not depend on threads. */
+	for (uint32_t i = first; i < n; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		if (j.warns[i].len && o && o->warn) {
+			for (size_t k = 0; k < j.warns[i].len; k += strlen(j.warns[i].text + k) + 1)
+				o->warn(o->warn_ctx, m->kind == TFS_MODEL_FILE ? s->path : where,
+					j.warns[i].text + k);
+		}
+		if (j.errs[i] && !e) {
+			if (m->kind == TFS_MODEL_FILE)
+				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
+			else
+				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s", s->name, j.diags[i].msg);
+		}
+		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		m->ntensors += s->h.n;
+	}
+out:
+	if (j.warns)
+		for (uint32_t i = 0; i < n; i++)
+			free(j.warns[i].text);
+	free(j.errs);
+	free(j.diags);
+	free(j.warns);
+	return e;
+}
+
+/* ---- consistency across shards ---- */
+
+static const char *tname(const struct tfs_model *m, struct where_t w, size_t *len)
+{
+	const struct tfs_table *h = &m->shards[w.shard].h;
+	*len = h->t[w.t].name_len;
+	return tfs_tensor_name(h, &h->t[w.t]);
+}
+
+struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt,
+				  const char *name, size_t len)
+{
+	size_t j = tfs_hash(name, len, tfs_hash_seed) & (nt->n - 1);
+	while (nt->slots[j].shard != UINT32_MAX) {
+		size_t l;
+		const char *s = tname(m, nt->slots[j], &l);
+		if (l == len && memcmp(s, name, len) == 0)
+			return &nt->slots[j];
+		j = (j + 1) & (nt->n - 1);
+	}
+	return &nt->slots[j];
+}
+
+tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
+			    struct tfs_model_diag *md)
+{
+	nt->n = 16;
+	while (nt->n < m->ntensors * 2)
+		nt->n *= 2;
+	nt->slots = tfs_malloc_big(nt->n * sizeof *nt->slots);
+	if (!nt->slots)
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_table *h = &m->shards[s].h;
+		for (uint32_t i = 0; i < h->n; i++) {
+			struct where_t w = {s, i};
+			size_t len;
+			const char *name = tname(m, w, &len);
+			struct where_t *slot = tfs_model_names_find(m, nt, name, len);
+			if (slot->shard != UINT32_MAX) {
+				char q[200];
+				tfs_quote(q, sizeof q, name, len);
+				return tfs_mfail(md, where, TFS_ERR_FORMAT,
+					     "tensor %s is in two shards, '%s' and '%s'", q,
+					     m->shards[slot->shard].name, m->shards[s].name);
+			}
+			*slot = w;
+		}
+	}
+	return TFS_OK;
+}
+
+/* ---- building the shard list ---- */
+
+tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
+			     const char *where, struct tfs_model_diag *md)
+{
+	const char *prefix = m->store->prefix;
+	uint32_t have = m->nshards;
+	struct tfs_shard *sh = realloc(m->shards, ((size_t)have + n + 1) * sizeof *m->shards);
+	if (!sh)
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	memset(sh + have, 0, ((size_t)n + 1) * sizeof *sh);
+	m->shards = sh;
+	m->nshards = have + n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct tfs_shard *s = &m->shards[have + i];
+		size_t dl = strlen(dir), nl = strlen(names[i]), pl = strlen(prefix);
+		s->name = strdup(names[i]);
+		s->sname = malloc(dl + nl + 1);
+		s->path = malloc(pl + dl + nl + 1);
+		if (!s->name || !s->sname || !s->path)
+			return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		memcpy(s->sname, dir, dl);
+		memcpy(s->sname + dl, names[i], nl + 1);
+		memcpy(s->path, prefix, pl);
+		memcpy(s->path + pl, s->sname, dl + nl + 1);
+	}
+	return TFS_OK;
+}
+
+tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
+			      const char *where, struct tfs_model_diag *md)
+{
+	return read_tables_from(m, 0, o, where, md);
+}
+
+/* ---- models split over several files (GGUF's split.no / split.count) ---- */
+
+/* The shards (in any order) must be parts 0..count-1 of one split, each
+ * once; they are put in part order. */
+static tfs_err check_parts(struct tfs_model *m, const char *where, struct tfs_model_diag *md)
+{
+	uint32_t count = 0;
+	for (uint32_t i = 0; i < m->nshards; i++)
+		if (m->shards[i].h.part_count > count)
+			count = m->shards[i].h.part_count;
+	if (count == 0)
+		return TFS_OK;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		const struct tfs_table *h = &m->shards[i].h;
+		if (h->part_count != count)
+			return tfs_mfail(md, where, TFS_ERR_FORMAT,
+					 "'%s' is %s, but another file is part of a %u-part split",
+					 m->shards[i].name, h->part_count ? "from another split" : "not split", count);
+	}
+	if (m->nshards != count)
+		return tfs_mfail(md, where, TFS_ERR_FORMAT,
+				 "the model is split into %u parts but %u %s here", count, m->nshards,
+				 m->nshards == 1 ? "is" : "are");
+	/* Part numbers are below count (the driver checked): sort by them. */
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		while (m->shards[i].h.part_no != i) {
+			uint32_t k = m->shards[i].h.part_no;
+			if (m->shards[k].h.part_no == k)
+				return tfs_mfail(md, where, TFS_ERR_FORMAT,
+						 "'%s' and '%s' are both part %u of the split", m->shards[i].name,
+						 m->shards[k].name, k + 1);
+			struct tfs_shard t = m->shards[i];
+			m->shards[i] = m->shards[k];
+			m->shards[k] = t;
+		}
+	}
+	return TFS_OK;
+}
+
+/* A file that is the first part of a split: the model is all its parts,
+ * found by the format's naming. */
+static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
+			  struct tfs_model_diag *md)
+{
+	const struct tfs_table *h = &m->shards[0].h;
+	uint32_t count = h->part_count;
+	if (count < 2)
+		return TFS_OK;
+	if (h->part_no != 0)
+		return tfs_mfail(md, where, TFS_ERR_FORMAT,
+				 "this is part %u of a %u-part split model; mount the first part or the directory",
+				 h->part_no + 1, count);
+	const struct tfs_format *f = tfs_format_find(h->format);
+	char **names = calloc(count - 1, sizeof *names);
+	char *slash = strrchr(m->shards[0].sname, '/');
+	size_t dl = slash ? (size_t)(slash - m->shards[0].sname) + 1 : 0;
+	char dir[4096];
+	tfs_err e = TFS_OK;
+	if (!names)
+		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	snprintf(dir, sizeof dir, "%.*s", (int)dl, m->shards[0].sname);
+	for (uint32_t k = 1; k < count && !e; k++) {
+		char nm[4096];
+		if (!f || !f->part_name || f->part_name(m->shards[0].sname + dl, k, count, nm, sizeof nm))
+			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+				      "the file is part 1 of a %u-part split, but its name does not say where the others are (NAME-00001-of-%05u%s)",
+				      count, count, f && f->ext ? f->ext : "");
+		else if (!(names[k - 1] = strdup(nm)))
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+	}
+	if (!e) {
+		/* The first part is read already: add and read the others. */
+		struct names nt = {0};
+		m->kind = TFS_MODEL_DIR;
+		if (!(e = tfs_model_add_shards(m, dir, names, count - 1, where, md)) &&
+		    !(e = read_tables_from(m, 1, o, where, md)) && !(e = check_parts(m, where, md)))
+			e = tfs_model_check_unique(m, &nt, where, md);
+		free(nt.slots);
+	}
+	for (uint32_t k = 0; k + 1 < count; k++)
+		free(names[k]);
+	free(names);
+	return e;
+}
+
+/* The directory rules: the first format (in the registry's order) with
+ * files in the directory decides; its one index, or else all its files.
+ * A Hub repository that ships both safetensors and .bin files mounts the
+ * safetensors ones. */
+static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
+			const struct tfs_model_opts *o, struct tfs_model_diag *md)
+{
+	struct tfs_dirlist dl = {0};
+	struct tfs_diag d;
+	char **idx = NULL, **files = NULL;
+	size_t nidx = 0, nfiles = 0;
+	tfs_err e = m->store->ops->list(m->store, dir, &dl, &d);
+	struct names nt = {0};
+	if (e)
+		return tfs_mfail(md, where, e, "%s", d.msg);
+	idx = calloc(dl.n + 1, sizeof *idx);
+	files = calloc(dl.n + 1, sizeof *files);
+	if (!idx || !files) {
+		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t f = 0; tfs_formats[f] && !nidx && !nfiles; f++) {
+		const char *ext = o && o->format ? o->format->ext : tfs_formats[f]->ext;
+		char isuf[64];
+		if (!ext)
+			continue;
+		snprintf(isuf, sizeof isuf, "%s.index.json", ext);
+		for (size_t i = 0; i < dl.n; i++) {
+			if (tfs_ends_with(dl.name[i], isuf))
+				idx[nidx++] = dl.name[i];
+			else if (tfs_ends_with(dl.name[i], ext))
+				files[nfiles++] = dl.name[i];
+		}
+		if (o && o->format)
+			break;
+	}
+	if (nidx > 1) {
+		char list[768];
+		size_t o2 = 0;
+		qsort(idx, nidx, sizeof *idx, name_cmp);
+		for (size_t i = 0; i < nidx && o2 < sizeof list - 64; i++)
+			o2 += (size_t)snprintf(list + o2, sizeof list - o2, "%s%s", i ? ", " : "", idx[i]);
+		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+			      "the directory holds %zu index files (%s); pass the one to mount", nidx, list);
+		goto out;
+	}
+	if (nidx == 1) {
+		size_t n = strlen(dir) + strlen(idx[0]) + 1;
+		char *name = malloc(n), *disp = malloc(strlen(m->store->prefix) + n);
+		if (name && disp) {
+			snprintf(name, n, "%s%s", dir, idx[0]);
+			sprintf(disp, "%s%s", m->store->prefix, name);
+			e = tfs_model_open_index(m, name, disp, o, md);
+		} else {
+			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
+		}
+		free(name);
+		free(disp);
+		goto out;
+	}
+	if (nfiles == 0) {
+		char exts[256];
+		size_t k = 0;
+		for (size_t f = 0; tfs_formats[f]; f++)
+			if (tfs_formats[f]->ext)
+				k += (size_t)snprintf(exts + k, sizeof exts - k, "%s%s", k ? ", " : "",
+						      tfs_formats[f]->ext);
+		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+			      "the directory holds no checkpoint file (%s) and no index", exts);
+		goto out;
+	}
+	qsort(files, nfiles, sizeof *files, name_cmp);
+	m->kind = TFS_MODEL_DIR;
+	if ((e = tfs_model_add_shards(m, dir, files, (uint32_t)nfiles, where, md)) ||
+	    (e = tfs_model_read_tables(m, o, where, md)) || (e = check_parts(m, where, md)) ||
+	    (e = tfs_model_check_unique(m, &nt, where, md)))
+		goto out;
+out:
+	free(idx);
+	free(files);
+	tfs_dirlist_free(&dl);
+	free(nt.slots);
+	return e;
+}
+
+tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o,
+		       struct tfs_model *m, struct tfs_model_diag *md)
+{
+	struct tfs_diag d;
+	char *target = NULL, source[TFS_SPEC_SHOWN_MAX];
+	tfs_err e;
+	memset(m, 0, sizeof *m);
+	memset(md, 0, sizeof *md);
+	/* Messages name the source as given, less any password in it. */
+	tfs_source_redact(spec, source, sizeof source);
+	e = tfs_source_resolve(spec, o ? o->opts : NULL, &m->store, &target, &d);
+	if (e)
+		return tfs_mfail(md, source, e, "%s", d.msg);
+	m->id = m->store->id;
+	if (!target) {
+		/* The source named a directory (of a store): "" is its root. */
+		e = open_dir(m, "", source, o, md);
+	} else if (tfs_ends_with(target, ".json")) {
+		e = tfs_model_open_index(m, target, source, o, md);
+	} else {
+		m->kind = TFS_MODEL_FILE;
+		e = tfs_model_add_shards(m, "", &target, 1, source, md);
+		if (!e) {
+			/* Messages name the file as the user wrote it. */
+			free(m->shards[0].path);
+			if (!(m->shards[0].path = strdup(source)))
+				e = tfs_mfail(md, source, TFS_ERR_NOMEM, "out of memory");
+		}
+		if (!e)
+			e = tfs_model_read_tables(m, o, source, md);
+		if (!e)
+			e = open_parts(m, o, source, md);
+	}
+	free(target);
+	/* Loaders read the shards in this order: a source that reads ahead
+	 * goes on from one into the next. */
+	for (uint32_t i = 0; !e && i + 1 < m->nshards; i++)
+		if (m->shards[i].src && m->shards[i + 1].src)
+			tfs_source_then(m->shards[i].src, m->shards[i + 1].src);
+	if (e)
+		tfs_model_free(m);
+	return e;
+}
+
+void tfs_model_free(struct tfs_model *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
+		struct tfs_shard *s = &m->shards[i];
+		tfs_table_free(&s->h);
+		tfs_source_close(s->src);
+		free(s->name);
+		free(s->sname);
+		free(s->path);
+		free(s->location);
+	}
+	free(m->shards);
+	free(m->index_path);
+	free(m->index_json);
+	free(m->index_meta);
+	tfs_store_close(m->store);
+	memset(m, 0, sizeof *m);
+}
+
+tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
+			 struct tfs_table *h)
+{
+	memset(m, 0, sizeof *m);
+	m->kind = TFS_MODEL_FILE;
+	m->shards = calloc(1, sizeof *m->shards);
+	if (!m->shards)
+		return TFS_ERR_NOMEM;
+	m->nshards = 1;
+	m->shards[0].name = strdup(src->location);
+	m->shards[0].path = strdup(src->location);
+	m->shards[0].location = strdup(src->location);
+	m->shards[0].src = src;
+	m->shards[0].h = *h;
+	memset(h, 0, sizeof *h);
+	m->id = src->id;
+	m->ntensors = m->shards[0].h.n;
+	if (!m->shards[0].name || !m->shards[0].path || !m->shards[0].location) {
+		tfs_model_free(m);
+		return TFS_ERR_NOMEM;
+	}
+	return TFS_OK;
+}
+
+/* ---- __metadata__.json ---- */
+
+static int pair_cmp(const void *a, const void *b, void *arena)
+{
+	const struct tfs_meta_pair *x = a, *y = b;
+	const char *ar = arena;
+	size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+	int c = memcmp(ar + x->key_off, ar + y->key_off, n);
+	return c ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+/* Do two shards carry the same __metadata__, in whatever key order? */
+static int meta_equal(const struct tfs_table *a, const struct tfs_table *b)
+{
+	if (a->nmeta != b->nmeta)
+		return 0;
+	if (a->nmeta == 0)
+		return 1;
+	struct tfs_meta_pair *x = malloc(a->nmeta * sizeof *x), *y = malloc(b->nmeta * sizeof *y);
+	int eq = x && y;
+	if (eq) {
+		memcpy(x, a->meta, a->nmeta * sizeof *x);
+		memcpy(y, b->meta, b->nmeta * sizeof *y);
+		qsort_r(x, a->nmeta, sizeof *x, pair_cmp, a->arena);
+		qsort_r(y, b->nmeta, sizeof *y, pair_cmp, b->arena);
+		for (uint32_t i = 0; eq && i < a->nmeta; i++)
+			eq = x[i].key_len == y[i].key_len && x[i].val_len == y[i].val_len &&
+			     memcmp(a->arena + x[i].key_off, b->arena + y[i].key_off, x[i].key_len) == 0 &&
+			     memcmp(a->arena + x[i].val_off, b->arena + y[i].val_off, x[i].val_len) == 0;
+	}
+	free(x);
+	free(y);
+	return eq;
+}
+
+tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
+{
+	int agree = 1;
+	for (uint32_t i = 1; agree && i < m->nshards; i++)
+		agree = meta_equal(&m->shards[0].h, &m->shards[i].h);
+	if (agree)
+		return tfs_table_meta_json(&m->shards[0].h, out, len);
+	/* Each shard's object, indented one level more, under its name. */
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	tfs_err e = tfs_json_put(&b, &n, &cap, "{\n", 2);
+	for (uint32_t i = 0; !e && i < m->nshards; i++) {
+		char *one;
+		size_t ol;
+		e = tfs_json_put(&b, &n, &cap, "  ", 2);
+		if (!e)
+			e = tfs_json_str(&b, &n, &cap, m->shards[i].name, strlen(m->shards[i].name));
+		if (!e)
+			e = tfs_json_put(&b, &n, &cap, ": ", 2);
+		if (!e)
+			e = tfs_table_meta_json(&m->shards[i].h, &one, &ol);
+		if (e)
+			break;
+		/* The shard's own object, without its final newline. */
+		e = tfs_json_nested(&b, &n, &cap, one, ol ? ol - 1 : 0);
+		free(one);
+		if (!e)
+			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n", i + 1 < m->nshards ? 2 : 1);
+	}
+	if (!e)
+		e = tfs_json_put(&b, &n, &cap, "}\n", 2);
+	if (e) {
+		free(b);
+		return e;
+	}
+	*out = b;
+	*len = n;
+	return TFS_OK;
+}

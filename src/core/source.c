@@ -1,0 +1,255 @@
+#include "core/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/table.h"
+
+void tfs_source_close(struct tfs_source *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+void tfs_store_close(struct tfs_store *st)
+{
+	if (st)
+		st->ops->close(st);
+}
+
+void tfs_sources_start(void)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->start)
+			(*d)->start();
+}
+
+void tfs_sources_stop(void)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->stop)
+			(*d)->stop();
+}
+
+int tfs_sources_warm(uint64_t *done, uint64_t *total)
+{
+	*done = *total = 0;
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->warm && (*d)->warm(done, total))
+			return 1;
+	return 0;
+}
+
+static const struct tfs_source_driver *claimer(const char *spec)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->claims(spec))
+			return *d;
+	return NULL;
+}
+
+void tfs_source_redact(const char *spec, char *out, size_t n)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	if (d && d->redact)
+		d->redact(spec, out, n);
+	else if (n)
+		snprintf(out, n, "%s", spec);
+}
+
+void tfs_source_hide(char *spec)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	if (d && d->hide)
+		d->hide(spec);
+}
+
+int tfs_source_changed(struct tfs_source *s)
+{
+	struct tfs_identity now;
+	if (s->ops->identity(s, &now) == TFS_OK && now.size == s->id.size &&
+	    now.mtime_sec == s->id.mtime_sec && now.mtime_nsec == s->id.mtime_nsec)
+		return 0;
+	if (!__atomic_exchange_n(&s->changed, 1, __ATOMIC_RELAXED))
+		tfs_log("%s: changed since it was mounted (size or mtime); its tensors now fail with EIO: remount to see the new contents",
+			s->location);
+	return 1;
+}
+
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+			struct tfs_diag *d)
+{
+	tfs_err e = tfs_source_pread(s, buf, len, off);
+	if (e == TFS_ERR_SHORT)
+		return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
+	if (e)
+		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
+	return TFS_OK;
+}
+
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
+			 struct tfs_diag *d)
+{
+	if (s->id.size > max)
+		return tfs_fail(d, TFS_ERR_FORMAT, "too large (%llu bytes; at most %zu)",
+				(unsigned long long)s->id.size, max);
+	size_t n = (size_t)s->id.size;
+	char *buf = malloc(n + 1);
+	if (!buf)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = tfs_source_pread(s, buf, n, 0);
+	if (e) {
+		free(buf);
+		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "%s",
+				e == TFS_ERR_SHORT ? "the file shrank while being read" : "read error");
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	return TFS_OK;
+}
+
+/* ---- options ---- */
+
+const char *tfs_opts_get(const struct tfs_opts *o, const char *key)
+{
+	const char *v = NULL;
+	for (size_t i = 0; o && i < o->n; i++)
+		if (strcmp(o->key[i], key) == 0)
+			v = o->val[i]; /* the last one given wins, as with -o */
+	return v;
+}
+
+tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val)
+{
+	char **k = realloc(o->key, (o->n + 1) * sizeof *k);
+	if (!k)
+		return TFS_ERR_NOMEM;
+	o->key = k;
+	char **v = realloc(o->val, (o->n + 1) * sizeof *v);
+	if (!v)
+		return TFS_ERR_NOMEM;
+	o->val = v;
+	o->key[o->n] = strndup(key, klen);
+	o->val[o->n] = strdup(val ? val : "");
+	if (!o->key[o->n] || !o->val[o->n]) {
+		free(o->key[o->n]);
+		free(o->val[o->n]);
+		return TFS_ERR_NOMEM;
+	}
+	o->n++;
+	return TFS_OK;
+}
+
+void tfs_opts_free(struct tfs_opts *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		free(o->key[i]);
+		free(o->val[i]);
+	}
+	free(o->key);
+	free(o->val);
+	memset(o, 0, sizeof *o);
+}
+
+/* ---- directory listings ---- */
+
+tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size)
+{
+	size_t cap = l->cap;
+	if (tfs_grow((void **)&l->name, &cap, l->n + 1, sizeof *l->name))
+		return TFS_ERR_NOMEM;
+	cap = l->cap;
+	if (tfs_grow((void **)&l->size, &cap, l->n + 1, sizeof *l->size))
+		return TFS_ERR_NOMEM;
+	l->cap = cap;
+	if (!(l->name[l->n] = strdup(name)))
+		return TFS_ERR_NOMEM;
+	l->size[l->n++] = size;
+	return TFS_OK;
+}
+
+void tfs_dirlist_free(struct tfs_dirlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->name[i]);
+	free(l->name);
+	free(l->size);
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- drivers ---- */
+
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		if (tfs_source_drivers[i]->claims(spec))
+			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
+	return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
+}
+
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *s = tfs_source_drivers[i]->opts; s && s->name; s++)
+			if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+				return s;
+	return NULL;
+}
+
+/* ---- memory ---- */
+
+struct mem_source {
+	struct tfs_source base;
+	const unsigned char *data;
+	size_t len;
+};
+
+static tfs_err mem_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
+{
+	struct mem_source *m = (struct mem_source *)s;
+	if (off > m->len || len > m->len - off)
+		return TFS_ERR_SHORT;
+	memcpy(buf, m->data + off, len);
+	return TFS_OK;
+}
+
+static tfs_err mem_identity(struct tfs_source *s, struct tfs_identity *id)
+{
+	*id = s->id;
+	return TFS_OK;
+}
+
+static void mem_close(struct tfs_source *s)
+{
+	free(s->location);
+	free(s);
+}
+
+static const struct tfs_source_ops mem_ops = {
+	.pread = mem_pread,
+	.identity = mem_identity,
+	.close = mem_close,
+};
+
+tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
+			    struct tfs_source **out)
+{
+	struct mem_source *m = calloc(1, sizeof *m);
+	if (!m)
+		return TFS_ERR_NOMEM;
+	m->base.ops = &mem_ops;
+	m->base.fd = -1;
+	m->base.location = strdup(name ? name : "(memory)");
+	if (!m->base.location) {
+		free(m);
+		return TFS_ERR_NOMEM;
+	}
+	m->base.id.size = len;
+	m->data = data;
+	m->len = len;
+	*out = &m->base;
+	return TFS_OK;
+}

@@ -1,0 +1,246 @@
+/* Where the bytes come from: sources, stores and source drivers.
+ *
+ * A source is one file's bytes, read at absolute offsets. A store is where
+ * the files of a checkpoint live (a local directory, an HTTP base URL, a
+ * Hub repository at a commit, an S3 prefix): it opens files by their name
+ * in it and lists a directory of it. A source driver turns the SOURCE
+ * argument into a store and the name in it that SOURCE points at. Nothing
+ * above this layer knows which kind it talks to; adding one is adding a
+ * driver file and one line in sources/registry.c. */
+#ifndef TFS_SOURCE_H
+#define TFS_SOURCE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+
+/* What identifies the bytes of a source, to tell whether it changed. */
+struct tfs_identity {
+	uint64_t size;
+	uint64_t dev, ino;
+	int64_t mtime_sec, mtime_nsec;
+	int64_t ctime_sec, ctime_nsec;
+};
+
+struct tfs_source;
+
+/* A piece of memory, or, where p is NULL, `len` bytes of the open file
+ * fd at foff (a map() may give those: a disk cache's block files, spliced
+ * into the reply without passing through memory). */
+struct tfs_iov {
+	void *p;
+	size_t len;
+	int fd;
+	uint64_t foff;
+};
+
+struct tfs_source_ops {
+	/* Reads exactly `len` bytes at absolute offset `off`, looping over
+	 * short transfers. Fewer bytes available than asked is TFS_ERR_SHORT,
+	 * never a partial success: a caller must not serve bytes that are not
+	 * there. Safe to call from several threads at once. */
+	tfs_err (*pread)(struct tfs_source *s, void *buf, size_t len, uint64_t off);
+	/* The same, for a read inside an object (a tensor) that ends at
+	 * `limit` (the remote source reads ahead past it all the same: a
+	 * loader reads the next tensor next). Optional. */
+	tfs_err (*pread_within)(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+				uint64_t limit);
+	/* The bytes of [off, off + len) where the source holds them, in at
+	 * most `max` pieces, kept in place until unmap(token): a reply can
+	 * be written from them with no copy (pieces may be file ranges, see
+	 * struct tfs_iov). Optional; TFS_ERR_INVAL means
+	 * "not this way" (the caller reads instead), any other error is the
+	 * read's. */
+	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
+		       struct tfs_iov *iov, unsigned max, unsigned *n, void **token);
+	void (*unmap)(struct tfs_source *s, void *token);
+	/* Reading s to its end is followed by reading next (the next shard):
+	 * a source that reads ahead may go on into it. Optional. */
+	void (*then)(struct tfs_source *s, struct tfs_source *next);
+	/* The identity now (re-read from the source where that is cheap;
+	 * remote sources, pinned to a version, return the pinned one). */
+	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
+	void (*close)(struct tfs_source *s);
+};
+
+struct tfs_source {
+	const struct tfs_source_ops *ops;
+	/* Absolute path or URL without credentials: user.source, messages. */
+	char *location;
+	/* Identity when opened: the size that validation was done against. */
+	struct tfs_identity id;
+	/* A descriptor the bytes can be spliced from, or -1. */
+	int fd;
+	/* The version the mount is pinned to, where the source has one
+	 * (user.etag, user.revision), or NULL. */
+	char *etag;
+	char *revision;
+	int changed;          /* its change was logged (once) */
+};
+
+static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
+				       size_t len, uint64_t off)
+{
+	return s->ops->pread(s, buf, len, off);
+}
+
+static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, size_t len,
+					      uint64_t off, uint64_t limit)
+{
+	return s->ops->pread_within ? s->ops->pread_within(s, buf, len, off, limit)
+				    : s->ops->pread(s, buf, len, off);
+}
+
+static inline void tfs_source_then(struct tfs_source *s, struct tfs_source *next)
+{
+	if (s->ops->then)
+		s->ops->then(s, next);
+}
+
+void tfs_source_close(struct tfs_source *s);
+
+/* Whether the source is no longer the version it was opened as (its size
+ * or mtime differ: a file rewritten in place); the first time, one log
+ * line. Nothing of a changed source may be served: the format no longer
+ * describes its bytes. The ctime is not compared: the file a rename
+ * replaced, still open, has a new ctime and its old bytes. */
+int tfs_source_changed(struct tfs_source *s);
+
+/* A local file as a source (the file driver's), for drivers that find a
+ * file on disk (a cache). */
+tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d);
+
+/* A source over bytes in memory (not copied), for tests and the fuzzer. */
+tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
+			    struct tfs_source **out);
+
+/* tfs_source_pread for a format reader: on failure one line in `d`,
+ * a source that holds fewer bytes than at open being TFS_ERR_IO ("the file
+ * shrank while being read"). */
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+			struct tfs_diag *d);
+
+/* Reads a whole (small) source into a NUL-terminated buffer of at most
+ * `max` bytes. */
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
+			 struct tfs_diag *d);
+
+/* ---- options ---- */
+
+/* Mount options that belong to drivers (-o cache_dir=..., -o path_style),
+ * as the command line collected them: key and value ("" for a flag). */
+struct tfs_opts {
+	char **key, **val;
+	size_t n;
+};
+
+/* The value of `key`, or NULL when it was not given. */
+const char *tfs_opts_get(const struct tfs_opts *o, const char *key);
+tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val);
+void tfs_opts_free(struct tfs_opts *o);
+
+struct tfs_opt_spec {
+	const char *name;
+	int takes_value;
+	const char *help;     /* one line for --help */
+};
+
+/* ---- stores ---- */
+
+struct tfs_store;
+
+/* A directory listing: file names (relative to the directory listed) and
+ * sizes, regular files only. */
+struct tfs_dirlist {
+	char **name;
+	uint64_t *size;
+	size_t n, cap;
+};
+tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size);
+void tfs_dirlist_free(struct tfs_dirlist *l);
+
+struct tfs_store_ops {
+	/* Opens the file `name` ('/'-separated, relative to the store). The
+	 * diag line says what failed, without the name (the caller adds it).
+	 * Safe to call from several threads at once. */
+	tfs_err (*open)(struct tfs_store *st, const char *name, struct tfs_source **out,
+			struct tfs_diag *d);
+	/* Lists directory `dir` of the store ("" for its root), one level. */
+	tfs_err (*list)(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
+			struct tfs_diag *d);
+	void (*close)(struct tfs_store *st);
+};
+
+struct tfs_store {
+	const struct tfs_store_ops *ops;
+	/* What names are joined to in messages ("dir/", "https://h/p/"), as
+	 * the user wrote it; "" when SOURCE had no directory part. */
+	char *prefix;
+	/* Identity of what SOURCE named (a file, an index, a directory), for
+	 * the times of directories and synthetic files. */
+	struct tfs_identity id;
+	/* SOURCE as the mount's device name: an absolute path, or the URL
+	 * without credentials. */
+	char *location;
+};
+
+void tfs_store_close(struct tfs_store *st);
+
+/* ---- source drivers ---- */
+
+struct tfs_source_driver {
+	const char *name;
+	/* 1 when the SOURCE argument is this driver's (by its scheme). */
+	int (*claims)(const char *spec);
+	/* Opens the store that `spec` lives in; *target is the name in it
+	 * that spec points at (a file), or NULL when spec is a directory. */
+	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d);
+	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
+	/* The rest is optional. The mount is up, in the process that serves
+	 * it: work in the background (prefetching) may start. */
+	void (*start)(void);
+	/* The mount is going away: transfers in progress end now. */
+	void (*stop)(void);
+	/* The warm-up's progress (-o warm): 1 when it was asked for. */
+	int (*warm)(uint64_t *done, uint64_t *total);
+	/* spec as messages may show it (a URL's credentials left out)... */
+	void (*redact)(const char *spec, char *out, size_t n);
+	/* ... and spec overwritten in place where it holds a secret (a URL's
+	 * password as stars, as curl does): argv is readable by every local
+	 * user for the life of the mount. */
+	void (*hide)(char *spec);
+};
+
+/* The mount is up, in the process that serves it: the sources' work in the
+ * background (prefetching) may start. Nothing runs before, so nothing is
+ * lost when the daemon forks. */
+void tfs_sources_start(void);
+/* The mount is going away: every transfer in progress ends now, and reads
+ * that need the network fail. */
+void tfs_sources_stop(void);
+/* Progress of the warm-up (-o warm): bytes in the disk cache so far and
+ * of all; 0 when none was asked for. */
+int tfs_sources_warm(uint64_t *done, uint64_t *total);
+
+/* spec as messages may show it, and spec with its secrets overwritten in
+ * place (the claiming driver's redact and hide). Messages keep at most
+ * TFS_SPEC_SHOWN_MAX bytes of it. */
+#define TFS_SPEC_SHOWN_MAX 8192
+void tfs_source_redact(const char *spec, char *out, size_t n);
+void tfs_source_hide(char *spec);
+
+/* The registered drivers (sources/registry.c), the last one claiming anything. */
+extern const struct tfs_source_driver *const tfs_source_drivers[];
+
+/* The driver for `spec`, then its resolve. */
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
+			   char **target, struct tfs_diag *d);
+
+/* Whether some driver takes mount option `name`, and if so whether it
+ * takes a value. */
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,157 @@
+/* The extended attributes of tensor files: dtype, shape, name, offsets and
+ * where the bytes come from (README: Extended attributes). */
+#include "fuse/fuse_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+/* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
+#define TFS_XATTR_MAX 65536
+
+enum {
+	XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION,
+	XA_COUNT
+};
+static const char *const xa_names[XA_COUNT] = {
+	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
+	"user.source_dtype", /* only on tensors served converted */
+	"user.etag", "user.revision", /* only where the source pins a version */
+};
+
+/* Whether a tensor has the attribute. */
+static int xa_present(const struct tfs_fs *fs, const struct tfs_node *n, int which)
+{
+	const struct tfs_source *src = fs->m->shards[n->shard].src;
+	switch (which) {
+	case XA_SOURCE_DTYPE: return tfs_node_converted(fs->tree, n);
+	case XA_ETAG: return src->etag != NULL;
+	case XA_REVISION: return src->revision != NULL;
+	default: return 1;
+	}
+}
+
+/* Hands a value to the kernel following the getxattr size protocol. */
+static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len)
+{
+	if (len > TFS_XATTR_MAX)
+		fuse_reply_err(req, E2BIG);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
+	int which = -1;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	/* Only user.* exists here. EOPNOTSUPP for the other namespaces lets
+	 * ls -l stop asking for security.selinux and POSIX ACLs after the
+	 * first file (coreutils remembers it per device), which saves two
+	 * round trips per file; the kernel disables getxattr only on ENOSYS. */
+	if (strncmp(name, "user.", 5) != 0) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	uint64_t done, total;
+	if (ino == FUSE_ROOT_ID && strcmp(name, "user.warm") == 0) {
+		/* The warm-up's progress: bytes cached and of all. */
+		char v[48];
+		if (!tfs_sources_warm(&done, &total)) {
+			fuse_reply_err(req, ENODATA);
+			return;
+		}
+		int k = snprintf(v, sizeof v, "%llu %llu", (unsigned long long)done, (unsigned long long)total);
+		reply_value(req, size, v, (size_t)k);
+		return;
+	}
+	for (int i = 0; i < XA_COUNT; i++)
+		if (strcmp(name, xa_names[i]) == 0)
+			which = i;
+	if (n->kind != TFS_NODE_TENSOR || which < 0 || !xa_present(fs, n, which)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	const struct tfs_shard *sh = &fs->m->shards[n->shard];
+	const struct tfs_table *h = &sh->h;
+	const struct tfs_tensor *t = &h->t[n->ref];
+	size_t len;
+	const char *v;
+	char small[64];
+	switch (which) {
+	case XA_DTYPE:
+		v = tfs_node_dtype(fs->tree, n, &len);
+		reply_value(req, size, v, len);
+		return;
+	case XA_SOURCE_DTYPE:
+		v = tfs_tensor_dtype(h, t, &len);
+		reply_value(req, size, v, len);
+		return;
+	case XA_NAME:
+		reply_value(req, size, tfs_tensor_name(h, t), t->name_len);
+		return;
+	case XA_SOURCE:
+		reply_value(req, size, sh->location, strlen(sh->location));
+		return;
+	case XA_ETAG:
+		reply_value(req, size, sh->src->etag, strlen(sh->src->etag));
+		return;
+	case XA_REVISION:
+		reply_value(req, size, sh->src->revision, strlen(sh->src->revision));
+		return;
+	case XA_OFFSETS:
+		len = tfs_node_offsets(fs->tree, n, small);
+		reply_value(req, size, small, len);
+		return;
+	case XA_SHAPE: {
+		/* Shapes are small but not bounded by the format: size the
+		 * buffer per request. */
+		char *b = malloc(tfs_node_shape_max(fs->tree, n));
+		if (!b) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		reply_value(req, size, b, tfs_node_shape(fs->tree, n, b));
+		free(b);
+		return;
+	}
+	}
+	fuse_reply_err(req, ENODATA);
+}
+
+void tfs_fuse_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
+	char list[256];
+	size_t len = 0;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	uint64_t done, total;
+	if (ino == FUSE_ROOT_ID && tfs_sources_warm(&done, &total)) {
+		memcpy(list, "user.warm", 10);
+		len = 10;
+	}
+	if (n->kind == TFS_NODE_TENSOR) {
+		for (int i = 0; i < XA_COUNT; i++) {
+			if (!xa_present(fs, n, i))
+				continue;
+			size_t l = strlen(xa_names[i]) + 1;
+			memcpy(list + len, xa_names[i], l);
+			len += l;
+		}
+	}
+	reply_value(req, size, list, len);
+}

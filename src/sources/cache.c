@@ -1,0 +1,907 @@
+#include "sources/cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/hash.h"
+
+#include "sources/cache_i.h"
+
+struct tfs_cache_state tfs_cache_g = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.changed = PTHREAD_COND_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+};
+
+
+/* ---- configuration ---- */
+
+static int parse_size(const char *s, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	uint64_t mul = 1;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1ull << 30, end++;
+	else if (*end == 'T' || *end == 't')
+		mul = 1ull << 40, end++;
+	if (*end || (x && mul > UINT64_MAX / x))
+		return -1;
+	*v = x * mul;
+	return 0;
+}
+
+tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
+		   *cm = tfs_opts_get(o, "cache_max"), *cc = tfs_opts_get(o, "concurrency"),
+		   *ps = tfs_opts_get(o, "part_size");
+	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B, conc = WORKERS_DEFAULT;
+	int warm = tfs_opts_get(o, "warm") != NULL;
+	if (cs && (parse_size(cs, &mem) || mem < 4 * B))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
+	if (cm && parse_size(cm, &disk))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_max= takes a size (as 10G), not '%s'", cm);
+	if (cc && (parse_size(cc, &conc) || conc < 1 || conc > WORKERS_MAX || strpbrk(cc, "KkMmGgTt")))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o concurrency= takes a number of requests from 1 to %d, not '%s'",
+				WORKERS_MAX, cc);
+	if (ps && (parse_size(ps, &part) || part < B || part > RUN_MAX * B || part % B))
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'", ps);
+	if (warm && !(dir && *dir))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o warm needs -o cache_dir=DIR: the warm-up fills the disk cache");
+	pthread_mutex_lock(&C.lock);
+	if (C.configured) {
+		pthread_mutex_unlock(&C.lock);
+		return TFS_OK;
+	}
+	C.mem = mem;
+	C.disk_max = disk;
+	C.want_workers = (unsigned)conc;
+	C.run = (unsigned)(part / B);
+	C.allowed = ALLOWED_START < C.want_workers ? ALLOWED_START : C.want_workers;
+	/* What a stream keeps fetched ahead: every request in flight a part,
+	 * within half the memory budget (the rest is for what was fetched
+	 * and is being read). */
+	C.window_max = conc * part < mem / 2 ? conc * part : mem / 2;
+	/* Blocks served from the disk cache hold their files open: half of
+	 * what the process may open, the rest for connections and FUSE. */
+	struct rlimit rl = {1024, 1024};
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max && rl.rlim_cur < 65536) {
+		rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	C.fds_max = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > mem / B ? (unsigned)(mem / B)
+									: (unsigned)(rl.rlim_cur / 2);
+	C.warm = warm;
+	C.nslots = 64;
+	while (C.nslots < 2 * (mem / B + 64))
+		C.nslots *= 2;
+	C.tab = calloc(C.nslots, sizeof *C.tab);
+	C.lru.lnext = C.lru.lprev = &C.lru;
+	tfs_err e = C.tab ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e && dir && *dir)
+		e = tfs_cache_disk_open(dir, d);
+	C.configured = !e;
+	pthread_mutex_unlock(&C.lock);
+	return e;
+}
+
+/* ---- the in-memory table (all under C.lock) ---- */
+
+static size_t slot_of(const struct tfs_cfile *f, uint64_t idx)
+{
+	uint64_t k[2] = {(uint64_t)(uintptr_t)f, idx};
+	return tfs_hash(k, sizeof k, 0x6a09e667f3bcc909ull) & (C.nslots - 1);
+}
+
+struct blk *tfs_cache_find(const struct tfs_cfile *f, uint64_t idx)
+{
+	for (struct blk *b = C.tab[slot_of(f, idx)]; b; b = b->hnext)
+		if (b->f == f && b->idx == idx)
+			return b;
+	return NULL;
+}
+
+static void table_remove(struct blk *b)
+{
+	struct blk **pp = &C.tab[slot_of(b->f, b->idx)];
+	while (*pp && *pp != b)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = b->hnext;
+	b->in_table = 0;
+}
+
+static void lru_unlink(struct blk *b)
+{
+	if (b->lnext) {
+		b->lnext->lprev = b->lprev;
+		b->lprev->lnext = b->lnext;
+		b->lnext = b->lprev = NULL;
+	}
+}
+
+void tfs_cache_lru_front(struct blk *b)
+{
+	lru_unlink(b);
+	b->lnext = C.lru.lnext;
+	b->lprev = &C.lru;
+	C.lru.lnext->lprev = b;
+	C.lru.lnext = b;
+}
+
+#define CHUNK (32 * B)
+
+static char *buf_get(void)
+{
+	if (C.npool) {
+		C.used -= B;
+		return C.pool[--C.npool];
+	}
+	if (C.chunk == C.chunk_end) {
+		char *c = aligned_alloc(2u << 20, CHUNK);
+		if (!c)
+			return NULL;
+		madvise(c, CHUNK, MADV_HUGEPAGE);
+		C.chunk = c;
+		C.chunk_end = c + CHUNK;
+	}
+	char *p = C.chunk;
+	C.chunk += B;
+	return p;
+}
+
+/* Buffers are never given back (they are parts of chunks); the budget
+ * bounds how many there are, as readers in flight may go over it. */
+static void buf_put(char *p)
+{
+	if (C.npool == C.cpool) {
+		size_t nc = C.cpool ? C.cpool * 2 : 64;
+		char **q = realloc(C.pool, nc * sizeof *q);
+		if (!q)
+			return; /* lost to the pool, not freed: it is part of a chunk */
+		C.pool = q;
+		C.cpool = nc;
+	}
+	C.pool[C.npool++] = p;
+	C.used += B;
+}
+
+static void blk_free(struct blk *b)
+{
+	lru_unlink(b);
+	C.used -= B;
+	if (b->data) {
+		buf_put(b->data);
+	} else {
+		close(b->fd);
+		__atomic_sub_fetch(&C.nfds, 1, __ATOMIC_RELAXED);
+	}
+	free(b);
+}
+
+static void unpin(struct blk *b)
+{
+	if (--b->pins == 0 && !b->in_table)
+		blk_free(b);
+}
+
+/* Room for one more block (need is B). A kept buffer is room already.
+ * Then the least recently used block that has been read and that nobody
+ * holds gives its buffer: the kernel's page cache keeps what was read
+ * (files are opened with keep_cache), so this cache is mostly for what
+ * is fetched ahead and not read yet, and a stream recycles its own
+ * buffers instead of filling the whole budget with fresh pages (zeroing
+ * them cost a quarter of a sequential read's time). Only then does the
+ * cache grow, up to the budget; past it, a reader (not a prefetch) may
+ * push out prefetched blocks nobody read: many readers would otherwise
+ * throw away each other's windows. Returns whether there is room. */
+int tfs_cache_make_room(uint64_t need, int for_prefetch)
+{
+	/* (Blocks served from their files count too, though their buffers
+	 * went back to the pool: that bounds how many files are open.) */
+	if (need <= B && C.npool && C.used <= C.mem)
+		return 1;
+	int looked = 0;
+	for (struct blk *b = C.lru.lprev; b != &C.lru && looked < 64; b = b->lprev, looked++) {
+		if (b->pins == 0 && (b->state == FAILED || (b->state == READY && !b->unread))) {
+			table_remove(b);
+			blk_free(b);
+			return 1;
+		}
+	}
+	if (C.used + need <= C.mem)
+		return 1;
+	for (struct blk *b = C.lru.lprev; b != &C.lru && C.used + need > C.mem;) {
+		struct blk *prev = b->lprev;
+		if (b->pins == 0 && b->state != LOADING && !(for_prefetch && b->unread)) {
+			table_remove(b);
+			blk_free(b);
+		}
+		b = prev;
+	}
+	return C.used + need <= C.mem;
+}
+
+/* A new LOADING block, pinned once for whoever will load it. */
+struct blk *tfs_cache_blk_new(struct tfs_cfile *f, uint64_t idx)
+{
+	uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+	struct blk *b = calloc(1, sizeof *b);
+	if (!b)
+		return NULL;
+	b->data = buf_get();
+	if (!b->data) {
+		free(b);
+		return NULL;
+	}
+	b->fd = -1;
+	b->f = f;
+	b->idx = idx;
+	b->len = (uint32_t)len;
+	b->state = LOADING;
+	b->pins = 1;
+	b->in_table = 1;
+	size_t s = slot_of(f, idx);
+	b->hnext = C.tab[s];
+	C.tab[s] = b;
+	C.used += B;
+	return b;
+}
+
+/* ---- loading ---- */
+
+int64_t tfs_cache_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* A fetch of a run of blocks under way: those whose bytes are all in
+ * place (and one more) are served at once (with 8 MiB parts, a reader used to wait for
+ * the whole part, and a stream read at three quarters of the speed). */
+struct landing {
+	struct blk **b;
+	uint64_t n, published;
+	uint64_t end;             /* bytes of the published blocks */
+};
+
+static void landed(void *arg, uint64_t got)
+{
+	struct landing *l = arg;
+	uint64_t k = l->published, end = l->end;
+	/* A byte past it must have come: the last block waits for the
+	 * answer to end well (one that runs on past its range, or whose
+	 * length lied, fails there, and serves none of its last block). */
+	while (k < l->n && end + l->b[k]->len < got)
+		end += l->b[k++]->len;
+	if (k == l->published)
+		return;
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t m = l->published; m < k; m++) {
+		l->b[m]->state = READY;
+		tfs_cache_lru_front(l->b[m]);
+	}
+	pthread_cond_broadcast(&C.changed);
+	pthread_mutex_unlock(&C.lock);
+	l->published = k;
+	l->end = end;
+}
+
+/* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller): each
+ * from the disk cache when it has it, the rest with one request per
+ * stretch of consecutive blocks. Marks them READY or FAILED, then drops
+ * the caller's pins. */
+static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable)
+{
+	struct tfs_iov *iov = malloc((n ? n : 1) * sizeof *iov);
+	char *from_disk = calloc(n ? n : 1, 1);
+	for (uint64_t i = 0, from = 0; C.dir && from_disk && i < n; i++) {
+		from_disk[i] = (char)tfs_cache_disk_read(f, blocks[i]);
+		if (from_disk[i] && i + 1 < n)
+			continue;
+		/* The blocks read from the disk so far are served at once, in
+		 * one go (a lock and a wake-up per block cost a disk cache hit
+		 * a fifth of its speed): a reader waiting for one of them need
+		 * not wait for the network. */
+		pthread_mutex_lock(&C.lock);
+		for (; from <= i; from++) {
+			struct blk *b = blocks[from];
+			if (!from_disk[from])
+				continue;
+			if (b->fd >= 0) {
+				/* Served from its file: the buffer is free, the
+				 * block still counts in the budget. */
+				buf_put(b->data);
+				b->data = NULL;
+			}
+			b->state = READY;
+			tfs_cache_lru_front(b);
+		}
+		pthread_cond_broadcast(&C.changed);
+		pthread_mutex_unlock(&C.lock);
+	}
+	uint64_t i = 0;
+	while (i < n) {
+		if (from_disk && from_disk[i]) {
+			i++;
+			continue;
+		}
+		uint64_t j = i;
+		while (j < n && !(from_disk && from_disk[j]))
+			j++;
+		uint64_t len = 0;
+		for (uint64_t k = i; k < j; k++) {
+			iov[k - i].p = blocks[k]->data;
+			iov[k - i].len = blocks[k]->len;
+			len += blocks[k]->len;
+		}
+		struct landing l = {blocks + i, j - i, 0, 0};
+		tfs_err e = iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len, landed, &l)
+				: TFS_ERR_NOMEM;
+		/* A block served as it landed stays served: its bytes were
+		 * whole and of the pinned version. */
+		for (uint64_t k = i + l.published; k < j; k++) {
+			blocks[k]->err = e;
+			if (e)
+				snprintf(blocks[k]->msg, sizeof blocks[k]->msg, "%s", tfs_err_str(e));
+		}
+		i = j;
+	}
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t k = 0; k < n; k++) {
+		struct blk *b = blocks[k];
+		b->state = b->err ? FAILED : READY;
+		tfs_cache_lru_front(b); /* a failed one too: make_room may drop it */
+	}
+	pthread_cond_broadcast(&C.changed);
+	pthread_mutex_unlock(&C.lock);
+	for (uint64_t k = 0; C.dir && k < n; k++)
+		if (!blocks[k]->err && !(from_disk && from_disk[k]))
+			tfs_cache_disk_write(f, blocks[k], durable);
+	free(from_disk);
+	free(iov);
+	pthread_mutex_lock(&C.lock);
+	for (uint64_t k = 0; k < n; k++)
+		unpin(blocks[k]);
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* The last reference gone (the owner's, and every prefetch job's): its
+ * blocks leave the table before the file goes, so that no block can ever
+ * be taken for a later file's at the same address. */
+void tfs_cache_file_unref(struct tfs_cfile *f)
+{
+	if (--f->refs)
+		return;
+	for (size_t s = 0; s < C.nslots; s++) {
+		struct blk **pp = &C.tab[s];
+		while (*pp) {
+			struct blk *b = *pp;
+			if (b->f == f) {
+				*pp = b->hnext;
+				b->in_table = 0;
+				if (b->pins == 0)
+					blk_free(b);
+			} else {
+				pp = &b->hnext;
+			}
+		}
+	}
+	if (f->prev)
+		f->prev->next = NULL;
+	if (f->next)
+		f->next->prev = NULL;
+	for (struct tfs_cfile **pp = &C.files; *pp; pp = &(*pp)->all_next)
+		if (*pp == f) {
+			*pp = f->all_next;
+			break;
+		}
+	/* (An index read at mount and closed is no part of the warm-up.) */
+	C.warm_total -= f->size;
+	C.warm_done -= f->warmed;
+	free(f->key);
+	free(f);
+}
+
+/* The next job: read-ahead first, the warm-up's when none waits. */
+static struct job *take_job(void)
+{
+	struct job *j = C.jh;
+	if (j) {
+		C.jh = j->next;
+		if (!C.jh)
+			C.jt = NULL;
+	} else if ((j = C.wh)) {
+		C.wh = j->next;
+		if (!C.wh)
+			C.wt = NULL;
+	}
+	return j;
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	struct blk *blocks[RUN_MAX];
+	pthread_mutex_lock(&C.lock);
+	for (;;) {
+		while ((!(C.jh || C.wh) || C.active >= C.allowed) && !tfs_http_aborted())
+			pthread_cond_wait(&C.work, &C.lock);
+		if (tfs_http_aborted() && !(C.jh || C.wh))
+			break;
+		struct job *j = take_job();
+		C.active++;
+		/* Pinned for the worker too: load() lets go of the job's
+		 * pins, and the blocks are looked at again below. */
+		for (uint64_t k = 0; k < j->n; k++) {
+			blocks[k] = tfs_cache_find(j->f, j->first + k);
+			blocks[k]->pins++;
+		}
+		uint64_t retried = tfs_http_retried();
+		pthread_mutex_unlock(&C.lock);
+		load(j->f, blocks, j->n, j->warm);
+		pthread_mutex_lock(&C.lock);
+		C.active--;
+		int bad = tfs_http_retried() != retried;
+		for (uint64_t k = 0; k < j->n; k++) {
+			bad |= blocks[k]->state == FAILED;
+			if (j->warm) {
+				/* On disk now (or failed): its memory may be reused. */
+				blocks[k]->unread = 0;
+				C.warm_done += blocks[k]->len;
+				j->f->warmed += blocks[k]->len;
+			}
+			unpin(blocks[k]);
+		}
+		/* Additive increase, multiplicative decrease, as TCP and the
+		 * S3 clients do: a server that asks to slow down is heard. */
+		if (bad)
+			C.allowed = C.allowed > 1 ? C.allowed / 2 : 1;
+		else if (C.allowed < C.nworkers)
+			C.allowed++;
+		if (j->warm)
+			C.nwarm_jobs--; /* queued or running */
+		tfs_cache_file_unref(j->f);
+		pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
+		/* This job's place, and the one the limit may have grown by:
+		 * waking every idle worker for them (32 by default) cost a
+		 * disk cache hit a tenth of its speed in wake-ups. */
+		if (C.jh || C.wh) {
+			pthread_cond_signal(&C.work);
+			pthread_cond_signal(&C.work);
+		}
+		free(j);
+	}
+	pthread_mutex_unlock(&C.lock);
+	return NULL;
+}
+
+void tfs_cache_start(void)
+{
+	pthread_mutex_lock(&C.lock);
+	if (!C.started && C.configured) {
+		C.started = 1;
+		for (unsigned i = 0; i < C.want_workers; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, worker, NULL) == 0) {
+				pthread_detach(t);
+				C.nworkers++;
+			}
+		}
+		pthread_t t;
+		if (C.warm && C.dir && pthread_create(&t, NULL, tfs_cache_warm_up, NULL) == 0)
+			pthread_detach(t);
+	}
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* Queues a job of f's (its blocks made and pinned) for the workers:
+ * the read-ahead's queue, or the warm-up's. */
+void tfs_cache_enqueue(struct tfs_cfile *f, struct job *j, int warm)
+{
+	struct job **head = warm ? &C.wh : &C.jh, **tail = warm ? &C.wt : &C.jt;
+	j->f = f;
+	j->warm = warm;
+	f->refs++;
+	if (*tail)
+		(*tail)->next = j;
+	else
+		*head = j;
+	*tail = j;
+	C.nwarm_jobs += (unsigned)warm;
+	pthread_cond_signal(&C.work);
+}
+
+/* Queues prefetch of blocks [from, to) that are not there yet, while they
+ * fit the budget without pushing out anything a reader holds. */
+static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		struct job *j = NULL;
+		while (from < to && tfs_cache_find(f, from))
+			from++;
+		while (from < to && !tfs_cache_find(f, from) && (!j || j->n < C.run)) {
+			struct blk *nb = NULL;
+			if (!tfs_cache_make_room(B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
+			    !(nb = tfs_cache_blk_new(f, from))) {
+				to = from; /* no room: stop here */
+				break;
+			}
+			nb->unread = 1;
+			if (!j->n)
+				j->first = from;
+			j->n++;
+			from++;
+		}
+		if (!j)
+			return;
+		if (!j->n) {
+			free(j);
+			return;
+		}
+		tfs_cache_enqueue(f, j, 0);
+	}
+}
+
+/* A stream that has read up to `at` (its last block b1): the window after
+ * it fetched ahead in whole parts, on past the tensor it reads into the
+ * next ones (loaders read a checkpoint through), and past the file's end
+ * into the file chained after it (the next shard). */
+static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1)
+{
+	uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
+	uint64_t end = at + s->window;
+	/* Not yet seen going from one object into the next: a part past this
+	 * one's end, no more (1 GiB read from one tensor was followed by
+	 * 128 MiB of the next ones, a tenth more traffic for nothing). */
+	uint64_t part = (uint64_t)C.run * B;
+	if (!s->crossed && s->limit < UINT64_MAX - part && end > s->limit + part)
+		end = s->limit + part > at ? s->limit + part : at;
+	uint64_t to = (end + B - 1) / B;
+	if (to > f->nblocks)
+		to = f->nblocks;
+	/* In whole runs: topping the window up by the block or two each read
+	 * moves it would make every request that small (1,070 requests of
+	 * 512 KiB for 1 GiB from s3rver). */
+	uint64_t wb = s->window / B, run = wb / 2 < C.run ? wb / 2 : C.run;
+	if (from < to && (to - from >= run || to == f->nblocks)) {
+		prefetch(f, from, to);
+		s->ahead = to;
+	}
+	struct tfs_cfile *g = f->next;
+	if (g && end > f->size && s->ahead >= f->nblocks) {
+		uint64_t gto = (end - f->size + B - 1) / B;
+		if (gto > g->nblocks)
+			gto = g->nblocks;
+		if (s->spill < gto && (gto - s->spill >= run || gto == g->nblocks)) {
+			prefetch(g, s->spill, gto);
+			s->spill = gto;
+		}
+	}
+}
+
+/* The prefetch window after a read of [off, off + len): grows while the
+ * reads follow each other, and is 0 for a random read. */
+static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, uint64_t limit)
+{
+	struct stream *s = NULL, *oldest = &f->st[0];
+	f->clock++;
+	for (int i = 0; i < STREAMS; i++) {
+		struct stream *t = &f->st[i];
+		if (t->used && off + STREAM_SLACK >= t->next && off <= t->next + STREAM_SLACK)
+			s = t;
+		if (t->used < oldest->used)
+			oldest = t;
+	}
+	/* Streams share the budget: each of the files read in sequence in
+	 * the last half second gets its part of the window (four readers with
+	 * a whole window each pushed out each other's read-ahead). The file
+	 * chained before this one does not count: its reader is likely this
+	 * one, gone on to the next shard. */
+	int64_t now = tfs_cache_now_ns();
+	unsigned streaming = 1;
+	for (struct tfs_cfile *g = C.files; g; g = g->all_next)
+		if (g != f && g != f->prev && now - g->last_seq < 500000000ll)
+			streaming++;
+	uint64_t cap = C.window_max / streaming;
+	if (cap < 2 * B)
+		cap = 2 * B;
+	if (s) {
+		/* Two random reads can land close by chance; three in a row
+		 * that follow each other are a reader moving forward. */
+		if (++s->hits >= 2) {
+			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
+					      : (2 * B > cap ? cap : 2 * B);
+			if (s->window > cap)
+				s->window = cap;
+			f->last_seq = now;
+		}
+		if (off + len > s->next)
+			s->next = off + len;
+		if (off >= s->limit && limit > s->limit)
+			s->crossed = 1;
+	} else {
+		s = oldest;
+		s->next = off + len;
+		s->hits = 0;
+		s->window = 0;
+		s->ahead = 0;
+		s->spill = 0;
+		/* A reader that came over from the file chained before this one
+		 * (the shard before) keeps going through. */
+		s->crossed = f->prev && now - f->prev->last_seq < 500000000ll;
+	}
+	s->limit = limit;
+	s->used = f->clock;
+	return s;
+}
+
+struct tfs_cmap {
+	unsigned n;
+	struct blk *b[];
+};
+
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
+		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
+{
+	*niov = 0;
+	*token = NULL;
+	if (len == 0)
+		return TFS_OK;
+	if (off > f->size || len > f->size - off)
+		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
+	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
+	struct blk **mine = malloc(nb * sizeof *mine);
+	struct tfs_cmap *map = malloc(sizeof *map + nb * sizeof map->b[0]);
+	uint64_t nmine = 0;
+	if (!mine || !map) {
+		free(mine);
+		free(map);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	map->n = 0;
+	tfs_err e = TFS_OK;
+	int64_t now = tfs_cache_now_ns();
+
+	pthread_mutex_lock(&C.lock);
+	struct stream *s = follow(f, off, len, limit);
+	/* Every block of the read is pinned from here until it is served: a
+	 * block loaded for this read used to be free for another reader's
+	 * make_room between its loading and its serving, and was then
+	 * fetched a second time. */
+	for (uint64_t i = b0; i <= b1; i++) {
+		struct blk *b = tfs_cache_find(f, i);
+		if (b && b->state == FAILED) {
+			/* Answered from the failure once (the kernel's re-read),
+			 * then gone; unless no reader got it, or long ago. */
+			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			table_remove(b);
+			if (b->pins == 0 && !again)
+				blk_free(b);
+			if (!again)
+				b = NULL;
+		}
+		if (!b) {
+			/* A reader always gets its blocks, over budget if it
+			 * must (by at most what the readers in flight hold). */
+			tfs_cache_make_room(B, 0);
+			if (!(b = tfs_cache_blk_new(f, i))) {
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+				break;
+			}
+			mine[nmine++] = b;
+		}
+		b->pins++;
+		map->b[map->n++] = b;
+	}
+	if (!e && C.started && s->window)
+		read_ahead(f, s, off + len, b1);
+	pthread_mutex_unlock(&C.lock);
+
+	/* Loads in runs of consecutive blocks (they are, unless another
+	 * reader got some of them first), one request a run; every block
+	 * made above is loaded, even after an error, or its waiters would
+	 * wait for ever. */
+	for (uint64_t i = 0; i < nmine;) {
+		uint64_t j = i + 1;
+		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
+			j++;
+		load(f, mine + i, j - i, 0);
+		i = j;
+	}
+	free(mine);
+
+	pthread_mutex_lock(&C.lock);
+	for (unsigned k = 0; !e && k < map->n; k++) {
+		struct blk *b = map->b[k];
+		while (b->state == LOADING)
+			pthread_cond_wait(&C.changed, &C.lock);
+		if (b->state == FAILED) {
+			/* The failure of this fetch, or of one made for another
+			 * reader a moment ago: never a second round of retries
+			 * within one read. */
+			if (!b->held) {
+				b->held = 1;
+				b->failed_at = tfs_cache_now_ns();
+			}
+			e = tfs_fail(d, b->err, "%s", b->msg);
+			break;
+		}
+		tfs_cache_lru_front(b);
+		uint64_t i = b->idx;
+		uint64_t start = i == b0 ? off - b0 * B : 0;
+		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
+		/* Read once its last byte is: a FUSE read is smaller than a
+		 * block, and the read of a block's second half would find it
+		 * recycled and fetch it again. */
+		if (end == b->len)
+			b->unread = 0;
+		iov[k].p = b->data ? b->data + start : NULL;
+		iov[k].len = end - start;
+		iov[k].fd = b->fd;
+		iov[k].foff = b->doff + start;
+		/* A block file cut short since it was checked (by hand: the
+		 * cache never writes one in place) would reach the reader as
+		 * an early end of file. */
+		struct stat st;
+		if (!b->data && (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len)) {
+			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+			break;
+		}
+	}
+	pthread_mutex_unlock(&C.lock);
+	if (e) {
+		tfs_cfile_unmap(map);
+		return e;
+	}
+	*niov = map->n;
+	*token = map;
+	return TFS_OK;
+}
+
+void tfs_cfile_unmap(struct tfs_cmap *map)
+{
+	if (!map)
+		return;
+	pthread_mutex_lock(&C.lock);
+	for (unsigned i = 0; i < map->n; i++)
+		unpin(map->b[i]);
+	pthread_mutex_unlock(&C.lock);
+	free(map);
+}
+
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
+		       struct tfs_diag *d)
+{
+	if (len == 0)
+		return TFS_OK;
+	if (off > f->size || len > f->size - off)
+		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
+	if (len >= DIRECT_MIN || len > C.mem / 4) {
+		struct tfs_iov v = {.p = buf, .len = len};
+		tfs_err e = f->fetch(f->ctx, &v, 1, off, len, NULL, NULL);
+		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
+	}
+	struct tfs_iov *iov = malloc((len / B + 2) * sizeof *iov);
+	struct tfs_cmap *map;
+	unsigned n;
+	if (!iov)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = tfs_cfile_map(f, off, len, limit, iov, &n, &map, d);
+	char *out = buf;
+	for (unsigned i = 0; !e && i < n; i++) {
+		if (iov[i].p)
+			memcpy(out, iov[i].p, iov[i].len);
+		else if (pread(iov[i].fd, out, iov[i].len, (off_t)iov[i].foff) != (ssize_t)iov[i].len)
+			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+		out += iov[i].len;
+	}
+	tfs_cfile_unmap(map);
+	free(iov);
+	return e;
+}
+
+struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fetch, void *ctx)
+{
+	struct tfs_cfile *f = calloc(1, sizeof *f);
+	if (!f || !(f->key = strdup(key))) {
+		free(f);
+		return NULL;
+	}
+	f->size = size;
+	f->nblocks = (size + B - 1) / B;
+	f->fetch = fetch;
+	f->ctx = ctx;
+	f->refs = 1;
+	uint64_t h1 = tfs_hash(key, strlen(key), DISK_SEED), h2 = tfs_hash(key, strlen(key), ~DISK_SEED);
+	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1,
+		 (unsigned long long)h2);
+	pthread_mutex_lock(&C.lock);
+	struct tfs_cfile **pp = &C.files;
+	while (*pp)
+		pp = &(*pp)->all_next;
+	*pp = f;
+	C.warm_total += size;
+	pthread_mutex_unlock(&C.lock);
+	return f;
+}
+
+/* Drops f's jobs from one queue: their blocks fail, for no one. */
+static void drop_jobs(struct tfs_cfile *f, struct job **head, struct job **tail)
+{
+	for (struct job **pp = head, *prev = NULL; *pp;) {
+		struct job *j = *pp;
+		if (j->f != f) {
+			prev = j;
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		if (*tail == j)
+			*tail = prev;
+		for (uint64_t k = 0; k < j->n; k++) {
+			struct blk *b = tfs_cache_find(f, j->first + k);
+			if (!b)
+				continue;
+			b->state = FAILED;
+			b->err = TFS_ERR_IO;
+			table_remove(b);
+			unpin(b);
+		}
+		if (j->warm)
+			C.nwarm_jobs--;
+		f->refs--;
+		free(j);
+	}
+}
+
+void tfs_cfile_free(struct tfs_cfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&C.lock);
+	/* Its queued prefetches are dropped, and the running ones (and the
+	 * warm-up, which holds the file it walks) are waited for: they use
+	 * the source that is about to go. At unmount, tfs_http_abort() has
+	 * made them short. */
+	drop_jobs(f, &C.jh, &C.jt);
+	drop_jobs(f, &C.wh, &C.wt);
+	pthread_cond_broadcast(&C.changed);
+	pthread_cond_broadcast(&C.work);
+	while (f->refs > 1)
+		pthread_cond_wait(&C.changed, &C.lock);
+	tfs_cache_file_unref(f);
+	pthread_mutex_unlock(&C.lock);
+}
+
+void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next)
+{
+	pthread_mutex_lock(&C.lock);
+	if (f != next && !f->next && !next->prev) {
+		f->next = next;
+		next->prev = f;
+	}
+	pthread_mutex_unlock(&C.lock);
+}
+

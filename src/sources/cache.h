@@ -1,0 +1,93 @@
+/* The block cache of remote files: what a remote source reads through.
+ *
+ * A file is cut into aligned blocks. A block is fetched once however many
+ * readers want it (the others wait for it), kept in memory under a byte
+ * budget (least recently used first out), and, with a cache directory, kept
+ * on disk too: one file per block, written atomically, checksummed, keyed
+ * by the file's URL and pinned version, checked when read (README, "The
+ * disk cache", says how far), evicted oldest first under a byte limit,
+ * shared safely by several mounts; a block read from there is served from
+ * its file.
+ *
+ * A reader moving forward grows a prefetch window (two blocks, doubling on
+ * every sequential read up to a cap) that worker threads fetch ahead of it
+ * in parts of several blocks, one range request per part, within the memory
+ * budget; a block is served as soon as its bytes have landed, before the
+ * rest of its part; a random reader gets only the blocks it asked for. */
+#ifndef TFS_CACHE_H
+#define TFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "sources/httpc.h"
+#include "core/source.h"
+
+#define TFS_CACHE_BLOCK (256u << 10)
+#define TFS_CACHE_DEFAULT_MEM (256ull << 20)
+#define TFS_CACHE_DEFAULT_DISK (10ull << 30)
+
+struct tfs_cache_cfg {
+	uint64_t mem_bytes;      /* -o cache_size= */
+	const char *dir;         /* -o cache_dir=, or NULL */
+	uint64_t disk_bytes;     /* -o cache_max= */
+};
+
+/* Fetches bytes [off, off + len) of the file from the network into the
+ * buffers (in order); no retry is owed beyond the HTTP layer's. Tells
+ * progress(arg, n) whenever the first n bytes are in place and final
+ * (of the pinned version), so that a reader waiting for the start of a
+ * part is served before its end arrives. */
+typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov,
+				uint64_t off, uint64_t len, void (*progress)(void *arg, uint64_t n),
+				void *arg);
+
+struct tfs_cfile;
+
+/* Sets the process-wide cache up from the sources' options (cache_size,
+ * cache_dir, cache_max); the first call wins. */
+tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d);
+
+/* A file of `size` bytes; `key` names its bytes for the disk cache (the
+ * URL and the pinned version: a new version is a new key). */
+struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fetch, void *ctx);
+/* After every read of it has returned. */
+void tfs_cfile_free(struct tfs_cfile *f);
+
+/* Reads exactly `len` bytes at `off` (within the file), part of an object
+ * (a tensor) that ends at `limit` (the file's size for anything else). A
+ * stream's read-ahead stops one part past that end until the stream has
+ * gone on from one object into the next; from then on it runs past each
+ * end, into the next ones and the chained file: a reader of one tensor
+ * does not pay for the model's next hundred megabytes, a loader reading
+ * the checkpoint through keeps its pipe full. A range larger than a
+ * quarter of the memory budget (a header, an index) is fetched straight
+ * into buf, not cached. */
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
+		       struct tfs_diag *d);
+
+/* The bytes of [off, off + len) as they sit in the cache (memory, or a
+ * block file of the disk cache), pinned until tfs_cfile_unmap(token): iov
+ * needs room for len / TFS_CACHE_BLOCK + 2 entries, and len must be under
+ * 4 MiB. For a reply written straight from the cache, with no copy. */
+struct tfs_cmap;
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
+		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
+void tfs_cfile_unmap(struct tfs_cmap *token);
+
+/* The mount is up (in the process that serves it): prefetching may start.
+ * Before, reads fetch only what they ask for, so that nothing runs in the
+ * background when the daemon forks. */
+void tfs_cache_start(void);
+
+/* Reading f to its end is followed by reading next (the next shard): a
+ * stream's read-ahead goes on into it, and the warm-up takes them in that
+ * order. */
+void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next);
+
+/* The warm-up (-o warm): bytes in the disk cache so far, of all the
+ * remote files' bytes; *on says whether it was asked for. */
+void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);
+
+#endif

@@ -1,0 +1,747 @@
+/* hf://[models/|datasets/]ORG/REPO[@REV][/PATH]: a Hugging Face Hub
+ * repository, pinned to one commit for the life of the mount.
+ *
+ * The revision is resolved once (a commit id is taken as it is; otherwise
+ * X-Repo-Commit of the file's HEAD, or the revision API for a whole
+ * repository). Files are found with HEAD /resolve/{commit}/PATH without
+ * following redirects: the Hub answers with the size and ETag of the bytes
+ * (X-Linked-Size, X-Linked-Etag) and where they are (Location, the CDN),
+ * and the reads go there directly. The token goes to the Hub's own host
+ * only, never to the CDN. A file that the local Hugging Face cache already
+ * holds for that commit is read from there, with no network. */
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <dirent.h>
+
+#include "sources/hub.h"
+#include "core/json.h"
+#include "sources/remote.h"
+
+#define LISTING_PAGE_MAX (32u << 20)   /* bytes of one page of the tree listing */
+#define REDIRECTS_MAX 5
+
+struct hf_store {
+	struct tfs_store base;
+	struct tfs_hub_ref ref;
+	char *endpoint;      /* without a trailing '/' */
+	char origin[512];    /* scheme://host[:port] of the endpoint */
+	char *auth;          /* "Authorization: Bearer ...", or NULL */
+	char commit[41];
+	int offline;
+	char *snapshot;      /* the cache's snapshots/<commit>, when it exists */
+	char *root;          /* the directory PATH named ("" or "sub/") */
+	struct tfs_dirlist files; /* the repository at the commit */
+	int listed;
+	pthread_mutex_t lock;      /* relocations (files open in parallel) */
+	struct relocation *relocations;
+};
+
+/* ---- environment ---- */
+
+static char *env_path(const char *var, const char *fallback_var, const char *tail)
+{
+	const char *v = getenv(var);
+	if (v && *v)
+		return strdup(v);
+	const char *base = fallback_var ? getenv(fallback_var) : NULL;
+	char buf[4096];
+	if (base && *base) {
+		snprintf(buf, sizeof buf, "%s/%s", base, tail);
+		return strdup(buf);
+	}
+	return NULL;
+}
+
+/* $HF_HOME, else ${XDG_CACHE_HOME:-~/.cache}/huggingface */
+static char *hf_home(void)
+{
+	char *h = env_path("HF_HOME", "XDG_CACHE_HOME", "huggingface");
+	if (h)
+		return h;
+	const char *home = getenv("HOME");
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s/.cache/huggingface", home && *home ? home : "/root");
+	return strdup(buf);
+}
+
+/* HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then $HF_HOME/token. */
+static char *token(const char *home)
+{
+	const char *t = getenv("HF_TOKEN");
+	if (!t || !*t)
+		t = getenv("HUGGING_FACE_HUB_TOKEN");
+	char buf[4096];
+	if (!t || !*t) {
+		snprintf(buf, sizeof buf, "%s/token", home);
+		FILE *f = fopen(buf, "r");
+		if (!f)
+			return NULL;
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		t = buf;
+	}
+	/* Only the token's own characters: no header can be smuggled in. */
+	size_t a = 0, n = strlen(t);
+	while (a < n && (t[a] == ' ' || t[a] == '\n' || t[a] == '\r' || t[a] == '\t'))
+		a++;
+	while (n > a && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == '\t'))
+		n--;
+	if (n == a)
+		return NULL;
+	for (size_t i = a; i < n; i++)
+		if ((unsigned char)t[i] <= 0x20 || t[i] == 0x7f)
+			return NULL;
+	char *h = malloc(n - a + 32);
+	if (h)
+		snprintf(h, n - a + 32, "Authorization: Bearer %.*s", (int)(n - a), t + a);
+	return h;
+}
+
+static int same_origin(const struct hf_store *hs, const char *url)
+{
+	size_t n = strlen(hs->origin);
+	return strncasecmp(url, hs->origin, n) == 0 && (url[n] == '/' || url[n] == 0 || url[n] == '?');
+}
+
+/* ---- URLs ---- */
+
+static tfs_err put_path(char **u, size_t *len, size_t *cap, const char *path)
+{
+	tfs_err e = TFS_OK;
+	for (const char *p = path; !e && *p;) {
+		size_t seg = strcspn(p, "/");
+		e = tfs_http_escape(p, seg, u, len, cap);
+		p += seg;
+		if (!e && *p == '/') {
+			e = tfs_json_put(u, len, cap, "/", 1);
+			p++;
+		}
+	}
+	return e;
+}
+
+/* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path} */
+static char *resolve_url(const struct hf_store *hs, const char *rev, const char *path)
+{
+	char *u = NULL;
+	size_t len = 0, cap = 0;
+	int ds = strcmp(hs->ref.type, "datasets") == 0;
+	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) || tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
+	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_puts(&u, &len, &cap, "/resolve/") ||
+	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) || tfs_json_put(&u, &len, &cap, "/", 1) ||
+	    put_path(&u, &len, &cap, path)) {
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+/* {endpoint}/api/{type}/ORG/REPO/{what}/{rev}[?query] */
+static char *api_url(const struct hf_store *hs, const char *what, const char *rev, const char *query)
+{
+	char *u = NULL;
+	size_t len = 0, cap = 0;
+	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) || tfs_json_puts(&u, &len, &cap, "/api/") ||
+	    tfs_json_puts(&u, &len, &cap, hs->ref.type) || tfs_json_put(&u, &len, &cap, "/", 1) ||
+	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_put(&u, &len, &cap, "/", 1) ||
+	    tfs_json_puts(&u, &len, &cap, what) || tfs_json_put(&u, &len, &cap, "/", 1) ||
+	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) ||
+	    (query && tfs_json_puts(&u, &len, &cap, query))) {
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+/* What an HTTP status from the Hub means, as one line. */
+static tfs_err hub_status(const struct hf_store *hs, long status, const char *what, struct tfs_diag *d)
+{
+	switch (status) {
+	case 401:
+		return tfs_fail(d, TFS_ERR_OPEN, hs->auth
+			? "the Hub refuses the token for %s (HTTP 401): is it valid?"
+			: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
+			what);
+	case 403:
+		return tfs_fail(d, TFS_ERR_OPEN,
+				"the Hub denies access to %s (HTTP 403: a gated repository whose terms this account has not accepted?)",
+				what);
+	case 404:
+		return tfs_fail(d, TFS_ERR_NOENT, "%s is not on the Hub (HTTP 404)", what);
+	default:
+		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", status, what);
+	}
+}
+
+/* ---- the Hugging Face cache ---- */
+
+static char *cache_repo_dir(const struct hf_store *hs, const char *home)
+{
+	char *hub = getenv("HF_HUB_CACHE") && *getenv("HF_HUB_CACHE") ? strdup(getenv("HF_HUB_CACHE")) : NULL;
+	char buf[4096], repo[300];
+	if (!hub) {
+		snprintf(buf, sizeof buf, "%s/hub", home);
+		hub = strdup(buf);
+	}
+	if (!hub)
+		return NULL;
+	/* models--org--name, datasets--org--name */
+	size_t o = 0;
+	for (const char *p = hs->ref.repo; *p && o + 3 < sizeof repo; p++) {
+		if (*p == '/') {
+			repo[o++] = '-';
+			repo[o++] = '-';
+		} else {
+			repo[o++] = *p;
+		}
+	}
+	repo[o] = 0;
+	snprintf(buf, sizeof buf, "%s/%s--%s", hub, hs->ref.type, repo);
+	free(hub);
+	return strdup(buf);
+}
+
+/* A file of the cached snapshot: a complete regular file (downloads are
+ * renamed into place when done), of the listed size when there is one. */
+static char *cached(const struct hf_store *hs, const char *full, int *has_size, uint64_t *size)
+{
+	if (!hs->snapshot)
+		return NULL;
+	size_t n = strlen(hs->snapshot) + strlen(full) + 2;
+	char *p = malloc(n);
+	struct stat st;
+	if (!p)
+		return NULL;
+	snprintf(p, n, "%s/%s", hs->snapshot, full);
+	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || (*has_size && (uint64_t)st.st_size != *size)) {
+		free(p);
+		return NULL;
+	}
+	*has_size = 1;
+	*size = (uint64_t)st.st_size;
+	return p;
+}
+
+/* ---- requests ---- */
+
+struct head {
+	long status;
+	char *url;           /* where the bytes are: the CDN, or the Hub */
+	char etag[TFS_HTTP_ETAG_MAX + 1];
+	char commit[64];
+	int has_size;
+	uint64_t size;
+};
+
+/* HEAD of a file at the Hub, following its relative redirects (a renamed
+ * repository) but not the one to the CDN, which says where the bytes are. */
+static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full, struct head *h,
+			 struct tfs_diag *d)
+{
+	char *url = resolve_url(hs, rev, full);
+	memset(h, 0, sizeof *h);
+	if (!url)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	for (int hop = 0;; hop++) {
+		struct tfs_http_req rq = {.url = url, .head = 1, .auth = same_origin(hs, url) ? hs->auth : NULL};
+		struct tfs_http_resp rs;
+		enum tfs_http_fail f;
+		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
+		h->status = rs.status;
+		if (e && f != TFS_HTTP_STATUS) {
+			free(url);
+			return e;
+		}
+		if (rs.status >= 400) {
+			free(url);
+			return hub_status(hs, rs.status, full, d);
+		}
+		if (rs.status >= 300 && rs.status < 400) {
+			if (!*rs.location || hop >= REDIRECTS_MAX) {
+				free(url);
+				return tfs_fail(d, TFS_ERR_OPEN, "%s: %s", full,
+						*rs.location ? "too many redirects from the Hub" : "a redirect without a Location");
+			}
+			char *next;
+			if (rs.location[0] == '/') {
+				size_t n = strlen(hs->origin) + strlen(rs.location) + 1;
+				next = malloc(n);
+				if (next)
+					snprintf(next, n, "%s%s", hs->origin, rs.location);
+			} else if (strncasecmp(rs.location, "https://", 8) == 0 ||
+				   strncasecmp(rs.location, "http://", 7) == 0) {
+				next = strdup(rs.location);
+			} else {
+				free(url);
+				return tfs_fail(d, TFS_ERR_OPEN, "%s: the Hub redirects to something that is not an http(s) URL", full);
+			}
+			if (!next) {
+				free(url);
+				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			}
+			free(url);
+			url = next;
+			/* The Hub's own answers carry the file's facts; a hop on
+			 * its host may carry them too. */
+			if (*rs.linked_etag && !*h->etag)
+				snprintf(h->etag, sizeof h->etag, "%s", rs.linked_etag);
+			if (rs.has_linked_size && !h->has_size) {
+				h->has_size = 1;
+				h->size = rs.linked_size;
+			}
+			if (*rs.repo_commit && !*h->commit)
+				snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
+			if (!same_origin(hs, url))
+				break; /* the CDN: the bytes are there */
+			continue;
+		}
+		/* 200: the Hub serves the file itself (not stored with LFS). */
+		if (!*h->etag)
+			snprintf(h->etag, sizeof h->etag, "%s", *rs.linked_etag ? rs.linked_etag : rs.etag);
+		if (!h->has_size && (rs.has_linked_size || rs.has_length)) {
+			h->has_size = 1;
+			h->size = rs.has_linked_size ? rs.linked_size : rs.length;
+		}
+		if (*rs.repo_commit && !*h->commit)
+			snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
+		break;
+	}
+	h->url = url;
+	return TFS_OK;
+}
+
+/* GET of an API document, bounded; next gets the Link rel="next" URL. */
+static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, char **body, size_t *len,
+		       char *next, size_t nextsz, struct tfs_diag *d)
+{
+	struct tfs_http_req rq = {
+		.url = url, .follow = 0, .auth = same_origin(hs, url) ? hs->auth : NULL,
+		.body = body, .bodylen = len, .body_max = LISTING_PAGE_MAX,
+	};
+	struct tfs_http_resp rs;
+	enum tfs_http_fail f;
+	*body = NULL;
+	tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
+	if (e && f == TFS_HTTP_STATUS) {
+		free(*body);
+		*body = NULL;
+		return hub_status(hs, rs.status, what, d);
+	}
+	if (e) {
+		free(*body);
+		*body = NULL;
+		return e;
+	}
+	if (rs.status != 200 || !*body) {
+		free(*body);
+		*body = NULL;
+		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", rs.status, what);
+	}
+	if (next)
+		snprintf(next, nextsz, "%s", rs.next_link);
+	return TFS_OK;
+}
+
+/* The whole repository at the commit, page after page. */
+static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
+{
+	if (hs->listed)
+		return TFS_OK;
+	char *url = api_url(hs, "tree", hs->commit, "?recursive=true");
+	static char next[TFS_HTTP_URL_MAX];
+	tfs_err e = url ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	uint64_t bytes = 0;
+	for (unsigned page = 0; !e && url; page++) {
+		char *body;
+		size_t len;
+		if (page >= TFS_LISTING_PAGES_MAX) {
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages", TFS_LISTING_PAGES_MAX);
+			break;
+		}
+		e = api_get(hs, url, "the repository listing", &body, &len, next, sizeof next, d);
+		if (!e)
+			e = tfs_hub_parse_tree(body, len, &hs->files, d);
+		free(body);
+		bytes += len;
+		if (!e && (hs->files.n > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %s (%u pages so far)",
+				     hs->files.n > TFS_LISTING_ENTRIES_MAX ? "1,000,000 files" : "512 MiB",
+				     page + 1);
+		free(url);
+		url = NULL;
+		if (!e && *next) {
+			/* Pages come from the Hub itself: a next link elsewhere
+			 * would take the token with it. */
+			if (!same_origin(hs, next))
+				e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's listing points its next page at another host");
+			else if (!(url = strdup(next)))
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		}
+	}
+	free(url);
+	hs->listed = !e;
+	return e;
+}
+
+/* ---- the store ---- */
+
+/* What a source needs to find its bytes again when a signed CDN URL
+ * expires; kept with the store, which outlives its sources. */
+struct relocation {
+	struct hf_store *hs;
+	char *full;
+	struct relocation *next;
+};
+
+static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
+{
+	struct relocation *r = ctx;
+	struct head h;
+	tfs_err e = head_file(r->hs, r->hs->commit, r->full, &h, d);
+	if (!e)
+		*url = h.url;
+	return e;
+}
+
+static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out,
+			  struct tfs_diag *d)
+{
+	struct hf_store *hs = (struct hf_store *)st;
+	size_t n = strlen(hs->root) + strlen(name) + 1;
+	char *full = malloc(n);
+	tfs_err e = TFS_OK;
+	if (!full)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	snprintf(full, n, "%s%s", hs->root, name);
+	char *loc = resolve_url(hs, hs->commit, full);
+	int has_size = 0;
+	uint64_t size = 0;
+	for (size_t i = 0; hs->listed && i < hs->files.n; i++)
+		if (strcmp(hs->files.name[i], full) == 0) {
+			has_size = 1;
+			size = hs->files.size[i];
+		}
+	char *local = loc ? cached(hs, full, &has_size, &size) : NULL;
+	if (!loc) {
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	} else if (local) {
+		/* Already downloaded for this commit: no network at all. The
+		 * blob's name is its ETag in the cache's layout. */
+		e = tfs_source_open_path(local, out, d);
+		if (!e) {
+			char target[4096];
+			ssize_t k = readlink(local, target, sizeof target - 1);
+			const char *blob = NULL;
+			if (k > 0) {
+				target[k] = 0;
+				blob = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+			}
+			free((*out)->location);
+			(*out)->location = strdup(loc);
+			(*out)->revision = strdup(hs->commit);
+			(*out)->etag = blob ? strdup(blob) : NULL;
+			if (!(*out)->location || !(*out)->revision) {
+				tfs_source_close(*out);
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			}
+		}
+	} else if (hs->offline) {
+		e = tfs_fail(d, TFS_ERR_NOENT,
+			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s", full,
+			     hs->commit);
+	} else {
+		struct head h;
+		e = head_file(hs, hs->commit, full, &h, d);
+		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
+			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s", h.commit, full,
+				     hs->commit);
+		if (!e && has_size && h.has_size && h.size != size)
+			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s", full);
+		struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
+		if (!e && (!rl || !(rl->full = strdup(full))))
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		if (!e) {
+			rl->hs = hs;
+			struct tfs_remote_spec s = {
+				.url = h.url,
+				.location = loc,
+				.auth = same_origin(hs, h.url) ? hs->auth : NULL,
+				.etag = *h.etag ? h.etag : NULL,
+				.revision = hs->commit,
+				.has_size = h.has_size,
+				.size = h.size,
+				.relocate = same_origin(hs, h.url) ? NULL : relocate,
+				.relocate_ctx = rl,
+			};
+			e = tfs_remote_open(&s, out, d);
+			if (!e) {
+				pthread_mutex_lock(&hs->lock);
+				rl->next = hs->relocations;
+				hs->relocations = rl;
+				pthread_mutex_unlock(&hs->lock);
+				rl = NULL;
+			}
+		}
+		if (rl) {
+			free(rl->full);
+			free(rl);
+		}
+		free(h.url);
+	}
+	free(local);
+	free(loc);
+	free(full);
+	return e;
+}
+
+static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
+			  struct tfs_diag *d)
+{
+	struct hf_store *hs = (struct hf_store *)st;
+	char prefix[4200];
+	snprintf(prefix, sizeof prefix, "%s%s", hs->root, dir);
+	size_t pl = strlen(prefix);
+	if (hs->offline) {
+		char path[8400];
+		snprintf(path, sizeof path, "%s/%s", hs->snapshot ? hs->snapshot : "/nonexistent", prefix);
+		DIR *dd = opendir(path);
+		if (!dd)
+			return tfs_fail(d, TFS_ERR_NOENT,
+					"HF_HUB_OFFLINE=1, and the Hugging Face cache has no snapshot of commit %s", hs->commit);
+		struct dirent *de;
+		tfs_err e = TFS_OK;
+		while (!e && (de = readdir(dd))) {
+			struct stat s;
+			if (de->d_name[0] == '.' || fstatat(dirfd(dd), de->d_name, &s, 0) != 0 || !S_ISREG(s.st_mode))
+				continue;
+			if (tfs_dirlist_add(out, de->d_name, (uint64_t)s.st_size))
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		}
+		closedir(dd);
+		return e;
+	}
+	tfs_err e = list_repo(hs, d);
+	for (size_t i = 0; !e && i < hs->files.n; i++) {
+		const char *p = hs->files.name[i];
+		if (strncmp(p, prefix, pl) == 0 && !strchr(p + pl, '/') &&
+		    tfs_dirlist_add(out, p + pl, hs->files.size[i]))
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	return e;
+}
+
+static void store_close(struct tfs_store *st)
+{
+	struct hf_store *hs = (struct hf_store *)st;
+	for (struct relocation *r = hs->relocations, *next; r; r = next) {
+		next = r->next;
+		free(r->full);
+		free(r);
+	}
+	pthread_mutex_destroy(&hs->lock);
+	free(hs->endpoint);
+	free(hs->auth);
+	free(hs->snapshot);
+	free(hs->root);
+	tfs_dirlist_free(&hs->files);
+	free(hs->base.prefix);
+	free(hs->base.location);
+	free(hs);
+}
+
+static const struct tfs_store_ops hf_store_ops = {
+	.open = store_open,
+	.list = store_list,
+	.close = store_close,
+};
+
+/* ---- the driver ---- */
+
+static int claims(const char *spec)
+{
+	return strncmp(spec, "hf://", 5) == 0;
+}
+
+/* The commit REV names, pinned once. */
+static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file, struct tfs_diag *d)
+{
+	const char *rev = hs->ref.rev;
+	*path_is_file = -1; /* unknown */
+	if (tfs_hub_is_commit(rev)) {
+		memcpy(hs->commit, rev, 41);
+		return TFS_OK;
+	}
+	if (hs->offline) {
+		char p[4600], sha[64] = "";
+		snprintf(p, sizeof p, "%s/refs/%s", repo_dir ? repo_dir : "/nonexistent", rev);
+		FILE *f = strstr(rev, "..") ? NULL : fopen(p, "r");
+		if (f) {
+			if (!fgets(sha, sizeof sha, f))
+				sha[0] = 0;
+			fclose(f);
+		}
+		sha[strcspn(sha, "\r\n")] = 0;
+		if (!tfs_hub_is_commit(sha))
+			return tfs_fail(d, TFS_ERR_NOENT,
+					"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
+					rev, hs->ref.repo);
+		memcpy(hs->commit, sha, 41);
+		return TFS_OK;
+	}
+	if (*hs->ref.path) {
+		/* A file: its HEAD gives the commit (X-Repo-Commit). A
+		 * directory has no HEAD: the revision API says instead. */
+		struct head h;
+		struct tfs_diag hd;
+		tfs_err e = head_file(hs, rev, hs->ref.path, &h, &hd);
+		free(h.url);
+		if (!e && tfs_hub_is_commit(h.commit)) {
+			memcpy(hs->commit, h.commit, 41);
+			*path_is_file = 1;
+			return TFS_OK;
+		}
+		if (e && h.status != 404) {
+			*d = hd;
+			return e;
+		}
+	}
+	char *url = api_url(hs, "revision", rev, NULL), *body = NULL;
+	size_t len;
+	if (!url)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	char what[600];
+	snprintf(what, sizeof what, "revision '%s' of %s", rev, hs->ref.repo);
+	tfs_err e = api_get(hs, url, what, &body, &len, NULL, 0, d);
+	free(url);
+	if (!e)
+		e = tfs_hub_parse_revision(body, len, hs->commit, d);
+	free(body);
+	return e;
+}
+
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out,
+		       char **target, struct tfs_diag *d)
+{
+	tfs_err e = tfs_remote_configure(o, d);
+	if (e)
+		return e;
+	struct hf_store *hs = calloc(1, sizeof *hs);
+	char *home = hf_home(), *repo_dir = NULL;
+	*target = NULL;
+	if (!hs || !home) {
+		free(hs);
+		free(home);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	hs->base.ops = &hf_store_ops;
+	pthread_mutex_init(&hs->lock, NULL);
+	if ((e = tfs_hub_parse_ref(spec, &hs->ref, d)))
+		goto fail;
+	const char *ep = getenv("HF_ENDPOINT");
+	hs->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
+	if (!hs->endpoint) {
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t n = strlen(hs->endpoint); n && hs->endpoint[n - 1] == '/'; n--)
+		hs->endpoint[n - 1] = 0;
+	if (strncasecmp(hs->endpoint, "https://", 8) != 0 && strncasecmp(hs->endpoint, "http://", 7) != 0) {
+		e = tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT must be an http(s) URL");
+		goto fail;
+	}
+	const char *host = strstr(hs->endpoint, "://") + 3;
+	size_t ol = (size_t)(host - hs->endpoint) + strcspn(host, "/?#");
+	if (ol >= sizeof hs->origin) {
+		e = tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT is too long");
+		goto fail;
+	}
+	memcpy(hs->origin, hs->endpoint, ol);
+	const char *off = getenv("HF_HUB_OFFLINE");
+	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
+			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
+	hs->auth = hs->offline ? NULL : token(home);
+	repo_dir = cache_repo_dir(hs, home);
+	int path_is_file;
+	if ((e = pin(hs, repo_dir, &path_is_file, d)))
+		goto fail;
+	if (repo_dir) {
+		size_t n = strlen(repo_dir) + 64;
+		char *snap = malloc(n);
+		struct stat st;
+		if (snap) {
+			snprintf(snap, n, "%s/snapshots/%s", repo_dir, hs->commit);
+			if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode))
+				hs->snapshot = snap;
+			else
+				free(snap);
+		}
+	}
+	/* PATH: a file to open, or a directory to pick the checkpoint in. */
+	if (*hs->ref.path && path_is_file < 0) {
+		if (hs->offline) {
+			int hsz = 0;
+			uint64_t sz = 0;
+			char *p = cached(hs, hs->ref.path, &hsz, &sz);
+			path_is_file = p != NULL;
+			free(p);
+		} else {
+			if ((e = list_repo(hs, d)))
+				goto fail;
+			path_is_file = 0;
+			for (size_t i = 0; i < hs->files.n; i++)
+				if (strcmp(hs->files.name[i], hs->ref.path) == 0)
+					path_is_file = 1;
+		}
+	}
+	if (path_is_file == 1) {
+		const char *slash = strrchr(hs->ref.path, '/');
+		hs->root = strndup(hs->ref.path, slash ? (size_t)(slash - hs->ref.path) + 1 : 0);
+		*target = strdup(slash ? slash + 1 : hs->ref.path);
+	} else {
+		size_t n = strlen(hs->ref.path);
+		hs->root = malloc(n + 2);
+		if (hs->root)
+			snprintf(hs->root, n + 2, "%s%s", hs->ref.path, n ? "/" : "");
+	}
+	/* Messages name files as hf://ORG/REPO@COMMIT/PATH; user.source is
+	 * the resolve URL at the commit. */
+	char pre[4600];
+	snprintf(pre, sizeof pre, "hf://%s%s@%s/%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "",
+		 hs->ref.repo, hs->commit, hs->root ? hs->root : "");
+	hs->base.prefix = strdup(pre);
+	hs->base.location = strdup(spec);
+	if (!hs->root || !hs->base.prefix || !hs->base.location || (path_is_file == 1 && !*target)) {
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+	free(home);
+	free(repo_dir);
+	*out = &hs->base;
+	return TFS_OK;
+fail:
+	free(*target);
+	*target = NULL;
+	free(home);
+	free(repo_dir);
+	store_close(&hs->base);
+	return e;
+}
+
+static const struct tfs_opt_spec hf_opts[] = {{NULL, 0, NULL}};
+
+const struct tfs_source_driver tfs_source_hf = {
+	.name = "hf",
+	.claims = claims,
+	.resolve = resolve,
+	.opts = hf_opts,
+	.start = tfs_remote_start,
+	.stop = tfs_remote_stop,
+	.warm = tfs_remote_warm,
+};

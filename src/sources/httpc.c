@@ -1,0 +1,704 @@
+#include "sources/httpc.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "core/table.h"
+
+#ifndef TFS_VERSION
+#define TFS_VERSION "0.2.0"
+#endif
+
+#define HEADERS_MAX (256u << 10)  /* all response headers of one transfer */
+#define ERRBODY_MAX 4096           /* what is kept of an error body */
+#define RETRY_AFTER_MAX 30.0       /* seconds: a server cannot make us wait longer */
+#define MAX_REDIRECTS 5
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static CURLSH *share;
+static pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
+static pthread_key_t handle_key;
+static struct tfs_http_policy policy = {.retries = 3, .stall_seconds = 15, .connect_seconds = 10};
+static int aborted;
+static uint64_t nrequests, nretried;
+
+static void lock_cb(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
+{
+	(void)h;
+	(void)a;
+	(void)u;
+	pthread_mutex_lock(&share_lock[data]);
+}
+
+static void unlock_cb(CURL *h, curl_lock_data data, void *u)
+{
+	(void)h;
+	(void)u;
+	pthread_mutex_unlock(&share_lock[data]);
+}
+
+static void drop_handle(void *h)
+{
+	curl_easy_cleanup(h);
+}
+
+static void init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_ALL);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_lock[i], NULL);
+	share = curl_share_init();
+	if (share) {
+		curl_share_setopt(share, CURLSHOPT_LOCKFUNC, lock_cb);
+		curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, unlock_cb);
+		/* Connections are not shared: libcurl says that is unsafe
+		 * between threads. Each thread keeps its own. */
+		curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+		curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	}
+	pthread_key_create(&handle_key, drop_handle);
+}
+
+/* This thread's easy handle, made on first use and freed with the thread. */
+static CURL *handle(void)
+{
+	pthread_once(&once, init_once);
+	CURL *h = pthread_getspecific(handle_key);
+	if (!h && (h = curl_easy_init()))
+		pthread_setspecific(handle_key, h);
+	return h;
+}
+
+void tfs_http_set_policy(const struct tfs_http_policy *p)
+{
+	policy = *p;
+}
+
+void tfs_http_get_policy(struct tfs_http_policy *p)
+{
+	*p = policy;
+}
+
+void tfs_http_abort(void)
+{
+	__atomic_store_n(&aborted, 1, __ATOMIC_RELEASE);
+}
+
+int tfs_http_aborted(void)
+{
+	return __atomic_load_n(&aborted, __ATOMIC_ACQUIRE);
+}
+
+uint64_t tfs_http_requests(void)
+{
+	return __atomic_load_n(&nrequests, __ATOMIC_RELAXED);
+}
+
+uint64_t tfs_http_retried(void)
+{
+	return __atomic_load_n(&nretried, __ATOMIC_RELAXED);
+}
+
+void tfs_http_redact(const char *url, char *out, size_t outsz)
+{
+	const char *scheme = strstr(url, "://");
+	if (!scheme) {
+		snprintf(out, outsz, "%s", url); /* a path has no credentials */
+		return;
+	}
+	const char *host = scheme + 3;
+	const char *end = host + strcspn(host, "/?#");
+	const char *at = NULL;
+	for (const char *p = host; p < end; p++)
+		if (*p == '@')
+			at = p;
+	if (!at) {
+		snprintf(out, outsz, "%s", url);
+		return;
+	}
+	snprintf(out, outsz, "%.*s%s", (int)(host - url), url, at + 1);
+}
+
+tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char e[3];
+		size_t k = 1;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~') {
+			e[0] = (char)c;
+		} else {
+			e[0] = '%';
+			e[1] = hex[c >> 4];
+			e[2] = hex[c & 15];
+			k = 3;
+		}
+		if (tfs_grow((void **)out, cap, *len + k + 1, 1))
+			return TFS_ERR_NOMEM;
+		memcpy(*out + *len, e, k);
+		*len += k;
+		(*out)[*len] = 0;
+	}
+	return TFS_OK;
+}
+
+/* ---- one transfer ---- */
+
+struct xfer {
+	const struct tfs_http_req *rq;
+	struct tfs_http_resp *rs;
+	size_t got;              /* body bytes taken */
+	unsigned iv;             /* iov being filled, and how far */
+	size_t ivoff;
+	size_t header_bytes;
+	enum tfs_http_fail why;  /* set by a callback that stopped the transfer */
+	char errbody[ERRBODY_MAX + 1];
+	size_t errlen;
+	const char *overlong;    /* of any response of the transfer */
+	unsigned overlong_max;
+	size_t kept;             /* iov bytes in place from an earlier try */
+	int checked;             /* the range and accept() passed */
+	int other_range;         /* ... and the range did not */
+};
+
+static int starts(const char *line, size_t n, const char *name)
+{
+	size_t k = strlen(name);
+	return n > k && strncasecmp(line, name, k) == 0;
+}
+
+/* The value of a header line: after the colon, without surrounding space.
+ * Returns 0, or -1 when it does not fit (out then holds nothing). */
+static int value(const char *line, size_t n, size_t skip, char *out, size_t outsz)
+{
+	const char *v = line + skip, *e = line + n;
+	while (v < e && (*v == ' ' || *v == '\t'))
+		v++;
+	while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	if ((size_t)(e - v) > outsz - 1) {
+		*out = 0;
+		return -1;
+	}
+	memcpy(out, v, (size_t)(e - v));
+	out[e - v] = 0;
+	return 0;
+}
+
+/* A header kept whole into its field, or the answer marked overlong. */
+static void keep(struct tfs_http_resp *rs, const char *what, const char *line, size_t n, size_t skip,
+		 char *out, size_t outsz)
+{
+	if (value(line, n, skip, out, outsz) != 0 && !rs->overlong) {
+		rs->overlong = what;
+		rs->overlong_max = (unsigned)outsz - 1;
+	}
+}
+
+static int parse_u64(const char *s, uint64_t *v, const char **end)
+{
+	uint64_t x = 0;
+	const char *p = s;
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+	}
+	*v = x;
+	if (end)
+		*end = p;
+	return 0;
+}
+
+static void reset_resp(struct tfs_http_resp *rs)
+{
+	memset(rs, 0, sizeof *rs);
+	rs->retry_after = -1;
+}
+
+int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
+{
+	char v[TFS_HTTP_URL_MAX];
+	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		/* A new response (after a redirect or a 100): only the last
+		 * one's headers count. */
+		reset_resp(rs);
+		const char *sp = memchr(p, ' ', n);
+		uint64_t st;
+		char num[8];
+		size_t k = sp ? (size_t)(p + n - sp - 1) : 0;
+		if (k > sizeof num - 1)
+			k = sizeof num - 1;
+		if (sp)
+			memcpy(num, sp + 1, k);
+		num[k] = 0;
+		if (sp && parse_u64(num, &st, NULL) == 0 && st < 1000)
+			rs->status = (long)st;
+		return 1;
+	}
+	if (starts(p, n, "content-range:")) {
+		/* Taken whole or not at all: a malformed one (or a second one)
+		 * leaves no range, which every check then refuses. */
+		rs->has_range = 0;
+		if (value(p, n, 14, v, sizeof v) != 0)
+			return 0;
+		const char *q = v, *e;
+		uint64_t a, b, t;
+		if (strncasecmp(q, "bytes ", 6) != 0)
+			return 0;
+		q += 6;
+		if (*q == '*') {
+			if (q[1] == '/' && parse_u64(q + 2, &t, &e) == 0 && !*e) {
+				rs->range_total = t;
+				rs->has_range = 2; /* unsatisfied: only the total */
+			}
+			return 0;
+		}
+		if (parse_u64(q, &a, &e) == 0 && *e == '-' && parse_u64(e + 1, &b, &e) == 0 && *e == '/' &&
+		    parse_u64(e + 1, &t, &e) == 0 && !*e && a <= b && b < t) {
+			rs->range_start = a;
+			rs->range_end = b;
+			rs->range_total = t;
+			rs->has_range = 1;
+		}
+	} else if (starts(p, n, "content-length:")) {
+		const char *e;
+		uint64_t len;
+		rs->has_length = 0;
+		if (value(p, n, 15, v, sizeof v) == 0 && parse_u64(v, &len, &e) == 0 && !*e) {
+			rs->length = len;
+			rs->has_length = 1;
+		}
+	} else if (starts(p, n, "etag:")) {
+		keep(rs, "ETag", p, n, 5, rs->etag, sizeof rs->etag);
+	} else if (starts(p, n, "last-modified:")) {
+		keep(rs, "Last-Modified", p, n, 14, rs->last_modified, sizeof rs->last_modified);
+	} else if (starts(p, n, "location:")) {
+		keep(rs, "Location", p, n, 9, rs->location, sizeof rs->location);
+	} else if (starts(p, n, "x-repo-commit:")) {
+		keep(rs, "X-Repo-Commit", p, n, 14, rs->repo_commit, sizeof rs->repo_commit);
+	} else if (starts(p, n, "x-linked-etag:")) {
+		keep(rs, "X-Linked-Etag", p, n, 14, rs->linked_etag, sizeof rs->linked_etag);
+	} else if (starts(p, n, "x-linked-size:")) {
+		const char *e;
+		uint64_t len;
+		rs->has_linked_size = 0;
+		if (value(p, n, 14, v, sizeof v) == 0 && parse_u64(v, &len, &e) == 0 && !*e) {
+			rs->linked_size = len;
+			rs->has_linked_size = 1;
+		}
+	} else if (starts(p, n, "retry-after:")) {
+		uint64_t s;
+		const char *e;
+		if (value(p, n, 12, v, sizeof v) == 0 && parse_u64(v, &s, &e) == 0 && !*e)
+			rs->retry_after = s > 3600 ? 3600.0 : (double)s;
+	} else if (starts(p, n, "link:")) {
+		/* Link: <url>; rel="next", <url>; rel="prev" */
+		if (value(p, n, 5, v, sizeof v) != 0) {
+			/* Cut, a next page could be lost: the listing would
+			 * look complete when it is not. */
+			if (!rs->overlong) {
+				rs->overlong = "Link";
+				rs->overlong_max = (unsigned)sizeof v - 1;
+			}
+			return 0;
+		}
+		for (char *q = v; (q = strchr(q, '<'));) {
+			char *gt = strchr(q, '>');
+			if (!gt)
+				break;
+			char *semi = gt + 1, *comma = strchr(semi, ',');
+			size_t plen = comma ? (size_t)(comma - semi) : strlen(semi);
+			if (memmem(semi, plen, "rel=\"next\"", 10) || memmem(semi, plen, "rel=next", 8)) {
+				size_t ul = (size_t)(gt - q - 1);
+				memcpy(rs->next_link, q + 1, ul); /* ul < sizeof v */
+				rs->next_link[ul] = 0;
+			}
+			q = gt + 1;
+		}
+	}
+	return 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+	x->header_bytes += n;
+	if (x->header_bytes > HEADERS_MAX) {
+		x->why = TFS_HTTP_TOOBIG;
+		return 0;
+	}
+	if (tfs_http_header_line(x->rs, p, n))
+		x->errlen = 0;
+	if (x->rs->overlong && !x->overlong) {
+		x->overlong = x->rs->overlong;
+		x->overlong_max = x->rs->overlong_max;
+	}
+	return n;
+}
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	const struct tfs_http_req *rq = x->rq;
+	size_t n = size * nmemb;
+	long st = x->rs->status;
+	if (st < 200 || st > 299) {
+		/* An error's body: keep the start (S3 says what in it). */
+		size_t k = ERRBODY_MAX - x->errlen < n ? ERRBODY_MAX - x->errlen : n;
+		memcpy(x->errbody + x->errlen, p, k);
+		x->errlen += k;
+		return n;
+	}
+	if (rq->has_range && st == 200) {
+		/* The server ignores Range: never download the whole file. */
+		x->why = TFS_HTTP_NORANGE;
+		return 0;
+	}
+	if (rq->buf) {
+		if (n > rq->buflen - x->got) {
+			x->why = TFS_HTTP_BADRANGE;
+			return 0;
+		}
+		memcpy((char *)rq->buf + x->got, p, n);
+		x->got += n;
+		return n;
+	}
+	if (rq->iov) {
+		if (!x->checked) {
+			/* Before the first byte lands: the range asked for, of the
+			 * version the caller pinned (a byte of another version
+			 * must never reach a block a reader may be served). */
+			const struct tfs_http_resp *rs = x->rs;
+			if (st != 206 || rs->has_range != 1 || rs->range_start != rq->off ||
+			    rs->range_end != rq->off + rq->len - 1) {
+				x->why = TFS_HTTP_BADRANGE;
+				x->other_range = 1;
+				return 0;
+			}
+			if (rq->accept && rq->accept(rq->arg, rs)) {
+				x->why = TFS_HTTP_REFUSED;
+				return 0;
+			}
+			x->checked = 1;
+		}
+		size_t left = n;
+		while (left) {
+			if (x->iv >= rq->niov) {
+				x->why = TFS_HTTP_BADRANGE;
+				return 0;
+			}
+			const struct tfs_iov *v = &rq->iov[x->iv];
+			size_t k = v->len - x->ivoff < left ? v->len - x->ivoff : left;
+			/* What an earlier try put in place may be being read. */
+			if (x->got + k > x->kept) {
+				size_t skip = x->got < x->kept ? x->kept - x->got : 0;
+				memcpy((char *)v->p + x->ivoff + skip, p + skip, k - skip);
+			}
+			p += k;
+			left -= k;
+			x->ivoff += k;
+			x->got += k;
+			if (x->ivoff == v->len) {
+				x->iv++;
+				x->ivoff = 0;
+			}
+		}
+		if (rq->progress && x->got > x->kept)
+			rq->progress(rq->arg, x->got);
+		return n;
+	}
+	if (rq->body) {
+		if (n > rq->body_max - x->got) {
+			x->why = TFS_HTTP_TOOBIG;
+			return 0;
+		}
+		char *b = realloc(*rq->body, x->got + n + 1);
+		if (!b) {
+			x->why = TFS_HTTP_TOOBIG;
+			return 0;
+		}
+		*rq->body = b;
+		memcpy(b + x->got, p, n);
+		x->got += n;
+		b[x->got] = 0;
+		*rq->bodylen = x->got;
+		return n;
+	}
+	return n; /* a body nobody wants */
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)ud;
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return tfs_http_aborted();
+}
+
+/* S3 error bodies: <Error><Code>SlowDown</Code>... */
+static void error_code(const struct xfer *x, struct tfs_http_resp *rs)
+{
+	char body[ERRBODY_MAX + 1];
+	memcpy(body, x->errbody, x->errlen);
+	body[x->errlen] = 0;
+	const char *a = strstr(body, "<Code>");
+	const char *b = a ? strstr(a, "</Code>") : NULL;
+	if (a && b && b - a - 6 < (long)sizeof rs->error_code) {
+		memcpy(rs->error_code, a + 6, (size_t)(b - a - 6));
+		rs->error_code[b - a - 6] = 0;
+	}
+}
+
+static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+				  struct tfs_diag *d)
+{
+	CURL *h = handle();
+	struct xfer x;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char range[64];
+	struct curl_slist *hl = NULL;
+	memset(&x, 0, sizeof x);
+	x.rq = rq;
+	x.rs = rs;
+	x.kept = rq->in_place ? (size_t)*rq->in_place : 0;
+	reset_resp(rs);
+	if (!h) {
+		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
+		return TFS_HTTP_NET;
+	}
+	if (tfs_http_aborted()) {
+		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
+		return TFS_HTTP_ABORTED;
+	}
+	if (rq->body) {
+		*rq->bodylen = 0;
+	}
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, rq->url);
+	curl_easy_setopt(h, CURLOPT_SHARE, share);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	/* libcurl drops Authorization and Cookie on a hop to another host,
+	 * but sends custom headers (a session token) anywhere. */
+	int follow = rq->follow && !rq->headers && !rq->aws_sigv4;
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
+	curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
+	curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)policy.connect_seconds);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)policy.stall_seconds);
+	/* And a cap on the whole attempt, so that a server trickling a byte
+	 * at a time cannot hold a read forever: the stall time for every MiB
+	 * asked for, plus twice the stall time (README, "When the network
+	 * fails"). */
+	uint64_t mib = rq->has_range ? rq->len >> 20 : (rq->body_max >> 20);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tensorfs/" TFS_VERSION);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	if (rq->head)
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	if (rq->has_range) {
+		snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)rq->off,
+			 (unsigned long long)(rq->off + rq->len - 1));
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
+	}
+	/* (A range request is stopped by on_body instead, which can tell a
+	 * server that ignores Range from one that sends too much.) */
+	if (rq->body && rq->body_max && !rq->has_range)
+		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->body_max);
+	if (rq->netrc)
+		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+	if (rq->aws_sigv4) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, rq->aws_sigv4);
+		curl_easy_setopt(h, CURLOPT_USERPWD, rq->userpwd);
+	}
+	char line[512];
+	int bad = 0;
+	if (rq->if_match) {
+		snprintf(line, sizeof line, "If-Match: %s", rq->if_match);
+		bad |= !(hl = curl_slist_append(hl, line));
+	}
+	if (rq->auth && !bad) {
+		struct curl_slist *t = curl_slist_append(hl, rq->auth);
+		bad |= !t;
+		hl = t ? t : hl;
+	}
+	for (const char *const *p = rq->headers; p && *p && !bad; p++) {
+		struct curl_slist *t = curl_slist_append(hl, *p);
+		bad |= !t;
+		hl = t ? t : hl;
+	}
+	if (bad) {
+		curl_slist_free_all(hl);
+		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		return TFS_HTTP_NET;
+	}
+	if (hl)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+	__atomic_fetch_add(&nrequests, 1, __ATOMIC_RELAXED);
+	CURLcode c = curl_easy_perform(h);
+	curl_slist_free_all(hl);
+	if (x.errlen)
+		error_code(&x, rs);
+	if (rq->in_place && x.checked && x.got > *rq->in_place)
+		*rq->in_place = x.got;
+
+	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted())) {
+		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
+		return TFS_HTTP_ABORTED;
+	}
+	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x.why)) {
+		switch (x.why) {
+		case TFS_HTTP_NORANGE:
+			tfs_fail(d, TFS_ERR_IO,
+				 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
+			return TFS_HTTP_NORANGE;
+		case TFS_HTTP_TOOBIG:
+			tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
+			return TFS_HTTP_TOOBIG;
+		case TFS_HTTP_REFUSED:
+			tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
+			return TFS_HTTP_REFUSED;
+		default:
+			if (x.other_range)
+				tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
+					 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1));
+			else
+				tfs_fail(d, TFS_ERR_IO, "the server sent more bytes than the range asked for");
+			return TFS_HTTP_BADRANGE;
+		}
+	}
+	if (c == CURLE_FILESIZE_EXCEEDED) {
+		tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
+		return TFS_HTTP_TOOBIG;
+	}
+	if (x.overlong) {
+		tfs_fail(d, TFS_ERR_IO, "the server's %s header is longer than tensorfs takes (%u bytes): refused rather than cut",
+			 x.overlong, x.overlong_max);
+		return TFS_HTTP_TOOBIG;
+	}
+	long hops = 0;
+	curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &hops);
+	if (c == CURLE_TOO_MANY_REDIRECTS || (c == CURLE_UNSUPPORTED_PROTOCOL && hops > 0)) {
+		tfs_fail(d, TFS_ERR_OPEN, "%s",
+			 c == CURLE_TOO_MANY_REDIRECTS ? "too many redirects (a redirect loop?)"
+						       : "a redirect to a scheme other than http or https");
+		return TFS_HTTP_REDIRECTS;
+	}
+	if (c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_WEIRD_SERVER_REPLY) {
+		/* libcurl refuses an HTTP/0.9 answer (no status line) with the
+		 * first code: it is what a server that speaks something else
+		 * sends. */
+		tfs_fail(d, TFS_ERR_OPEN, "the answer is not HTTP (libcurl: %s)",
+			 *errbuf ? errbuf : curl_easy_strerror(c));
+		return TFS_HTTP_NOTHTTP;
+	}
+	if (c != CURLE_OK) {
+		tfs_fail(d, TFS_ERR_OPEN, "%s", *errbuf ? errbuf : curl_easy_strerror(c));
+		/* A name that does not resolve will not resolve on retry. */
+		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_STATUS : TFS_HTTP_NET;
+	}
+	if (rs->status < 200 || rs->status > 399 || (rs->status > 299 && rq->follow)) {
+		tfs_fail(d, TFS_ERR_OPEN, "HTTP %ld%s%s", rs->status, *rs->error_code ? " " : "",
+			 rs->error_code);
+		return TFS_HTTP_STATUS;
+	}
+	if (rq->has_range && !rq->head && rs->status == 206) {
+		/* The end may be cut to the file's last byte only where the
+		 * caller allows it (the first request, before the size is
+		 * known). */
+		uint64_t want_end = rq->off + rq->len - 1;
+		if (rq->range_clip && rs->has_range == 1 && rs->range_total && want_end >= rs->range_total)
+			want_end = rs->range_total - 1;
+		if (rs->has_range != 1 || rs->range_start != rq->off || rs->range_end != want_end) {
+			tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
+				 (unsigned long long)rq->off, (unsigned long long)want_end);
+			return TFS_HTTP_BADRANGE;
+		}
+		size_t want_len = (size_t)(want_end - rq->off + 1);
+		if ((rq->buf || rq->iov || rq->body) && x.got != want_len) {
+			tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %zu bytes", x.got, want_len);
+			return TFS_HTTP_NET; /* a truncated body: worth another try */
+		}
+	} else if (rq->has_range && !rq->head && rs->status == 200) {
+		/* A body short enough to arrive before we could stop it. */
+		tfs_fail(d, TFS_ERR_IO,
+			 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
+		return TFS_HTTP_NORANGE;
+	} else if (!rq->head && rs->has_length && rs->status == 200 && x.got != rs->length &&
+		   (rq->buf || rq->iov || rq->body)) {
+		tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x.got,
+			 (unsigned long long)rs->length);
+		return TFS_HTTP_NET;
+	}
+	return TFS_HTTP_OK;
+}
+
+static int retryable(enum tfs_http_fail f, long status)
+{
+	if (f == TFS_HTTP_NET)
+		return 1;
+	if (f != TFS_HTTP_STATUS)
+		return 0;
+	return status == 408 || status == 429 || status == 500 || status == 502 ||
+	       status == 503 || status == 504;
+}
+
+/* Sleeps up to `secs`, waking early when the mount goes away. */
+static void nap(double secs)
+{
+	while (secs > 0 && !tfs_http_aborted()) {
+		double step = secs < 0.05 ? secs : 0.05;
+		struct timespec ts = {(time_t)step, (long)((step - (double)(time_t)step) * 1e9)};
+		nanosleep(&ts, NULL);
+		secs -= step;
+	}
+}
+
+tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+		       enum tfs_http_fail *fail, struct tfs_diag *d)
+{
+	double backoff = 0.2;
+	for (unsigned n = 0;; n++) {
+		enum tfs_http_fail f = attempt(rq, rs, d);
+		*fail = f;
+		if (f == TFS_HTTP_OK)
+			return TFS_OK;
+		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted())
+			return TFS_ERR_IO;
+		__atomic_fetch_add(&nretried, 1, __ATOMIC_RELAXED);
+		/* Jitter spreads the retries of many readers apart. */
+		uint32_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+			r = (uint32_t)n * 2654435761u;
+		double wait = backoff * (0.5 + (double)(r % 1000) / 2000.0);
+		if (rs->retry_after >= 0)
+			wait = rs->retry_after < RETRY_AFTER_MAX ? rs->retry_after : RETRY_AFTER_MAX;
+		nap(wait);
+		backoff = backoff * 2 < 5.0 ? backoff * 2 : 5.0;
+	}
+}

@@ -1,0 +1,142 @@
+/* HTTP requests for the remote sources, with libcurl.
+ *
+ * Each thread reuses its own easy handle (so its connections), never
+ * shared; DNS and TLS sessions are shared between them under locks. Every
+ * request is bounded: a connect timeout, a stall timeout (a low-speed
+ * limit, not one fixed timeout, since a large range may take long), a
+ * limit on redirects, on header and body sizes; and any transfer stops
+ * within about a second once tfs_http_abort() is called (unmount). */
+#ifndef TFS_HTTP_H
+#define TFS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/source.h"
+
+#define TFS_HTTP_URL_MAX 8192
+/* The longest ETag (and X-Linked-Etag) taken: a longer one is refused
+ * with a line naming the header, never cut (a cut ETag would be pinned
+ * and sent in If-Match, and every read would then fail). */
+#define TFS_HTTP_ETAG_MAX 1024
+
+struct tfs_http_resp;
+
+struct tfs_http_req {
+	const char *url;
+	int head;                /* HEAD instead of GET */
+	/* Follow redirects (at most 5). A request that carries more than
+	 * `auth` (headers, a SigV4 signature) is never followed: libcurl
+	 * would take those headers to any origin. It gets the 3xx instead. */
+	int follow;
+	int has_range;           /* ask for bytes [off, off + len) exactly */
+	uint64_t off, len;
+	int range_clip;          /* or fewer, ending at the file's last byte */
+	const char *if_match;    /* the pinned ETag, or NULL */
+	/* "Authorization: Bearer ..." etc., sent only to the host of `url`:
+	 * libcurl drops it when a redirect changes host or port. */
+	const char *auth;
+	const char *const *headers; /* more "Name: value" lines, NULL-ended */
+	const char *aws_sigv4;   /* CURLOPT_AWS_SIGV4 provider, with userpwd */
+	const char *userpwd;
+	int netrc;               /* credentials from ~/.netrc for url's host */
+	/* Where the body goes: into `buf` (exactly buflen bytes expected for
+	 * a range), or spread over iov[0..niov) in order, or into a growing
+	 * *body of at most body_max bytes. */
+	void *buf;
+	size_t buflen;
+	const struct tfs_iov *iov;
+	unsigned niov;
+	/* For a range into iov: accept(arg, resp) is asked once the headers
+	 * are in and the range is the one asked for, before any byte is
+	 * written (non-zero refuses the answer: TFS_HTTP_REFUSED); then
+	 * progress(arg, n) is told whenever the first n bytes are in place,
+	 * so that the start of a part can be served before its end arrives.
+	 * *in_place (when given) is how many are in place from earlier
+	 * tries: a retry does not write them again. Optional. */
+	int (*accept)(void *arg, const struct tfs_http_resp *rs);
+	void (*progress)(void *arg, uint64_t n);
+	void *arg;
+	uint64_t *in_place;
+	char **body;
+	size_t *bodylen;
+	size_t body_max;
+};
+
+struct tfs_http_resp {
+	long status;
+	int has_range;           /* Content-Range: bytes a-b/total (or * /total) */
+	uint64_t range_start, range_end, range_total;
+	int has_length;
+	uint64_t length;         /* Content-Length */
+	char etag[TFS_HTTP_ETAG_MAX + 1];
+	char last_modified[128];
+	char location[TFS_HTTP_URL_MAX];
+	char next_link[TFS_HTTP_URL_MAX]; /* Link: <...>; rel="next" */
+	char repo_commit[64];    /* X-Repo-Commit */
+	char linked_etag[TFS_HTTP_ETAG_MAX + 1]; /* X-Linked-Etag */
+	int has_linked_size;
+	uint64_t linked_size;    /* X-Linked-Size */
+	double retry_after;      /* seconds, or -1 */
+	char error_code[64];     /* S3's <Code> of an error body, if read */
+	/* The first header whose value did not fit its field above ("ETag",
+	 * "Location", ...), or NULL: such an answer is refused, not cut. */
+	const char *overlong;
+	unsigned overlong_max;   /* its field's limit */
+};
+
+/* What went wrong, finer than tfs_err, for messages and retry decisions. */
+enum tfs_http_fail {
+	TFS_HTTP_OK,
+	TFS_HTTP_NET,            /* connect, reset, timeout, truncated: retried */
+	TFS_HTTP_STATUS,         /* an HTTP status: resp.status says which */
+	TFS_HTTP_NORANGE,        /* 200 with the whole body to a Range request */
+	TFS_HTTP_BADRANGE,       /* 206 with another Content-Range or length */
+	TFS_HTTP_TOOBIG,         /* a body over body_max, or headers too large */
+	TFS_HTTP_REDIRECTS,      /* a redirect loop, or a redirect to another scheme */
+	TFS_HTTP_NOTHTTP,        /* the answer is not HTTP at all */
+	TFS_HTTP_ABORTED,        /* tfs_http_abort() was called */
+	TFS_HTTP_REFUSED,        /* req.accept refused the answer */
+};
+
+struct tfs_http_policy {
+	unsigned retries;        /* after the first attempt */
+	unsigned stall_seconds;  /* no byte for this long: the attempt fails */
+	unsigned connect_seconds;
+};
+
+/* Process-wide settings (the drivers set them from -o retries=, timeout=). */
+void tfs_http_set_policy(const struct tfs_http_policy *p);
+void tfs_http_get_policy(struct tfs_http_policy *p);
+
+/* One request with the policy's retries: network failures, 408, 429 and
+ * 5xx are retried after a jittered exponential backoff (or Retry-After,
+ * capped), anything else is returned at once. `fail` says what happened;
+ * the diag line, for anything but TFS_HTTP_OK, says it for people (no
+ * credentials in it). */
+tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+		       enum tfs_http_fail *fail, struct tfs_diag *d);
+
+/* Ends every transfer and backoff in progress and every later one. */
+void tfs_http_abort(void);
+int tfs_http_aborted(void);
+
+/* How many requests were sent (all threads), for tests and the bench. */
+uint64_t tfs_http_requests(void);
+/* How many attempts failed and were tried again (all threads): what the
+ * cache's in-flight limit backs off on (a 503, SlowDown, a reset). */
+uint64_t tfs_http_retried(void);
+
+/* Takes one response header line (not NUL-terminated) into rs; returns 1
+ * for a status line, which starts a new response. (Exposed for the
+ * fuzzer: every header a server sends comes through here.) */
+int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n);
+
+/* `url` with any user:password@ removed, into out. */
+void tfs_http_redact(const char *url, char *out, size_t outsz);
+
+/* Appends one path segment, percent-encoded (RFC 3986 unreserved kept). */
+tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap);
+
+#endif

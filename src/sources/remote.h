@@ -1,0 +1,59 @@
+/* A file behind HTTP(S): what the http, Hub and S3 drivers open. One
+ * request at open (the first PROBE bytes, which also give the size and
+ * the version to pin); afterwards every read goes through the block cache,
+ * each range checked (206 and the exact Content-Range) and sent with
+ * If-Match, so that bytes of another version are never served. */
+#ifndef TFS_REMOTE_H
+#define TFS_REMOTE_H
+
+#include "sources/httpc.h"
+#include "core/source.h"
+
+/* The first request asks for this much: nearly every real safetensors
+ * header fits (Hugging Face's tools read the same prefix first). */
+#define TFS_REMOTE_PROBE 100000u
+
+/* A directory listing (the Hub's tree, S3's ListObjectsV2) over all its
+ * pages: a server whose listing never ends is stopped here, in seconds and
+ * with memory bounded, with one line. */
+#define TFS_LISTING_ENTRIES_MAX 1000000u
+#define TFS_LISTING_BYTES_MAX (512ull << 20)
+#define TFS_LISTING_PAGES_MAX 10000u
+
+struct tfs_remote_spec {
+	const char *url;           /* where the bytes are */
+	const char *location;      /* user.source and messages: no credentials */
+	const char *auth;          /* "Authorization: ..." for url's host only */
+	const char *const *headers;
+	const char *aws_sigv4, *userpwd;
+	int netrc;                 /* credentials from ~/.netrc (http only) */
+	const char *etag;          /* the version, when known (Hub, S3 listing) */
+	const char *revision;      /* user.revision */
+	int has_size;
+	uint64_t size;             /* the size, when known */
+	/* Called when the data URL stops working (403/410: a signed CDN URL
+	 * that expired) to get a fresh one; NULL if the URL cannot expire. */
+	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
+	void *relocate_ctx;
+	/* Says what an HTTP error at open means for this kind of server (S3's
+	 * error codes), into d; NULL for the generic words. */
+	tfs_err (*explain)(long status, const char *code, struct tfs_diag *d);
+};
+
+tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out,
+			struct tfs_diag *d);
+
+/* The HTTP layer's policy and the cache, from the drivers' options
+ * (retries=, timeout=, cache_size=, cache_dir=, cache_max=). */
+tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d);
+
+/* The options every remote driver takes. */
+extern const struct tfs_opt_spec tfs_remote_opts[];
+
+/* The remote drivers' lifecycle hooks (struct tfs_source_driver): the
+ * block cache and the HTTP client are the process's, shared by them all. */
+void tfs_remote_start(void);
+void tfs_remote_stop(void);
+int tfs_remote_warm(uint64_t *done, uint64_t *total);
+
+#endif

@@ -1,0 +1,609 @@
+#include "views/export.h"
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/dtype.h"
+#include "core/hash.h"
+#include "core/jscan.h"
+#include "core/json.h"
+#include "core/mem.h"
+#include "views/tree.h"
+
+/* safetensors' reader refuses a header over this (N, padding included). */
+#define HEADER_LIMIT 100000000ull
+
+/* A file's header and tensor order, as made. */
+struct built {
+	uint32_t slot;
+	uint32_t n;            /* tensors */
+	uint32_t *order;       /* tensor nodes in file order */
+	uint64_t *start;       /* file offset of each one's data; [n]: the size */
+	char *hdr;             /* the 8-byte length and the header */
+	size_t hdr_len;
+	size_t bytes;          /* memory held, for the budget */
+	int refs;              /* reads using it now */
+	struct built *prev, *next; /* most recently used first */
+};
+
+enum { UNKNOWN, READY, CANNOT };
+
+struct slot {
+	int state;
+	tfs_err why;           /* CANNOT: the reason */
+	uint64_t size;
+	struct built *b;       /* NULL when not held */
+};
+
+struct tfs_exports {
+	pthread_mutex_t lock;
+	int meta_done;
+	tfs_err meta_err;
+	char *meta;            /* "\"__metadata__\":{...}" or empty; build() adds the comma */
+	size_t meta_len;
+	size_t held, budget;
+	struct built *head, *tail;
+	uint32_t n;
+	struct slot slots[];
+};
+
+struct tfs_exports *tfs_exports_new(uint32_t n)
+{
+	struct tfs_exports *x = calloc(1, sizeof *x + (size_t)n * sizeof x->slots[0]);
+	if (!x)
+		return NULL;
+	pthread_mutex_init(&x->lock, NULL);
+	x->n = n;
+	x->budget = TFS_EXPORT_BUDGET;
+	/* Tests make the cache small to see headers dropped and made again. */
+	const char *mb = getenv("TENSORFS_EXPORT_BUDGET_MB");
+	if (mb && *mb >= '0' && *mb <= '9' && strtoul(mb, NULL, 10) < 65536)
+		x->budget = (size_t)strtoul(mb, NULL, 10) << 20;
+	return x;
+}
+
+static void built_free(struct built *b)
+{
+	if (!b)
+		return;
+	free(b->order);
+	free(b->start);
+	free(b->hdr);
+	free(b);
+}
+
+void tfs_exports_free(struct tfs_exports *x)
+{
+	if (!x)
+		return;
+	for (struct built *b = x->head, *nx; b; b = nx) {
+		nx = b->next;
+		built_free(b);
+	}
+	free(x->meta);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+/* The dtype the export writes: the view's (F32 when converted). */
+static unsigned export_dtype(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	return tfs_node_converted(t, n) ? TFS_DT_F32 : tfs_node_tensor(t, n)->dtype;
+}
+
+static uint64_t data_size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	return tfs_node_size(t, n) - n->first; /* without an NPY header */
+}
+
+/* The key safetensors keeps for its metadata: a tensor of that name
+ * (an .npz, GGUF or pickle may hold one) cannot be in a generated file. */
+static int reserved_name(const char *name, size_t len)
+{
+	return len == 12 && memcmp(name, "__metadata__", 12) == 0;
+}
+
+int tfs_export_includes(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	const struct tfs_table *h = &t->m->shards[n->shard].h;
+	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+	const char *name = tfs_tensor_name(h, ts);
+	return export_dtype(t, n) < TFS_DT_SAFETENSORS_END && !reserved_name(name, ts->name_len) &&
+	       tfs_utf8_check((const unsigned char *)name, ts->name_len) == ts->name_len;
+}
+
+uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t firstsz)
+{
+	uint64_t left = 0;
+	for (uint32_t i = 2; i < t->nnodes; i++) {
+		const struct tfs_node *n = &t->nodes[i];
+		if (n->kind != TFS_NODE_TENSOR || tfs_export_includes(t, n))
+			continue;
+		if (!left++) {
+			const struct tfs_table *h = &t->m->shards[n->shard].h;
+			const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+			char q[120];
+			size_t dl;
+			const char *dt = tfs_node_dtype(t, n, &dl);
+			tfs_quote(q, sizeof q, tfs_tensor_name(h, ts), ts->name_len);
+			if (reserved_name(tfs_tensor_name(h, ts), ts->name_len))
+				snprintf(first, firstsz, "%s: the name safetensors keeps for its metadata", q);
+			else if (export_dtype(t, n) < TFS_DT_SAFETENSORS_END)
+				snprintf(first, firstsz, "%s: its name is not UTF-8", q);
+			else
+				snprintf(first, firstsz, "%s: dtype %.*s", q, (int)(dl < 24 ? dl : 24), dt);
+		}
+	}
+	if (left > 1) {
+		size_t l = strlen(first);
+		snprintf(first + l, firstsz - l, ", and more");
+	}
+	return left;
+}
+
+/* ---- __metadata__: every shard's, merged ---- */
+
+struct kv {
+	const char *k, *v;
+	size_t kl, vl;
+	uint32_t shard;
+};
+
+struct merge {
+	struct kv *kv;
+	size_t n, cap;
+	uint32_t *slots;     /* kv index + 1 keyed by key */
+	size_t nslots;
+	const struct tfs_model *m;
+	uint32_t disagree;   /* keys whose shards disagree */
+};
+
+static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *v, size_t vl,
+			 uint32_t shard)
+{
+	if (tfs_utf8_check((const unsigned char *)k, kl) != kl ||
+	    tfs_utf8_check((const unsigned char *)v, vl) != vl) {
+		char q[80];
+		tfs_quote(q, sizeof q, k, kl);
+		tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", g->m->shards[shard].path, q);
+		return TFS_OK;
+	}
+	if ((g->n + 1) * 2 > g->nslots) {
+		size_t ns = g->nslots ? g->nslots * 2 : 64;
+		uint32_t *s = calloc(ns, sizeof *s);
+		if (!s)
+			return TFS_ERR_NOMEM;
+		for (size_t i = 0; i < g->n; i++) {
+			size_t j = tfs_hash(g->kv[i].k, g->kv[i].kl, 0) & (ns - 1);
+			while (s[j])
+				j = (j + 1) & (ns - 1);
+			s[j] = (uint32_t)i + 1;
+		}
+		free(g->slots);
+		g->slots = s;
+		g->nslots = ns;
+	}
+	size_t j = tfs_hash(k, kl, 0) & (g->nslots - 1);
+	while (g->slots[j]) {
+		struct kv *o = &g->kv[g->slots[j] - 1];
+		if (o->kl == kl && memcmp(o->k, k, kl) == 0) {
+			/* Within a shard the last value wins (the reader's rule);
+			 * between shards the first shard's does, and is said. */
+			if (o->shard == shard) {
+				o->v = v;
+				o->vl = vl;
+			} else if (o->vl != vl || memcmp(o->v, v, vl) != 0) {
+				char q[80];
+				tfs_quote(q, sizeof q, k, kl);
+				if (g->disagree++ < 8)
+					tfs_log("%s: export: shards disagree on metadata key %s; the exported files carry the value of %s",
+						g->m->shards[shard].path, q, g->m->shards[o->shard].name);
+			}
+			return TFS_OK;
+		}
+		j = (j + 1) & (g->nslots - 1);
+	}
+	if (tfs_grow((void **)&g->kv, &g->cap, g->n + 1, sizeof *g->kv))
+		return TFS_ERR_NOMEM;
+	g->kv[g->n] = (struct kv){k, v, kl, vl, shard};
+	g->slots[j] = (uint32_t)++g->n;
+	return TFS_OK;
+}
+
+/* A format whose metadata is JSON (GGUF's typed values): each member, as a
+ * string when it is one, else as its JSON text, since safetensors'
+ * metadata holds strings only. The texts live in `keep` (json-c objects). */
+static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
+{
+	if (!json_object_is_type(root, json_type_object))
+		return TFS_OK;
+	json_object_object_foreach(root, key, val) {
+		const char *v;
+		size_t vl;
+		if (json_object_is_type(val, json_type_string)) {
+			v = json_object_get_string(val);
+			vl = (size_t)json_object_get_string_len(val);
+		} else {
+			v = json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+			vl = strlen(v);
+		}
+		tfs_err e = merge_put(g, key, strlen(key), v, vl, shard);
+		if (e)
+			return e;
+	}
+	return TFS_OK;
+}
+
+struct skip_ctx {
+	const struct tfs_model *m;
+	uint32_t shard;
+};
+
+static void skipped(void *ctx, const char *key, size_t kl)
+{
+	const struct skip_ctx *c = ctx;
+	char q[80];
+	tfs_quote(q, sizeof q, key, kl);
+	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path, q);
+}
+
+static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
+{
+	struct merge g;
+	memset(&g, 0, sizeof g);
+	g.m = m;
+	json_object **keep = calloc(m->nshards ? m->nshards : 1, sizeof *keep);
+	tfs_err e = keep ? TFS_OK : TFS_ERR_NOMEM;
+	int any = 0;
+	for (uint32_t s = 0; !e && s < m->nshards; s++) {
+		const struct tfs_table *h = &m->shards[s].h;
+		if (h->writer.json) {
+			char *js;
+			size_t jl;
+			struct skip_ctx sc = {m, s};
+			any = 1;
+			if ((e = h->writer.json_text ? h->writer.json_text(h, &js, &jl, skipped, &sc)
+						     : h->writer.json(h, &js, &jl)))
+				break;
+			keep[s] = json_tokener_parse(js);
+			free(js);
+			e = merge_json(&g, s, keep[s]);
+			continue;
+		}
+		if (!h->has_metadata)
+			continue;
+		any = 1;
+		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
+			const struct tfs_meta_pair *p = &h->meta[i];
+			e = merge_put(&g, h->arena + p->key_off, p->key_len, h->arena + p->val_off, p->val_len, s);
+		}
+	}
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	if (!e && any) {
+		e = tfs_json_puts(&b, &len, &cap, "\"__metadata__\":{");
+		for (size_t i = 0; !e && i < g.n; i++) {
+			if ((e = tfs_json_put(&b, &len, &cap, ",", i ? 1 : 0)) ||
+			    (e = tfs_json_str_std(&b, &len, &cap, g.kv[i].k, g.kv[i].kl)) ||
+			    (e = tfs_json_put(&b, &len, &cap, ":", 1)))
+				break;
+			e = tfs_json_str_std(&b, &len, &cap, g.kv[i].v, g.kv[i].vl);
+		}
+		if (!e)
+			e = tfs_json_puts(&b, &len, &cap, "}");
+	}
+	for (uint32_t s = 0; keep && s < m->nshards; s++)
+		json_object_put(keep[s]);
+	free(keep);
+	free(g.kv);
+	free(g.slots);
+	if (e) {
+		free(b);
+		return e;
+	}
+	*out = b;
+	*outlen = len;
+	return TFS_OK;
+}
+
+/* ---- one file ---- */
+
+struct sort_key {
+	const char *name;
+	uint32_t len;
+	uint32_t rank;
+	uint32_t node;
+};
+
+/* The documented order: tensors whose size is a multiple of 8 first, then
+ * the rest; within each, safetensors' writer order (dtype from the widest
+ * down, in its declaration order), then the name, bytewise. */
+static int by_order(const void *pa, const void *pb)
+{
+	const struct sort_key *a = pa, *b = pb;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	size_t n = a->len < b->len ? a->len : b->len;
+	int c = memcmp(a->name, b->name, n);
+	if (c)
+		return c;
+	return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/* The tensor nodes under directory `dir` that the export holds. */
+static tfs_err members(const struct tfs_tree *t, uint32_t dir, uint32_t **out, uint32_t *count)
+{
+	uint32_t *stack = NULL, *list = NULL;
+	size_t scap = 0, lcap = 0, sn = 0, ln = 0;
+	tfs_err e = TFS_OK;
+	if (tfs_grow((void **)&stack, &scap, 1, sizeof *stack))
+		return TFS_ERR_NOMEM;
+	stack[sn++] = dir;
+	while (sn && !e) {
+		const struct tfs_node *d = &t->nodes[stack[--sn]];
+		for (uint32_t k = 0; k < d->count && !e; k++) {
+			uint32_t ci = t->children[d->first + k];
+			const struct tfs_node *c = &t->nodes[ci];
+			if (c->kind == TFS_NODE_DIR) {
+				if (!(e = tfs_grow((void **)&stack, &scap, sn + 1, sizeof *stack)))
+					stack[sn++] = ci;
+			} else if (c->kind == TFS_NODE_TENSOR && tfs_export_includes(t, c)) {
+				if (!(e = tfs_grow((void **)&list, &lcap, ln + 1, sizeof *list)))
+					list[ln++] = ci;
+			}
+		}
+	}
+	free(stack);
+	if (e || ln > UINT32_MAX) {
+		free(list);
+		return TFS_ERR_NOMEM;
+	}
+	*out = list;
+	*count = (uint32_t)ln;
+	return TFS_OK;
+}
+
+static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const struct tfs_node *en,
+		     struct built **out)
+{
+	struct built *b = calloc(1, sizeof *b);
+	struct sort_key *keys = NULL;
+	char *h = NULL;
+	size_t len = 0, cap = 0;
+	tfs_err e = b ? TFS_OK : TFS_ERR_NOMEM;
+	if (!e)
+		e = members(t, en->first, &b->order, &b->n);
+	if (!e && !(keys = tfs_malloc_big(((size_t)b->n + 1) * sizeof *keys)))
+		e = TFS_ERR_NOMEM;
+	if (!e && !(b->start = tfs_malloc_big(((size_t)b->n + 1) * sizeof *b->start)))
+		e = TFS_ERR_NOMEM;
+	if (e)
+		goto fail;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct tfs_node *n = &t->nodes[b->order[i]];
+		const struct tfs_table *tb = &t->m->shards[n->shard].h;
+		const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+		keys[i].name = tfs_tensor_name(tb, ts);
+		keys[i].len = ts->name_len;
+		keys[i].rank = (data_size(t, n) % 8 ? 1u << 16 : 0) + (0xffffu - export_dtype(t, n));
+		keys[i].node = b->order[i];
+	}
+	qsort(keys, b->n, sizeof *keys, by_order);
+
+	/* The length is written over the first 8 bytes at the end. */
+	e = tfs_json_put(&h, &len, &cap, "\0\0\0\0\0\0\0\0{", 9);
+	if (!e)
+		e = tfs_json_put(&h, &len, &cap, x->meta, x->meta_len);
+	uint64_t at = 0;
+	for (uint32_t i = 0; !e && i < b->n; i++) {
+		const struct tfs_node *n = &t->nodes[keys[i].node];
+		const struct tfs_table *tb = &t->m->shards[n->shard].h;
+		const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+		uint64_t sz = data_size(t, n);
+		b->order[i] = keys[i].node;
+		b->start[i] = at;
+		if ((i || x->meta_len) && (e = tfs_json_put(&h, &len, &cap, ",", 1)))
+			break;
+		if ((e = tfs_json_str_std(&h, &len, &cap, keys[i].name, keys[i].len)) ||
+		    (e = tfs_json_puts(&h, &len, &cap, ":{\"dtype\":\"")) ||
+		    (e = tfs_json_puts(&h, &len, &cap, tfs_dtype_name(export_dtype(t, n)))) ||
+		    (e = tfs_json_puts(&h, &len, &cap, "\",\"shape\":[")))
+			break;
+		for (uint32_t d = 0; !e && d < ts->ndim; d++) {
+			if (!(e = tfs_json_put(&h, &len, &cap, ",", d ? 1 : 0)))
+				e = tfs_json_u64(&h, &len, &cap, tb->dims[ts->dims_off + d]);
+		}
+		if (e || (e = tfs_json_puts(&h, &len, &cap, "],\"data_offsets\":[")) ||
+		    (e = tfs_json_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
+		    (e = tfs_json_u64(&h, &len, &cap, at + sz)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
+			break;
+		at += sz;
+	}
+	if (!e)
+		e = tfs_json_put(&h, &len, &cap, "}", 1);
+	/* Spaces after it to a multiple of 8, as safetensors' writer pads:
+	 * with the 8-byte length in front, the data starts 8-aligned. */
+	while (!e && len % 8)
+		e = tfs_json_put(&h, &len, &cap, " ", 1);
+	free(keys);
+	keys = NULL;
+	if (e)
+		goto fail;
+	uint64_t nhdr = len - 8;
+	if (nhdr > HEADER_LIMIT) {
+		e = TFS_ERR_FORMAT;
+		goto fail;
+	}
+	for (int i = 0; i < 8; i++)
+		h[i] = (char)(nhdr >> (8 * i));
+	for (uint32_t i = 0; i < b->n; i++)
+		b->start[i] += len;
+	b->start[b->n] = len + at;
+	b->hdr = h;
+	b->hdr_len = len;
+	b->slot = en->ref;
+	b->bytes = cap + ((size_t)b->n + 1) * (sizeof *b->order + sizeof *b->start) + sizeof *b;
+	*out = b;
+	return TFS_OK;
+fail:
+	free(keys);
+	free(h);
+	built_free(b);
+	return e;
+}
+
+static void lru_unlink(struct tfs_exports *x, struct built *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		x->head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		x->tail = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static void lru_front(struct tfs_exports *x, struct built *b)
+{
+	b->next = x->head;
+	b->prev = NULL;
+	if (x->head)
+		x->head->prev = b;
+	x->head = b;
+	if (!x->tail)
+		x->tail = b;
+}
+
+/* Drops the least recently used files not in use while over budget. */
+static void trim(struct tfs_exports *x)
+{
+	struct built *b = x->tail;
+	while (b && x->held > x->budget) {
+		struct built *p = b->prev;
+		if (!b->refs) {
+			lru_unlink(x, b);
+			x->slots[b->slot].b = NULL;
+			x->held -= b->bytes;
+			built_free(b);
+		}
+		b = p;
+	}
+}
+
+/* Under x->lock: the file's header and order, made when not held. With
+ * `pin`, held until unpin(). */
+static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pin,
+		     struct built **out)
+{
+	struct tfs_exports *x = t->exports;
+	struct slot *s = &x->slots[en->ref];
+	if (s->state == CANNOT)
+		return s->why;
+	if (!x->meta_done) {
+		x->meta_err = make_meta(t->m, &x->meta, &x->meta_len);
+		x->meta_done = 1;
+	}
+	if (x->meta_err)
+		return x->meta_err;
+	if (!s->b) {
+		struct built *b;
+		tfs_err e = build(t, x, en, &b);
+		if (e) {
+			if (e == TFS_ERR_FORMAT) {
+				s->state = CANNOT;
+				s->why = e;
+				tfs_log("%s: export: the header would be over safetensors' 100,000,000-byte limit; reading this file fails (EIO)",
+					en->fname);
+			}
+			return e;
+		}
+		s->b = b;
+		s->size = b->start[b->n];
+		s->state = READY;
+		x->held += b->bytes;
+		lru_front(x, b);
+	} else {
+		lru_unlink(x, s->b);
+		lru_front(x, s->b);
+	}
+	if (pin)
+		s->b->refs++;
+	*out = s->b;
+	trim(x);
+	return TFS_OK;
+}
+
+uint64_t tfs_export_size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	struct tfs_exports *x = t->exports;
+	struct slot *s = &x->slots[n->ref];
+	struct built *b;
+	uint64_t size = 0;
+	pthread_mutex_lock(&x->lock);
+	if (s->state == READY || ready(t, n, 0, &b) == TFS_OK)
+		size = s->size;
+	pthread_mutex_unlock(&x->lock);
+	return size;
+}
+
+tfs_err tfs_export_check(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	struct tfs_exports *x = t->exports;
+	struct built *b;
+	pthread_mutex_lock(&x->lock);
+	tfs_err e = ready(t, n, 0, &b);
+	pthread_mutex_unlock(&x->lock);
+	return e;
+}
+
+tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off,
+			size_t len, tfs_export_fn fn, void *ctx)
+{
+	struct tfs_exports *x = t->exports;
+	struct built *b;
+	pthread_mutex_lock(&x->lock);
+	tfs_err e = ready(t, n, 1, &b);
+	pthread_mutex_unlock(&x->lock);
+	if (e)
+		return e;
+	uint64_t size = b->start[b->n];
+	uint64_t end = off + len < size && off + len >= off ? off + len : size;
+	struct tfs_export_piece p;
+	if (off < b->hdr_len && off < end) {
+		uint64_t stop = end < b->hdr_len ? end : b->hdr_len;
+		p = (struct tfs_export_piece){b->hdr + off, 0, 0, (size_t)(stop - off)};
+		e = fn(ctx, &p);
+		off = stop;
+	}
+	if (!e && off < end) {
+		/* The last tensor that starts at or before off. */
+		uint32_t lo = 0, hi = b->n;
+		while (hi - lo > 1) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (b->start[mid] <= off)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		for (uint32_t i = lo; !e && i < b->n && off < end; i++) {
+			uint64_t te = b->start[i + 1];
+			if (te <= off)
+				continue;
+			uint64_t stop = end < te ? end : te;
+			p = (struct tfs_export_piece){NULL, b->order[i], off - b->start[i], (size_t)(stop - off)};
+			e = fn(ctx, &p);
+			off = stop;
+		}
+	}
+	pthread_mutex_lock(&x->lock);
+	b->refs--;
+	trim(x);
+	pthread_mutex_unlock(&x->lock);
+	return e;
+}

@@ -1,0 +1,627 @@
+#include "views/tree.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "core/json.h"
+#include "core/mem.h"
+#include "core/names.h"
+#include "core/convert.h"
+#include "views/listing.h"
+#include "views/export.h"
+
+static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
+{
+	return tfs_hash(name, len, tfs_hash_seed ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+}
+
+uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
+			 const char *name, size_t len)
+{
+	if (!t->nslots)
+		return 0;
+	size_t j = key_hash(parent, name, len) & (t->nslots - 1);
+	while (t->slots[j]) {
+		const struct tfs_node *n = &t->nodes[t->slots[j]];
+		if (n->parent == parent && n->fname_len == len && memcmp(n->fname, name, len) == 0)
+			return t->slots[j];
+		j = (j + 1) & (t->nslots - 1);
+	}
+	return 0;
+}
+
+/* Inserts node `ni`; returns 0, or the node that already has its name. */
+static uint32_t slot_insert(struct tfs_tree *t, uint32_t ni)
+{
+	const struct tfs_node *n = &t->nodes[ni];
+	size_t j = key_hash(n->parent, n->fname, n->fname_len) & (t->nslots - 1);
+	while (t->slots[j]) {
+		const struct tfs_node *o = &t->nodes[t->slots[j]];
+		if (o->parent == n->parent && o->fname_len == n->fname_len &&
+		    memcmp(o->fname, n->fname, n->fname_len) == 0)
+			return t->slots[j];
+		j = (j + 1) & (t->nslots - 1);
+	}
+	t->slots[j] = ni;
+	return 0;
+}
+
+uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	switch (n->kind) {
+	case TFS_NODE_TENSOR:
+		return n->first + tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n),
+						t->view & TFS_VIEW_F32);
+	case TFS_NODE_BLOB: {
+		const char *data;
+		size_t len;
+		return tfs_tree_blob(t, n->ref, &data, &len) ? 0 : len;
+	}
+	case TFS_NODE_TABLE:
+		return tfs_listing_size(t, n);
+	case TFS_NODE_EXPORT:
+		return tfs_export_size(t, n);
+	case TFS_NODE_ORIGINAL:
+		return tfs_originals_size(t->originals, n->ref);
+	default:
+		return 0;
+	}
+}
+
+tfs_err tfs_tree_blob(const struct tfs_tree *t, uint32_t ref, const char **data, size_t *len)
+{
+	/* The tree is shared read-only by the FUSE threads; this one lazily
+	 * filled member is guarded by its own lock. */
+	struct tfs_tree *w = (struct tfs_tree *)t;
+	struct tfs_blob *b = &w->blobs[ref];
+	tfs_err e = TFS_OK;
+	pthread_mutex_lock(&w->blob_lock);
+	if (!b->ready) {
+		char *json;
+		size_t jl;
+		if (!tfs_model_meta_json(t->m, &json, &jl)) {
+			b->data = json;
+			b->len = jl;
+			b->ready = 1;
+		}
+	}
+	if (b->ready) {
+		*data = b->data;
+		*len = b->len;
+	} else {
+		e = TFS_ERR_NOMEM;
+	}
+	pthread_mutex_unlock(&w->blob_lock);
+	return e;
+}
+
+void tfs_tree_free(struct tfs_tree *t)
+{
+	if (!t)
+		return;
+	free(t->nodes);
+	free(t->children);
+	free(t->fnames);
+	free(t->slots);
+	for (uint32_t i = 0; i < t->nblobs; i++)
+		free(t->blobs[i].data);
+	if (t->m)
+		pthread_mutex_destroy(&t->blob_lock);
+	tfs_listing_free(t->listing);
+	tfs_exports_free(t->exports);
+	tfs_originals_free(t->originals);
+	memset(t, 0, sizeof *t);
+}
+
+/* Building state: names before they are mapped, and the directory index
+ * keyed by raw component bytes (two components must never share a directory
+ * because their mapped names happen to meet). */
+struct build {
+	struct tfs_tree *t;
+	const char **raw;      /* per node: raw name bytes (not NUL-terminated) */
+	uint32_t *raw_len;
+	uint8_t *conflict;     /* per node: tensor whose name a directory has */
+	size_t cap;
+	uint32_t *dslots;      /* directory node keyed by (parent, raw) */
+	size_t ndslots, ndirs;
+};
+
+static tfs_err node_new(struct build *b, uint32_t *out)
+{
+	struct tfs_tree *t = b->t;
+	if (t->nnodes == UINT32_MAX)
+		return TFS_ERR_NOMEM;
+	if (t->nnodes >= b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 1024;
+		struct tfs_node *n = realloc(t->nodes, nc * sizeof *n);
+		if (n)
+			t->nodes = n;
+		const char **r = realloc(b->raw, nc * sizeof *r);
+		if (r)
+			b->raw = r;
+		uint32_t *rl = realloc(b->raw_len, nc * sizeof *rl);
+		if (rl)
+			b->raw_len = rl;
+		uint8_t *c = realloc(b->conflict, nc);
+		if (c)
+			b->conflict = c;
+		if (!n || !r || !rl || !c)
+			return TFS_ERR_NOMEM;
+		b->cap = nc;
+	}
+	uint32_t i = t->nnodes++;
+	memset(&t->nodes[i], 0, sizeof t->nodes[i]);
+	b->raw[i] = "";
+	b->raw_len[i] = 0;
+	b->conflict[i] = 0;
+	*out = i;
+	return TFS_OK;
+}
+
+static uint32_t *dir_slot(struct build *b, uint32_t parent, const char *raw, size_t len)
+{
+	size_t j = key_hash(parent, raw, len) & (b->ndslots - 1);
+	while (b->dslots[j]) {
+		uint32_t d = b->dslots[j];
+		if (b->t->nodes[d].parent == parent && b->raw_len[d] == len &&
+		    memcmp(b->raw[d], raw, len) == 0)
+			break;
+		j = (j + 1) & (b->ndslots - 1);
+	}
+	return &b->dslots[j];
+}
+
+static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t len,
+		       uint32_t *out)
+{
+	if ((b->ndirs + 1) * 2 > b->ndslots) {
+		size_t ns = b->ndslots ? b->ndslots * 2 : 1024;
+		uint32_t *old = b->dslots;
+		size_t olds = b->ndslots;
+		b->dslots = calloc(ns, sizeof *b->dslots);
+		if (!b->dslots) {
+			b->dslots = old;
+			return TFS_ERR_NOMEM;
+		}
+		b->ndslots = ns;
+		for (size_t k = 0; k < olds; k++)
+			if (old[k]) {
+				uint32_t d = old[k];
+				*dir_slot(b, b->t->nodes[d].parent, b->raw[d], b->raw_len[d]) = d;
+			}
+		free(old);
+	}
+	uint32_t *slot = dir_slot(b, parent, raw, len);
+	if (*slot) {
+		*out = *slot;
+		return TFS_OK;
+	}
+	uint32_t d;
+	tfs_err e = node_new(b, &d);
+	if (e)
+		return e;
+	b->t->nodes[d].kind = TFS_NODE_DIR;
+	b->t->nodes[d].parent = parent;
+	b->raw[d] = raw;
+	b->raw_len[d] = (uint32_t)len;
+	*slot = d;
+	b->ndirs++;
+	*out = d;
+	return TFS_OK;
+}
+
+/* data == NULL: made by tfs_tree_blob when first used. */
+static tfs_err add_blob(struct build *b, const char *name, char *data, size_t len)
+{
+	struct tfs_tree *t = b->t;
+	uint32_t i;
+	tfs_err e = node_new(b, &i);
+	if (e) {
+		free(data);
+		return e;
+	}
+	t->nodes[i].kind = TFS_NODE_BLOB;
+	t->nodes[i].parent = 1;
+	t->nodes[i].fname = name;
+	t->nodes[i].fname_len = (uint32_t)strlen(name);
+	t->nodes[i].ref = t->nblobs;
+	t->blobs[t->nblobs].data = data;
+	t->blobs[t->nblobs].ready = data != NULL;
+	t->blobs[t->nblobs++].len = len;
+	t->total_bytes += len;
+	return TFS_OK;
+}
+
+static void free_build(struct build *b)
+{
+	free(b->raw);
+	free(b->raw_len);
+	free(b->conflict);
+	free(b->dslots);
+}
+
+tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
+		       struct tfs_tree *t, struct tfs_diag *d)
+{
+	const enum tfs_layout layout = o->layout;
+	const unsigned view = o->view;
+	const size_t npy_len = (view & TFS_VIEW_NPY) ? strlen(TFS_NPY_SUFFIX) : 0;
+	struct build b;
+	tfs_err e;
+	uint32_t root, first_user;
+	uint64_t *foff = NULL;
+	size_t fcap = 0, flen = 0;
+	uint32_t *late = NULL, nlate = 0;
+
+	memset(t, 0, sizeof *t);
+	memset(&b, 0, sizeof b);
+	b.t = t;
+	t->m = m;
+	pthread_mutex_init(&t->blob_lock, NULL);
+	t->view = view;
+	/* Room for every tensor and the synthetic files at once: growing a
+	 * half-million-node table by doubling costs more than the rest. */
+	b.cap = 0;
+	if (m->ntensors + 8 < UINT32_MAX) {
+		size_t want = (size_t)m->ntensors + 8;
+		t->nodes = tfs_malloc_big(want * sizeof *t->nodes);
+		b.raw = tfs_malloc_big(want * sizeof *b.raw);
+		b.raw_len = tfs_malloc_big(want * sizeof *b.raw_len);
+		b.conflict = malloc(want);
+		if (!t->nodes || !b.raw || !b.raw_len || !b.conflict)
+			goto nomem;
+		b.cap = want;
+	}
+	/* Node 0 is never used: inode 0 means nothing to FUSE. */
+	if (node_new(&b, &root) || node_new(&b, &root))
+		goto nomem;
+	t->nodes[root].kind = TFS_NODE_DIR;
+	t->nodes[root].parent = root;
+	t->nodes[root].fname = "";
+
+	if (add_blob(&b, TFS_META_NAME, NULL, 0))
+		goto nomem;
+	if (m->index_json) {
+		char *copy = malloc(m->index_len + 1);
+		if (!copy)
+			goto nomem;
+		memcpy(copy, m->index_json, m->index_len + 1);
+		if (add_blob(&b, TFS_INDEX_NAME, copy, m->index_len))
+			goto nomem;
+	}
+	first_user = t->nnodes;
+
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_table *h = &m->shards[s].h;
+		for (uint32_t i = 0; i < h->n; i++) {
+			const struct tfs_tensor *ts = &h->t[i];
+			const char *name = tfs_tensor_name(h, ts);
+			uint32_t parent = root, ni;
+			size_t start = 0;
+			if (layout == TFS_LAYOUT_TREE) {
+				for (size_t k = 0; k < ts->name_len; k++) {
+					if (name[k] != '.')
+						continue;
+					if (dir_get(&b, parent, name + start, k - start, &parent))
+						goto nomem;
+					start = k + 1;
+				}
+			}
+			if (node_new(&b, &ni))
+				goto nomem;
+			t->nodes[ni].kind = TFS_NODE_TENSOR;
+			t->nodes[ni].parent = parent;
+			t->nodes[ni].shard = s;
+			t->nodes[ni].ref = i;
+			b.raw[ni] = name + start;
+			b.raw_len[ni] = (uint32_t)(ts->name_len - start);
+			if (view & TFS_VIEW_NPY) {
+				char hb[4096], *hp = hb;
+				size_t need = tfs_npy_header_max(ts);
+				if (need > sizeof hb && !(hp = malloc(need)))
+					goto nomem;
+				t->nodes[ni].first = (uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
+				if (hp != hb)
+					free(hp);
+			}
+			t->total_bytes += tfs_node_size(t, &t->nodes[ni]);
+		}
+	}
+
+	/* A tensor whose name a directory also has ("a.b" beside "a.b.c"). */
+	if (b.ndirs) {
+		for (uint32_t i = first_user; i < t->nnodes; i++)
+			if (t->nodes[i].kind == TFS_NODE_TENSOR &&
+			    *dir_slot(&b, t->nodes[i].parent, b.raw[i], b.raw_len[i]))
+				b.conflict[i] = 1;
+	}
+
+	/* A table in every directory, named and sized only when asked for. */
+	if (o->tables) {
+		uint32_t nn = t->nnodes;
+		for (uint32_t i = 1; i < nn; i++) {
+			uint32_t ti;
+			if (t->nodes[i].kind != TFS_NODE_DIR)
+				continue;
+			if (node_new(&b, &ti))
+				goto nomem;
+			t->nodes[ti].kind = TFS_NODE_TABLE;
+			t->nodes[ti].parent = i;
+			t->nodes[ti].fname = TFS_TABLE_NAME;
+			t->nodes[ti].fname_len = (uint32_t)strlen(TFS_TABLE_NAME);
+			t->nodes[ti].ref = t->ntables++;
+		}
+		if (!(t->listing = tfs_listing_new(t->ntables)))
+			goto nomem;
+	}
+
+	/* One generated file per directory, beside it; the root's in the
+	 * root. Named below, once the directories have their names. */
+	if (o->export) {
+		uint32_t nn = t->nnodes;
+		for (uint32_t i = 1; i < nn; i++) {
+			uint32_t xi;
+			if (t->nodes[i].kind != TFS_NODE_DIR)
+				continue;
+			if (node_new(&b, &xi))
+				goto nomem;
+			t->nodes[xi].kind = TFS_NODE_EXPORT;
+			t->nodes[xi].parent = i == root ? root : t->nodes[i].parent;
+			t->nodes[xi].first = i;
+			t->nodes[xi].ref = t->nexports++;
+		}
+		if (!(t->exports = tfs_exports_new(t->nexports)))
+			goto nomem;
+	}
+
+	/* The source's own files, in a directory of the root whose name no
+	 * tensor's file can have (the mapping's rule 3); after the tables and
+	 * exports, which it has none of. */
+	if (o->originals) {
+		if ((e = tfs_originals_new(m, &t->originals, d)))
+			goto fail;
+		uint32_t di;
+		if (node_new(&b, &di))
+			goto nomem;
+		t->nodes[di].kind = TFS_NODE_DIR;
+		t->nodes[di].parent = root;
+		t->nodes[di].fname = TFS_ORIGINALS_DIR;
+		t->nodes[di].fname_len = (uint32_t)strlen(TFS_ORIGINALS_DIR);
+		for (uint32_t k = 0; k < tfs_originals_count(t->originals); k++) {
+			uint32_t ni;
+			size_t nl;
+			if (node_new(&b, &ni))
+				goto nomem;
+			t->nodes[ni].kind = TFS_NODE_ORIGINAL;
+			t->nodes[ni].parent = di;
+			t->nodes[ni].ref = k;
+			/* (plain names only: tfs_originals keeps no other) */
+			t->nodes[ni].fname = tfs_originals_name(t->originals, k, &nl);
+			t->nodes[ni].fname_len = (uint32_t)nl;
+		}
+	}
+
+	/* File names. Plain flat names are the tensor names themselves (they
+	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
+	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
+	if (!foff)
+		goto nomem;
+	for (uint32_t i = first_user; i < t->nnodes; i++) {
+		struct tfs_node *n = &t->nodes[i];
+		char buf[TFS_NAME_MAX + 1];
+		int hashed;
+		foff[i] = UINT64_MAX;
+		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->fname)
+			continue; /* named already, or below */
+		int file = n->kind == TFS_NODE_TENSOR;
+		/* In the flat layout the root's generated file could meet a
+		 * tensor of its name: the tensor's '.' is escaped. */
+		int clash = o->export && layout == TFS_LAYOUT_FLAT && !npy_len && file &&
+			    b.raw_len[i] == strlen(TFS_EXPORT_ROOT) &&
+			    memcmp(b.raw[i], TFS_EXPORT_ROOT, b.raw_len[i]) == 0;
+		if (clash) {
+			static const char esc[] = "model%2Esafetensors";
+			foff[i] = flen;
+			n->fname_len = (uint32_t)strlen(esc);
+			if (tfs_json_put(&t->fnames, &flen, &fcap, esc, sizeof esc))
+				goto nomem;
+			continue;
+		}
+		if (layout == TFS_LAYOUT_FLAT && !(file && npy_len) &&
+		    tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
+			n->fname = b.raw[i];
+			n->fname_len = b.raw_len[i];
+			continue;
+		}
+		/* Leave room for the suffixes, so a long name is shortened
+		 * by the usual rule rather than cut. A directory keeps room
+		 * for its generated file's suffix whether or not -o export is
+		 * given: a tensor's path must not depend on it. */
+		size_t room = (file && b.conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) +
+			      (file ? npy_len : 0) + (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
+		size_t len = tfs_name_map_max(b.raw[i], b.raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
+		if (file && b.conflict[i]) {
+			memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
+			len += strlen(TFS_CONFLICT_SUFFIX);
+		}
+		if (file && npy_len) {
+			memcpy(buf + len, TFS_NPY_SUFFIX, npy_len);
+			len += npy_len;
+		}
+		buf[len] = 0;
+		foff[i] = flen;
+		n->fname_len = (uint32_t)len;
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
+			goto nomem;
+	}
+	/* The generated files: D.safetensors, from D's name. */
+	for (uint32_t i = first_user; i < t->nnodes && o->export; i++) {
+		struct tfs_node *n = &t->nodes[i];
+		if (n->kind != TFS_NODE_EXPORT)
+			continue;
+		if (n->first == root) {
+			n->fname = TFS_EXPORT_ROOT;
+			n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
+			continue;
+		}
+		const struct tfs_node *dn = &t->nodes[n->first];
+		char buf[TFS_NAME_MAX + 1];
+		memcpy(buf, t->fnames + foff[n->first], dn->fname_len);
+		size_t len = dn->fname_len;
+		const char *suffix = TFS_EXPORT_SUFFIX;
+		if (dn->parent == root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
+		    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
+			suffix = TFS_EXPORT_CLASH_SUFFIX;
+		memcpy(buf + len, suffix, strlen(suffix));
+		len += strlen(suffix);
+		foff[i] = flen;
+		n->fname_len = (uint32_t)len;
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
+			goto nomem;
+	}
+	for (uint32_t i = first_user; i < t->nnodes; i++)
+		if (foff[i] != UINT64_MAX)
+			t->nodes[i].fname = t->fnames + foff[i];
+
+	/* Children, in creation order, and each directory's subdirectories. */
+	t->children = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *t->children);
+	if (!t->children)
+		goto nomem;
+	for (uint32_t i = 2; i < t->nnodes; i++) {
+		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+		p->count++;
+		if (t->nodes[i].kind == TFS_NODE_DIR)
+			p->ref++;
+	}
+	uint32_t at = 0;
+	for (uint32_t i = 1; i < t->nnodes; i++) {
+		if (t->nodes[i].kind != TFS_NODE_DIR)
+			continue;
+		t->nodes[i].first = at;
+		at += t->nodes[i].count;
+		t->nodes[i].count = 0;
+	}
+	/* The synthetic files first in every directory, then the rest. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 2; i < t->nnodes; i++) {
+			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE ||
+					t->nodes[i].kind == TFS_NODE_EXPORT;
+			if (synthetic != (pass == 0))
+				continue;
+			struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+			t->children[p->first + p->count++] = i;
+		}
+	}
+
+	/* The lookup index by mapped name. */
+	t->nslots = 16;
+	while (t->nslots < (size_t)t->nnodes * 2)
+		t->nslots *= 2;
+	t->slots = tfs_calloc_big(t->nslots, sizeof *t->slots);
+	if (!t->slots)
+		goto nomem;
+	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
+		uint32_t other = slot_insert(t, ni);
+		if (!other)
+			continue;
+		struct tfs_node *n = &t->nodes[ni];
+		/* Only hashed long forms can meet another name. */
+		if (!memmem(n->fname, n->fname_len, "%~", 2)) {
+			char q1[120], q2[120];
+			tfs_quote(q1, sizeof q1, n->fname, n->fname_len);
+			tfs_quote(q2, sizeof q2, t->nodes[other].fname, t->nodes[other].fname_len);
+			e = tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)", q1, q2);
+			goto fail;
+		}
+		if (!late && !(late = malloc((size_t)t->nnodes * sizeof *late)))
+			goto nomem;
+		late[nlate++] = ni;
+	}
+	/* A hashed name that meets another gets "-N", N being its inode
+	 * number: unique in the mount, so crafted hash collisions cost one
+	 * insert each and can never make this quadratic. */
+	for (uint32_t k = 0; k < nlate; k++) {
+		struct tfs_node *n = &t->nodes[late[k]];
+		char buf[TFS_NAME_MAX + 32];
+		/* Read through the offset: an earlier append may have moved
+		 * the arena under n->fname. */
+		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)n->fname_len,
+				   t->fnames + foff[late[k]], late[k]);
+		foff[late[k]] = flen;
+		n->fname_len = (uint32_t)len;
+		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, (size_t)len) ||
+		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
+			goto nomem;
+	}
+	if (nlate) {
+		for (uint32_t i = first_user; i < t->nnodes; i++)
+			if (foff[i] != UINT64_MAX)
+				t->nodes[i].fname = t->fnames + foff[i];
+		for (uint32_t k = 0; k < nlate; k++) {
+			if (slot_insert(t, late[k])) {
+				e = tfs_fail(d, TFS_ERR_FORMAT, "file name collision after hashing (a bug in tensorfs)");
+				goto fail;
+			}
+		}
+	}
+	free(late);
+	free(foff);
+	free_build(&b);
+	return TFS_OK;
+nomem:
+	e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
+fail:
+	free(late);
+	free(foff);
+	free_build(&b);
+	tfs_tree_free(t);
+	return e;
+}
+
+int tfs_node_converted(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	return (t->view & TFS_VIEW_F32) && tfs_converts(tfs_node_tensor(t, n)->dtype);
+}
+
+const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len)
+{
+	if (tfs_node_converted(t, n)) {
+		*len = 3;
+		return "F32";
+	}
+	return tfs_tensor_dtype(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), len);
+}
+
+size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	/* 20 digits and a comma per dimension, and the brackets. */
+	return 2 + (size_t)tfs_node_tensor(t, n)->ndim * 21;
+}
+
+size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out)
+{
+	const struct tfs_table *h = &t->m->shards[n->shard].h;
+	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+	size_t o = 0;
+	char num[24];
+	out[o++] = '[';
+	for (uint32_t i = 0; i < ts->ndim; i++) {
+		int k = snprintf(num, sizeof num, "%s%llu", i ? "," : "",
+				 (unsigned long long)h->dims[ts->dims_off + i]);
+		memcpy(out + o, num, (size_t)k);
+		o += (size_t)k;
+	}
+	out[o++] = ']';
+	return o;
+}
+
+size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out)
+{
+	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
+	return (size_t)snprintf(out, TFS_OFFSETS_MAX, "[%llu,%llu]", (unsigned long long)ts->begin,
+				(unsigned long long)ts->end);
+}
