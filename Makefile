@@ -77,7 +77,7 @@ $(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(ALL_HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
-FUZZ_TARGETS = header index names remote formats pytorch
+FUZZ_TARGETS = header index names remote formats pytorch dispatch
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(ALL_HDRS) | $(BUILD)

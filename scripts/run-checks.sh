@@ -75,6 +75,7 @@ san_env=(
 pytest=($PY -m pytest -q -p no:cacheprovider -n 2 tests/integration)
 
 stage "shared data" plain shared_present
+stage "include graph (no circles)" plain $PY scripts/include-graph.py
 stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources
 stage "integration tests" pytest "${pytest[@]}"

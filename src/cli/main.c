@@ -287,19 +287,216 @@ static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct f
 	return EXIT_OK;
 }
 
+/* What the options say, checked. */
+struct settings {
+	unsigned long uid, gid, readahead_kb;
+	enum tfs_layout layout;
+	unsigned view;
+};
+
+/* EXIT_OK, or EXIT_USAGE with one line said. */
+static int check_settings(const struct cli *c, struct settings *s)
+{
+	s->uid = getuid();
+	s->gid = getgid();
+	s->readahead_kb = 4096;
+	s->layout = TFS_LAYOUT_FLAT;
+	s->view = 0;
+	if (c->bad_extra) {
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n", c->extra);
+		return EXIT_USAGE;
+	}
+	if (!c->source || !c->mountpoint) {
+		fprintf(stderr, "tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
+		return EXIT_USAGE;
+	}
+	if ((c->uid && parse_id(c->uid, &s->uid)) || (c->gid && parse_id(c->gid, &s->gid))) {
+		fprintf(stderr, "tensorfs: -o uid= and gid= take a decimal number\n");
+		return EXIT_USAGE;
+	}
+	if (c->readahead && (parse_id(c->readahead, &s->readahead_kb) || s->readahead_kb > (1ul << 20))) {
+		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
+		return EXIT_USAGE;
+	}
+	if (c->export_cache && !c->export) {
+		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
+		return EXIT_USAGE;
+	}
+	if (c->layout && strcmp(c->layout, "tree") == 0) {
+		s->layout = TFS_LAYOUT_TREE;
+	} else if (c->layout && strcmp(c->layout, "flat") != 0) {
+		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c->layout);
+		return EXIT_USAGE;
+	}
+	if (c->format && strcmp(c->format, "npy") == 0) {
+		s->view |= TFS_VIEW_NPY;
+	} else if (c->format && strcmp(c->format, "raw") != 0) {
+		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c->format);
+		return EXIT_USAGE;
+	}
+	if (c->convert && strcmp(c->convert, "f32") == 0) {
+		s->view |= TFS_VIEW_F32;
+	} else if (c->convert && strcmp(c->convert, "none") != 0) {
+		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c->convert);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* The checkpoint and its file tree; EXIT_OK, or the exit code with one
+ * line said. */
+static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo, const struct settings *s,
+			   struct tfs_model *model, struct tfs_tree *tree)
+{
+	struct tfs_model_diag md;
+	struct tfs_diag d = {{0}};
+	tfs_err e = tfs_model_open(c->source, mo, model, &md);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
+		return exit_of(e);
+	}
+	struct tfs_tree_opts to = {.layout = s->layout, .view = s->view, .tables = !c->notsv,
+				   .export = c->export, .originals = c->originals};
+	e = tfs_tree_build(model, &to, tree, &d);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
+		return exit_of(e);
+	}
+	if (c->export) {
+		char first[200];
+		uint64_t left = tfs_export_left_out(tree, first, sizeof first);
+		if (left)
+			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
+				c->shown, (unsigned long long)left, left == 1 ? "" : "s", first);
+	}
+	return EXIT_OK;
+}
+
+/* Read-only at the kernel too, and named so findmnt and mount show what
+ * is mounted: fuse.tensorfs, with the source as the device. */
+static int add_mount_args(struct fuse_args *args, const char *device)
+{
+	if (fuse_opt_add_arg(args, "-oro,default_permissions,subtype=tensorfs") != 0)
+		return -1;
+	char *fsname = NULL;
+	if (fuse_opt_add_opt_escaped(&fsname, device) != 0)
+		return -1;
+	char *opt = malloc(strlen(fsname) + 16);
+	if (!opt) {
+		free(fsname);
+		return -1;
+	}
+	sprintf(opt, "-ofsname=%s", fsname);
+	free(fsname);
+	int r = fuse_opt_add_arg(args, opt);
+	free(opt);
+	return r;
+}
+
+/* The mounted session until it ends: the helper that says "ready", the
+ * watch on the mount, drop-behind, then the loop. The exit code. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, const struct cli *c,
+		 struct tfs_fs *fs, struct tfs_ready *rd, pthread_t *rt, int *have_rt)
+{
+	/* The helper must never take SIGTERM/SIGINT/SIGHUP: libfuse's handler
+	 * only flags the session, and the loop notices when the signal
+	 * interrupts one of its own threads. The helper inherits this mask. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	int tr = fo->foreground ? 0 : pthread_create(rt, NULL, tfs_ready_thread, rd);
+	*have_rt = !fo->foreground && tr == 0;
+	struct tfs_watch watch;
+	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
+	/* Only generated files drop pages behind their readers: a tensor's
+	 * file is what np.memmap and repeated reads use. Whether they are
+	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
+	 * starts anyway; it costs nothing while no stream is open. */
+	uint64_t ra = (rd->readahead_kb ? rd->readahead_kb : 128) << 10;
+	int tb = tw == 0 && c->export && !c->direct_io ? tfs_behind_start(&fs->behind, se, ra) : 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (tr != 0 || tw != 0 || tb != 0) {
+		if (tw == 0)
+			tfs_watch_end(&watch);
+		return EXIT_INTERNAL;
+	}
+	int r;
+	if (fo->singlethread) {
+		r = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc) {
+			tfs_watch_end(&watch);
+			return EXIT_INTERNAL;
+		}
+		fuse_loop_cfg_set_clone_fd(lc, fo->clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, fo->max_threads);
+		/* UINT_MAX means "not given"; Debian's 3.14 warns if it is
+		 * passed on. */
+		if (fo->max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, fo->max_idle_threads);
+		r = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	tfs_watch_end(&watch);
+	/* The loops return 0 after an unmount, the signal number after
+	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
+	return r >= 0 ? EXIT_OK : EXIT_INTERNAL;
+}
+
+/* -h, -V, --inspect, or a mistake in the arguments: the exit code, or -1
+ * to go on and mount. */
+static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *args,
+			struct fuse_cmdline_opts *fo, struct settings *s)
+{
+	if (c->inspect)
+		return inspect_main(c, mo, args);
+	if (fuse_parse_cmdline(args, fo) != 0)
+		return EXIT_USAGE;
+	if (fo->show_help) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (fo->show_version) {
+		printf("tensorfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
+		return EXIT_OK;
+	}
+	int rc = check_settings(c, s);
+	return rc == EXIT_OK ? -1 : rc;
+}
+
+static void free_cli(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args)
+{
+	free((char *)c->source);
+	free(c->shown);
+	free(fo->mountpoint);
+	free(c->uid);
+	free(c->gid);
+	free(c->layout);
+	free(c->format);
+	free(c->convert);
+	free(c->input);
+	free(c->readahead);
+	tfs_opts_free(&c->driver_opts);
+	fuse_opt_free_args(args);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts fo;
 	struct cli c;
-	struct tfs_diag d = {{0}};
-	struct tfs_model_diag md;
+	struct settings s;
 	struct tfs_model model;
 	struct tfs_tree tree;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
-	int rc = EXIT_INTERNAL;
-	tfs_err e;
+	int rc;
 	struct tfs_ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
 	pthread_t rt;
 	int have_rt = 0;
@@ -330,134 +527,23 @@ int main(int argc, char **argv)
 		.opts = &c.driver_opts,
 		.warn = warn_cb,
 	};
-	if (c.inspect) {
-		rc = inspect_main(&c, &mo, &args);
+	if ((rc = before_mount(&c, &mo, &args, &fo, &s)) >= 0)
 		goto out_args;
-	}
-	if (fuse_parse_cmdline(&args, &fo) != 0) {
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	if (fo.show_help) {
-		usage(stdout);
-		rc = EXIT_OK;
-		goto out_args;
-	}
-	if (fo.show_version) {
-		printf("tensorfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
-		rc = EXIT_OK;
-		goto out_args;
-	}
-	if (c.bad_extra) {
-		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n", c.extra);
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	if (!c.source || !c.mountpoint) {
-		fprintf(stderr, "tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
-			!c.source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	unsigned long uid = getuid(), gid = getgid();
-	if ((c.uid && parse_id(c.uid, &uid)) || (c.gid && parse_id(c.gid, &gid))) {
-		fprintf(stderr, "tensorfs: -o uid= and gid= take a decimal number\n");
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-
-	unsigned long readahead_kb = 4096;
-	if (c.readahead && (parse_id(c.readahead, &readahead_kb) || readahead_kb > (1ul << 20))) {
-		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	if (c.export_cache && !c.export) {
-		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	enum tfs_layout layout = TFS_LAYOUT_FLAT;
-	if (c.layout && strcmp(c.layout, "tree") == 0) {
-		layout = TFS_LAYOUT_TREE;
-	} else if (c.layout && strcmp(c.layout, "flat") != 0) {
-		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c.layout);
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-
-	unsigned view = 0;
-	if (c.format && strcmp(c.format, "npy") == 0) {
-		view |= TFS_VIEW_NPY;
-	} else if (c.format && strcmp(c.format, "raw") != 0) {
-		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c.format);
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-	if (c.convert && strcmp(c.convert, "f32") == 0) {
-		view |= TFS_VIEW_F32;
-	} else if (c.convert && strcmp(c.convert, "none") != 0) {
-		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c.convert);
-		rc = EXIT_USAGE;
-		goto out_args;
-	}
-
-	e = tfs_model_open(c.source, &mo, &model, &md);
-	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
-		rc = exit_of(e);
-		goto out_args;
-	}
-	struct tfs_tree_opts to = {.layout = layout, .view = view, .tables = !c.notsv,
-				   .export = c.export, .originals = c.originals};
-	e = tfs_tree_build(&model, &to, &tree, &d);
-	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c.shown, d.msg);
-		rc = exit_of(e);
-		goto out_model;
-	}
-	if (c.export) {
-		char first[200];
-		uint64_t left = tfs_export_left_out(&tree, first, sizeof first);
-		if (left)
-			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
-				c.shown, (unsigned long long)left, left == 1 ? "" : "s", first);
-	}
-
-	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount))) {
-		rc = EXIT_MOUNT;
+	if ((rc = open_checkpoint(&c, &mo, &s, &model, &tree)) != EXIT_OK)
 		goto out_tree;
-	}
-
-	/* Read-only at the kernel too, and named so findmnt and mount show
-	 * what is mounted: fuse.tensorfs, with the source as the device. */
-	if (fuse_opt_add_arg(&args, "-oro,default_permissions,subtype=tensorfs") != 0)
+	rc = EXIT_MOUNT;
+	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount)))
 		goto out_tree;
-	{
-		char *fsname = NULL;
-		int r0 = fuse_opt_add_opt_escaped(&fsname, model.store ? model.store->location : c.shown);
-		if (r0 != 0)
-			goto out_tree;
-		char *opt = malloc(strlen(fsname) + 16);
-		if (!opt) {
-			free(fsname);
-			goto out_tree;
-		}
-		sprintf(opt, "-ofsname=%s", fsname);
-		free(fsname);
-		int r = fuse_opt_add_arg(&args, opt);
-		free(opt);
-		if (r != 0)
-			goto out_tree;
-	}
+	rc = EXIT_INTERNAL;
+	if (add_mount_args(&args, model.store ? model.store->location : c.shown) != 0)
+		goto out_tree;
 
 	fs.m = &model;
 	fs.tree = &tree;
-	fs.uid = (uid_t)uid;
-	fs.gid = (gid_t)gid;
+	fs.uid = (uid_t)s.uid;
+	fs.gid = (gid_t)s.gid;
 	fs.direct_io = c.direct_io;
 	fs.export_cache = c.export_cache;
-	fs.view = view;
 	fs.nosplice = c.nosplice;
 	fs.splice = false;
 	fs.timeout = 86400.0 * 365;
@@ -467,11 +553,9 @@ int main(int argc, char **argv)
 		rc = EXIT_USAGE; /* libfuse said which option it refused */
 		goto out_tree;
 	}
-	if (fuse_set_signal_handlers(se) != 0) {
-		rc = EXIT_INTERNAL;
+	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	}
-	rd.readahead_kb = readahead_kb;
+	rd.readahead_kb = s.readahead_kb;
 	if (fuse_session_mount(se, rd.mountpoint) != 0) {
 		rc = EXIT_MOUNT;
 		goto out_signals;
@@ -483,59 +567,9 @@ int main(int argc, char **argv)
 	fs.after_init_ctx = &rd;
 	if (!fo.foreground && (rd.notify_fd = tfs_daemonize()) < 0) {
 		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
-		rc = EXIT_INTERNAL;
 		goto out_unmount;
 	}
-	/* The helper must never take SIGTERM/SIGINT/SIGHUP: libfuse's handler
-	 * only flags the session, and the loop notices when the signal
-	 * interrupts one of its own threads. The helper inherits this mask. */
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int tr = fo.foreground ? 0 : pthread_create(&rt, NULL, tfs_ready_thread, &rd);
-	have_rt = !fo.foreground && tr == 0;
-	struct tfs_watch watch;
-	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
-	/* Only generated files drop pages behind their readers: a tensor's
-	 * file is what np.memmap and repeated reads use. Whether they are
-	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
-	 * starts anyway; it costs nothing while no stream is open. */
-	uint64_t ra = (readahead_kb ? readahead_kb : 128) << 10;
-	int tb = tw == 0 && c.export && !c.direct_io ? tfs_behind_start(&fs.behind, se, ra) : 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (tr != 0 || tw != 0 || tb != 0) {
-		if (tw == 0)
-			tfs_watch_end(&watch);
-		rc = EXIT_INTERNAL;
-		goto out_unmount;
-	}
-	int r;
-	if (fo.singlethread) {
-		r = fuse_session_loop(se);
-	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		if (!lc) {
-			tfs_watch_end(&watch);
-			rc = EXIT_INTERNAL;
-			goto out_unmount;
-		}
-		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
-		fuse_loop_cfg_set_max_threads(lc, fo.max_threads);
-		/* UINT_MAX means "not given"; Debian's 3.14 warns if it is
-		 * passed on. */
-		if (fo.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
-		r = fuse_session_loop_mt(se, lc);
-		fuse_loop_cfg_destroy(lc);
-	}
-	/* The loops return 0 after an unmount, the signal number after
-	 * SIGTERM/SIGINT/SIGHUP (both clean ends) and -errno on failure. */
-	rc = r >= 0 ? EXIT_OK : EXIT_INTERNAL;
-	tfs_watch_end(&watch);
+	rc = serve(se, &fo, &c, &fs, &rd, &rt, &have_rt);
 
 out_unmount:
 	tfs_behind_end(fs.behind);
@@ -553,20 +587,8 @@ out_session:
 out_tree:
 	free(rd.mountpoint);
 	tfs_tree_free(&tree);
-out_model:
 	tfs_model_free(&model);
 out_args:
-	free((char *)c.source);
-	free(c.shown);
-	free(fo.mountpoint);
-	free(c.uid);
-	free(c.gid);
-	free(c.layout);
-	free(c.format);
-	free(c.convert);
-	free(c.input);
-	free(c.readahead);
-	tfs_opts_free(&c.driver_opts);
-	fuse_opt_free_args(&args);
+	free_cli(&c, &fo, &args);
 	return rc;
 }

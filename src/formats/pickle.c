@@ -338,37 +338,12 @@ static tfs_err memo_get(struct run *r, uint64_t idx)
 	return push(r, r->vm->memo[idx]);
 }
 
-static tfs_err step(struct run *r, int *done)
+/* The opcodes that push a constant: None, booleans, integers, floats,
+ * strings and bytes. */
+static tfs_err op_constant(struct run *r)
 {
 	const unsigned char *q;
-	struct tfs_pk_obj *a, *b, *c, **items;
-	size_t n;
-	tfs_err e;
-	r->at = (size_t)(r->p - r->base);
-	r->op = *r->p++;
 	switch (r->op) {
-	case 0x80: /* PROTO */
-		if (take(r, 1, &q))
-			return bad(r, "%s", "truncated");
-		if (*q > 5)
-			return bad(r, "%s", "a protocol newer than 5");
-		return TFS_OK;
-	case 0x95: /* FRAME: a size hint */
-		return take(r, 8, &q) ? bad(r, "%s", "truncated") : TFS_OK;
-	case '.': /* STOP */
-		*done = 1;
-		return TFS_OK;
-	case '(': /* MARK */
-		if (grow(r->vm, (void **)&r->vm->marks, &r->vm->mcap, r->vm->mp + 1, sizeof *r->vm->marks))
-			return nomem(r);
-		r->vm->marks[r->vm->mp++] = r->vm->sp;
-		return TFS_OK;
-	case '0': /* POP */
-		return pop(r, &a);
-	case '1': /* POP_MARK */
-		return pop_mark(r, &items, &n);
-	case '2': /* DUP */
-		return (e = top(r, &a)) ? e : push(r, a);
 	case 'N':
 		return push(r, &r->vm->none);
 	case 0x88: case 0x89: /* NEWTRUE, NEWFALSE */
@@ -414,6 +389,18 @@ static tfs_err step(struct run *r, int *done)
 	case 'C': return text(r, 1, TFS_PK_BYTES);         /* SHORT_BINBYTES */
 	case 'B': return text(r, 4, TFS_PK_BYTES);         /* BINBYTES */
 	case 0x8e: case 0x96: return text(r, 8, TFS_PK_BYTES); /* BINBYTES8, BYTEARRAY8 */
+	default:
+		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+	}
+}
+
+/* The opcodes that make or fill tuples, lists, dicts and sets. */
+static tfs_err op_container(struct run *r)
+{
+	struct tfs_pk_obj *a, *b, *c, **items;
+	size_t n;
+	tfs_err e;
+	switch (r->op) {
 	case ')': /* EMPTY_TUPLE */
 		return tuple_of(r, NULL, 0);
 	case 't': /* TUPLE */
@@ -474,6 +461,18 @@ static tfs_err step(struct run *r, int *done)
 			if (add_item(r->vm, c, items[i]))
 				return nomem(r);
 		return TFS_OK;
+	default:
+		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+	}
+}
+
+/* The opcodes that name or call a class (through the allow-list only) and
+ * that load a persistent reference (a storage). */
+static tfs_err op_object(struct run *r)
+{
+	struct tfs_pk_obj *a, *b;
+	tfs_err e;
+	switch (r->op) {
 	case 'c': { /* GLOBAL: "module\nname\n" */
 		const unsigned char *m = r->p, *nl1 = memchr(m, '\n', (size_t)(r->end - m));
 		if (!nl1)
@@ -512,6 +511,50 @@ static tfs_err step(struct run *r, int *done)
 			return e;
 		return push(r, out);
 	}
+	default:
+		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+	}
+}
+
+static tfs_err step(struct run *r, int *done)
+{
+	const unsigned char *q;
+	struct tfs_pk_obj *a, **items;
+	size_t n;
+	tfs_err e;
+	r->at = (size_t)(r->p - r->base);
+	r->op = *r->p++;
+	switch (r->op) {
+	case 0x80: /* PROTO */
+		if (take(r, 1, &q))
+			return bad(r, "%s", "truncated");
+		if (*q > 5)
+			return bad(r, "%s", "a protocol newer than 5");
+		return TFS_OK;
+	case 0x95: /* FRAME: a size hint */
+		return take(r, 8, &q) ? bad(r, "%s", "truncated") : TFS_OK;
+	case '.': /* STOP */
+		*done = 1;
+		return TFS_OK;
+	case '(': /* MARK */
+		if (grow(r->vm, (void **)&r->vm->marks, &r->vm->mcap, r->vm->mp + 1, sizeof *r->vm->marks))
+			return nomem(r);
+		r->vm->marks[r->vm->mp++] = r->vm->sp;
+		return TFS_OK;
+	case '0': /* POP */
+		return pop(r, &a);
+	case '1': /* POP_MARK */
+		return pop_mark(r, &items, &n);
+	case '2': /* DUP */
+		return (e = top(r, &a)) ? e : push(r, a);
+	case 'N': case 0x88: case 0x89: case 'J': case 'K': case 'M': case 0x8a: case 0x8b: case 'G':
+	case 'X': case 0x8c: case 0x8d: case 'U': case 'T': case 'C': case 'B': case 0x8e: case 0x96:
+		return op_constant(r);
+	case ')': case 't': case 0x85: case 0x86: case 0x87: case ']': case '}': case 0x8f:
+	case 'l': case 'd': case 0x91: case 'a': case 'e': case 0x90: case 's': case 'u':
+		return op_container(r);
+	case 'c': case 0x93: case 'R': case 0x81: case 'b': case 'Q':
+		return op_object(r);
 	case 'q': case 'h': /* BINPUT, BINGET */
 		if (take(r, 1, &q))
 			return bad(r, "%s", "truncated");

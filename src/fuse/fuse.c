@@ -1,9 +1,7 @@
 #include "fuse/fuse.h"
 #include "fuse/fuse_i.h"
 #include "core/names.h"
-#include "core/convert.h"
-#include "views/listing.h"
-#include "views/export.h"
+#include "views/view.h"
 #include "fuse/behind.h"
 #include "fuse/kinit.h"
 
@@ -54,7 +52,8 @@ static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
 	 * 128 KiB): for a generated file, which is made to be copied, 1 MiB
 	 * reads cost a quarter of the system calls and FUSE requests of
 	 * 128 KiB ones. */
-	st->st_blksize = n->kind == TFS_NODE_EXPORT ? 1 << 20 : 4096;
+	const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
+	st->st_blksize = v && (v->flags & TFS_VIEWF_GENERATED) ? 1 << 20 : 4096;
 	if (n->kind == TFS_NODE_DIR) {
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2 + n->ref; /* ref: number of subdirectories */
@@ -304,7 +303,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	bool dio = fs->direct_io;
-	if (n->kind == TFS_NODE_EXPORT) {
+	const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
+	if (v && (v->flags & TFS_VIEWF_GENERATED)) {
 		/* A generated file reads from every shard it holds: any of
 		 * them changed and it is no longer the file it was. */
 		for (uint32_t s = 0; s < fs->m->nshards; s++) {
@@ -313,7 +313,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				return;
 			}
 		}
-		tfs_err e = tfs_export_check(fs->tree, n);
+		tfs_err e = v->open ? v->open(fs->tree, n) : TFS_OK;
 		if (e) {
 			fuse_reply_err(req, tfs_errno(e));
 			return;
@@ -366,123 +366,32 @@ static char *thread_buf(int slot, size_t need)
 	return nb->data;
 }
 
-/* Decoded float32 bytes [o, o + len) of a converted tensor into dst: only
- * the elements the range touches are read and decoded. */
-static tfs_err read_converted(const struct tfs_shard *sh, const struct tfs_tensor *t,
-			      uint64_t o, size_t len, char *dst)
-{
-	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
-	tfs_stored_range(t->dtype, first, n, &b, &e);
-	unsigned char *raw = (unsigned char *)thread_buf(1, (size_t)(e - b) + (size_t)n * 4 + 8);
-	if (!raw)
-		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_pread_within(sh->src, raw, (size_t)(e - b), t->begin + b, t->end);
-	if (err)
-		return err;
-	uint32_t *dec = (uint32_t *)(void *)(raw + ((e - b + 7) & ~(uint64_t)7));
-	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
-	memcpy(dst, (char *)dec + (o - first * 4), len);
-	return TFS_OK;
-}
-
-/* Bytes [doff, doff + len) of a tensor's data as the mount shows it (after
- * any NPY header) into dst. */
-static tfs_err read_data(const struct tfs_fs *fs, const struct tfs_node *n, uint64_t doff,
-			 size_t len, char *dst)
-{
-	const struct tfs_shard *sh = &fs->m->shards[n->shard];
-	const struct tfs_tensor *t = &sh->h.t[n->ref];
-	if ((fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype))
-		return read_converted(sh, t, doff, len, dst);
-	return tfs_source_pread_within(sh->src, dst, len, t->begin + doff, t->end);
-}
-
-/* Replies with stored bytes [at, at + len) of a shard by splicing them from
+/* Replies with bytes [at, at + len) of a local source by splicing them from
  * its descriptor. Splice costs an fstat (below) and two pipe hops per
  * request; for small reads one copy through a buffer is cheaper: make
  * bench measured 4 KiB random reads at 0.85-0.87 of a null FUSE server
  * with splice and 0.87-0.90 with a copy (three runs of each). Returns 0
  * when the read is not one to splice. */
-static int reply_spliced(fuse_req_t req, const struct tfs_fs *fs, const struct tfs_shard *sh,
-			 uint64_t at, size_t len)
+static int reply_spliced(fuse_req_t req, const struct tfs_fs *fs, struct tfs_source *src, uint64_t at,
+			 size_t len)
 {
-	if (!fs->splice || sh->src->fd < 0 || len < TFS_SPLICE_MIN)
+	if (!fs->splice || src->fd < 0 || len < TFS_SPLICE_MIN)
 		return 0;
 	/* A short splice would reach the reader as an early end of file, and
 	 * a file rewritten in place would give its new bytes: check first
 	 * that the source is still the one mounted. (A change between this
 	 * fstat and the kernel's splice is not seen.) */
-	if (tfs_source_changed(sh->src)) {
+	if (tfs_source_changed(src)) {
 		fuse_reply_err(req, EIO);
 		return 1;
 	}
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-	bv.buf[0].fd = sh->src->fd;
+	bv.buf[0].fd = src->fd;
 	bv.buf[0].pos = (off_t)at;
 	int r = fuse_reply_data(req, &bv, 0);
 	(void)r; /* a failed reply means the request is gone already */
 	return 1;
-}
-
-/* A generated file's read: the pieces are copied into one buffer, unless
- * the range lies in one tensor, which is spliced like the tensor's own
- * file. */
-struct xread {
-	const struct tfs_fs *fs;
-	char *buf;
-	size_t pos;
-	unsigned pieces;
-	struct tfs_export_piece first;
-};
-
-static tfs_err xread_probe(void *ctx, const struct tfs_export_piece *p)
-{
-	struct xread *r = ctx;
-	if (r->pieces++)
-		return TFS_ERR_INVAL; /* more than one: stop looking */
-	r->first = *p;
-	return TFS_OK;
-}
-
-static tfs_err xread_copy(void *ctx, const struct tfs_export_piece *p)
-{
-	struct xread *r = ctx;
-	tfs_err e = TFS_OK;
-	if (p->mem)
-		memcpy(r->buf + r->pos, p->mem, p->len);
-	else
-		e = read_data(r->fs, &r->fs->tree->nodes[p->node], p->off, p->len, r->buf + r->pos);
-	r->pos += p->len;
-	return e;
-}
-
-static void read_export(fuse_req_t req, const struct tfs_fs *fs, fuse_ino_t ino,
-			const struct tfs_node *n, uint64_t off, size_t len, struct fuse_file_info *fi)
-{
-	tfs_behind_read(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh, ino, off, len);
-	struct xread r = {.fs = fs};
-	tfs_err e = tfs_export_walk(fs->tree, n, off, len, xread_probe, &r);
-	if (e && e != TFS_ERR_INVAL) {
-		fuse_reply_err(req, tfs_errno(e));
-		return;
-	}
-	if (r.pieces == 1 && !r.first.mem) {
-		const struct tfs_node *tn = &fs->tree->nodes[r.first.node];
-		const struct tfs_shard *sh = &fs->m->shards[tn->shard];
-		if (!tfs_node_converted(fs->tree, tn) &&
-		    reply_spliced(req, fs, sh, sh->h.t[tn->ref].begin + r.first.off, r.first.len))
-			return;
-	}
-	if (!(r.buf = thread_buf(0, len))) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r.pos = 0;
-	if ((e = tfs_export_walk(fs->tree, n, off, len, xread_copy, &r)))
-		fuse_reply_err(req, tfs_errno(e));
-	else
-		fuse_reply_buf(req, r.buf, r.pos);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -492,106 +401,104 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* The views' scratch: the thread's second buffer. */
+static char *scratch_grow(size_t need)
+{
+	return thread_buf(1, need);
+}
+
+/* The most pieces one reply is written from; a read over more (a generated
+ * file over many small tensors) is copied together past that. */
+#define PIECES_MAX 64
+
+/* Writes the read's pieces out: one piece of a local file is spliced;
+ * otherwise each piece is memory, or where the source holds it (its own
+ * mapping: the remote cache's blocks, in memory or in their files), or is
+ * read into the reply buffer; then one writev (or a splice of the
+ * files' pieces). */
+static void reply_with(fuse_req_t req, const struct tfs_fs *fs, struct tfs_pieces *p)
+{
+	if (p->n == 1 && !p->v[0].mem &&
+	    reply_spliced(req, fs, p->v[0].src, p->v[0].off, p->v[0].len))
+		return;
+	struct tfs_iov part[PIECES_MAX + 8];
+	struct iovec iov[PIECES_MAX + 8];
+	void *token[PIECES_MAX];
+	char mapped[PIECES_MAX] = {0};
+	unsigned np = 0;
+	tfs_err e = TFS_OK;
+	for (unsigned i = 0; !e && i < p->n; i++) {
+		const struct tfs_piece *x = &p->v[i];
+		if (x->mem) {
+			part[np++] = (struct tfs_iov){.p = (void *)x->mem, .len = x->len};
+			continue;
+		}
+		unsigned got = 0;
+		unsigned room = PIECES_MAX + 8 - np;
+		if (x->src->ops->map && room > 8) {
+			void *tk = NULL;
+			e = x->src->ops->map(x->src, x->off, x->len, x->limit, part + np, room, &got, &tk);
+			if (e == TFS_OK) {
+				token[i] = tk;
+				mapped[i] = 1;
+				np += got;
+				continue;
+			}
+			x->src->ops->unmap(x->src, tk);
+			if (e != TFS_ERR_INVAL)
+				break;
+			e = TFS_OK; /* not this way: read below */
+		}
+		char *to = tfs_pieces_room(p, x->len);
+		if (!to) {
+			e = TFS_ERR_NOMEM;
+			break;
+		}
+		e = tfs_source_pread_within(x->src, to, x->len, x->off, x->limit);
+		if (e == TFS_ERR_SHORT)
+			e = TFS_ERR_IO; /* the file shrank: never a short reply */
+		part[np++] = (struct tfs_iov){.p = to, .len = x->len};
+	}
+	if (e)
+		fuse_reply_err(req, tfs_errno(e));
+	else
+		reply_pieces(req, part, np, iov);
+	for (unsigned i = 0; i < p->n; i++)
+		if (mapped[i])
+			p->v[i].src->ops->unmap(p->v[i].src, token[i]);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = tfs_fs_of(req);
 	const struct tfs_node *n = tfs_node_of(fs, ino);
-	if (!n || n->kind == TFS_NODE_DIR) {
+	const struct tfs_view_ops *v = n ? tfs_view_of_kind(n->kind) : NULL;
+	if (!v) {
 		fuse_reply_err(req, n ? EISDIR : ENOENT);
 		return;
 	}
-	uint64_t fsize = tfs_node_size(fs->tree, n);
+	uint64_t fsize = v->size(fs->tree, n);
 	if (off < 0 || (uint64_t)off >= fsize || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	uint64_t avail = fsize - (uint64_t)off;
 	size_t len = avail < size ? (size_t)avail : size;
-	if (n->kind == TFS_NODE_BLOB) {
-		const char *data;
-		size_t dl;
-		if (tfs_tree_blob(fs->tree, n->ref, &data, &dl) || (uint64_t)off + len > dl)
-			fuse_reply_err(req, ENOMEM);
-		else
-			fuse_reply_buf(req, data + off, len);
-		return;
-	}
-	if (n->kind == TFS_NODE_TABLE) {
-		char *tb = thread_buf(0, len);
-		size_t got;
-		tfs_err e = tb ? tfs_listing_read(fs->tree, n, (uint64_t)off, len, tb, &got) : TFS_ERR_NOMEM;
-		if (e)
-			fuse_reply_err(req, tfs_errno(e));
-		else
-			fuse_reply_buf(req, tb, got);
-		return;
-	}
-	if (n->kind == TFS_NODE_EXPORT) {
-		read_export(req, fs, ino, n, (uint64_t)off, len, fi);
-		return;
-	}
-	if (n->kind == TFS_NODE_ORIGINAL) {
-		char *ob = thread_buf(0, len);
-		tfs_err oe = ob ? tfs_originals_read(fs->tree->originals, n->ref, ob, len, (uint64_t)off)
-				: TFS_ERR_NOMEM;
-		if (oe)
-			fuse_reply_err(req, tfs_errno(oe));
-		else
-			fuse_reply_buf(req, ob, len);
-		return;
-	}
-	const struct tfs_shard *sh = &fs->m->shards[n->shard];
-	const struct tfs_tensor *t = &sh->h.t[n->ref];
-	uint64_t hl = n->first; /* NPY header length, 0 without one */
-	int convert = (fs->view & TFS_VIEW_F32) && tfs_converts(t->dtype);
-	uint64_t at = t->begin + ((uint64_t)off - hl);
-	if (!convert && (uint64_t)off >= hl && reply_spliced(req, fs, sh, at, len))
-		return;
-	if (sh->src->ops->map && !convert && (uint64_t)off >= hl) {
-		/* Written straight from where the source holds the bytes. */
-		struct tfs_iov piece[8];
-		struct iovec iov[8];
-		unsigned np = 0;
-		void *token = NULL;
-		tfs_err me = sh->src->ops->map(sh->src, at, len, t->end, piece, 8, &np, &token);
-		if (me == TFS_OK)
-			reply_pieces(req, piece, np, iov);
-		else if (me != TFS_ERR_INVAL) {
-			fuse_reply_err(req, tfs_errno(me));
-		}
-		sh->src->ops->unmap(sh->src, token);
-		if (me != TFS_ERR_INVAL)
-			return; /* else it is read below */
-	}
-	char *buf = thread_buf(0, len);
-	if (!buf) {
+	if (v->flags & TFS_VIEWF_GENERATED)
+		tfs_behind_read(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh, ino, (uint64_t)off, len);
+	static _Thread_local struct tfs_piece pv[PIECES_MAX];
+	struct tfs_pieces p = {.v = pv, .max = PIECES_MAX, .out = thread_buf(0, len), .cap = len,
+			       .grow = scratch_grow};
+	if (!p.out) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	size_t pos = 0;
-	tfs_err e = TFS_OK;
-	if ((uint64_t)off < hl) {
-		/* The NPY header is made again on demand: keeping half a million
-		 * of them would cost more than this. It goes through the second
-		 * thread buffer, copied out before any decoding reuses it. */
-		size_t cap = tfs_npy_header_max(t);
-		char *hb = thread_buf(1, cap);
-		if (!hb) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		tfs_npy_header(&sh->h, t, fs->view & TFS_VIEW_F32, hb, cap);
-		pos = (size_t)(hl - (uint64_t)off) < len ? (size_t)(hl - (uint64_t)off) : len;
-		memcpy(buf, hb + off, pos);
-	}
-	if (pos < len)
-		e = read_data(fs, n, (uint64_t)off + pos - hl, len - pos, buf + pos);
-	if (e) {
+	tfs_err e = v->pieces(fs->tree, n, (uint64_t)off, len, &p);
+	if (e)
 		fuse_reply_err(req, tfs_errno(e));
-		return;
-	}
-	fuse_reply_buf(req, buf, len);
+	else
+		reply_with(req, fs, &p);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

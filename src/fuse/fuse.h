@@ -16,7 +16,6 @@ struct tfs_fs {
 	uid_t uid;
 	gid_t gid;
 	bool direct_io;
-	unsigned view;  /* TFS_VIEW_* */
 	bool nosplice;  /* asked for by the user */
 	bool splice;    /* granted by the kernel at INIT */
 	/* Called once, by the first request after INIT: the kernel sends no

@@ -463,30 +463,10 @@ static void error_code(const struct xfer *x, struct tfs_http_resp *rs)
 	}
 }
 
-static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
-				  struct tfs_diag *d)
+/* The handle's options for one request of rq, its answer going to x. */
+static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, char *errbuf, char *range,
+			size_t range_cap)
 {
-	CURL *h = handle();
-	struct xfer x;
-	char errbuf[CURL_ERROR_SIZE] = "";
-	char range[64];
-	struct curl_slist *hl = NULL;
-	memset(&x, 0, sizeof x);
-	x.rq = rq;
-	x.rs = rs;
-	x.kept = rq->in_place ? (size_t)*rq->in_place : 0;
-	reset_resp(rs);
-	if (!h) {
-		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
-		return TFS_HTTP_NET;
-	}
-	if (tfs_http_aborted()) {
-		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
-		return TFS_HTTP_ABORTED;
-	}
-	if (rq->body) {
-		*rq->bodylen = 0;
-	}
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, rq->url);
 	curl_easy_setopt(h, CURLOPT_SHARE, share);
@@ -514,15 +494,15 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tensorfs/" TFS_VERSION);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	if (rq->head)
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	if (rq->has_range) {
-		snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)rq->off,
+		snprintf(range, range_cap, "%llu-%llu", (unsigned long long)rq->off,
 			 (unsigned long long)(rq->off + rq->len - 1));
 		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	}
@@ -536,43 +516,48 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, rq->aws_sigv4);
 		curl_easy_setopt(h, CURLOPT_USERPWD, rq->userpwd);
 	}
+}
+
+/* If-Match, the auth header and the caller's, as libcurl takes them; 0 when
+ * out of memory. */
+static int add_headers(const struct tfs_http_req *rq, struct curl_slist **hl)
+{
 	char line[512];
-	int bad = 0;
 	if (rq->if_match) {
 		snprintf(line, sizeof line, "If-Match: %s", rq->if_match);
-		bad |= !(hl = curl_slist_append(hl, line));
+		struct curl_slist *t = curl_slist_append(*hl, line);
+		if (!t)
+			return 0;
+		*hl = t;
 	}
-	if (rq->auth && !bad) {
-		struct curl_slist *t = curl_slist_append(hl, rq->auth);
-		bad |= !t;
-		hl = t ? t : hl;
+	if (rq->auth) {
+		struct curl_slist *t = curl_slist_append(*hl, rq->auth);
+		if (!t)
+			return 0;
+		*hl = t;
 	}
-	for (const char *const *p = rq->headers; p && *p && !bad; p++) {
-		struct curl_slist *t = curl_slist_append(hl, *p);
-		bad |= !t;
-		hl = t ? t : hl;
+	for (const char *const *p = rq->headers; p && *p; p++) {
+		struct curl_slist *t = curl_slist_append(*hl, *p);
+		if (!t)
+			return 0;
+		*hl = t;
 	}
-	if (bad) {
-		curl_slist_free_all(hl);
-		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		return TFS_HTTP_NET;
-	}
-	if (hl)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-	__atomic_fetch_add(&nrequests, 1, __ATOMIC_RELAXED);
-	CURLcode c = curl_easy_perform(h);
-	curl_slist_free_all(hl);
-	if (x.errlen)
-		error_code(&x, rs);
-	if (rq->in_place && x.checked && x.got > *rq->in_place)
-		*rq->in_place = x.got;
+	return 1;
+}
 
+/* What libcurl's own result says (a callback's stop, a limit, a redirect,
+ * an answer that is not HTTP, the network); TFS_HTTP_OK when the transfer
+ * itself went through. */
+static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfer *x, const char *errbuf,
+					   struct tfs_diag *d)
+{
+	const struct tfs_http_req *rq = x->rq;
 	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted())) {
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
-	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x.why)) {
-		switch (x.why) {
+	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x->why)) {
+		switch (x->why) {
 		case TFS_HTTP_NORANGE:
 			tfs_fail(d, TFS_ERR_IO,
 				 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
@@ -584,7 +569,7 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 			tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
 			return TFS_HTTP_REFUSED;
 		default:
-			if (x.other_range)
+			if (x->other_range)
 				tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
 					 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1));
 			else
@@ -596,9 +581,9 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
 		return TFS_HTTP_TOOBIG;
 	}
-	if (x.overlong) {
+	if (x->overlong) {
 		tfs_fail(d, TFS_ERR_IO, "the server's %s header is longer than tensorfs takes (%u bytes): refused rather than cut",
-			 x.overlong, x.overlong_max);
+			 x->overlong, x->overlong_max);
 		return TFS_HTTP_TOOBIG;
 	}
 	long hops = 0;
@@ -622,6 +607,14 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		/* A name that does not resolve will not resolve on retry. */
 		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_STATUS : TFS_HTTP_NET;
 	}
+	return TFS_HTTP_OK;
+}
+
+/* What the answer says: its status, and for a body the range and length
+ * it promised against what came. */
+static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_http_resp *rs, struct tfs_diag *d)
+{
+	const struct tfs_http_req *rq = x->rq;
 	if (rs->status < 200 || rs->status > 399 || (rs->status > 299 && rq->follow)) {
 		tfs_fail(d, TFS_ERR_OPEN, "HTTP %ld%s%s", rs->status, *rs->error_code ? " " : "",
 			 rs->error_code);
@@ -640,8 +633,8 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 			return TFS_HTTP_BADRANGE;
 		}
 		size_t want_len = (size_t)(want_end - rq->off + 1);
-		if ((rq->buf || rq->iov || rq->body) && x.got != want_len) {
-			tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %zu bytes", x.got, want_len);
+		if ((rq->buf || rq->iov || rq->body) && x->got != want_len) {
+			tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %zu bytes", x->got, want_len);
 			return TFS_HTTP_NET; /* a truncated body: worth another try */
 		}
 	} else if (rq->has_range && !rq->head && rs->status == 200) {
@@ -649,13 +642,55 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 		tfs_fail(d, TFS_ERR_IO,
 			 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
 		return TFS_HTTP_NORANGE;
-	} else if (!rq->head && rs->has_length && rs->status == 200 && x.got != rs->length &&
+	} else if (!rq->head && rs->has_length && rs->status == 200 && x->got != rs->length &&
 		   (rq->buf || rq->iov || rq->body)) {
-		tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x.got,
+		tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x->got,
 			 (unsigned long long)rs->length);
 		return TFS_HTTP_NET;
 	}
 	return TFS_HTTP_OK;
+}
+
+static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+				  struct tfs_diag *d)
+{
+	CURL *h = handle();
+	struct xfer x;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char range[64];
+	struct curl_slist *hl = NULL;
+	memset(&x, 0, sizeof x);
+	x.rq = rq;
+	x.rs = rs;
+	x.kept = rq->in_place ? (size_t)*rq->in_place : 0;
+	reset_resp(rs);
+	if (!h) {
+		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
+		return TFS_HTTP_NET;
+	}
+	if (tfs_http_aborted()) {
+		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
+		return TFS_HTTP_ABORTED;
+	}
+	if (rq->body)
+		*rq->bodylen = 0;
+	set_options(h, rq, &x, errbuf, range, sizeof range);
+	if (!add_headers(rq, &hl)) {
+		curl_slist_free_all(hl);
+		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		return TFS_HTTP_NET;
+	}
+	if (hl)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+	__atomic_fetch_add(&nrequests, 1, __ATOMIC_RELAXED);
+	CURLcode c = curl_easy_perform(h);
+	curl_slist_free_all(hl);
+	if (x.errlen)
+		error_code(&x, rs);
+	if (rq->in_place && x.checked && x.got > *rq->in_place)
+		*rq->in_place = x.got;
+	enum tfs_http_fail f = transfer_verdict(h, c, &x, errbuf, d);
+	return f != TFS_HTTP_OK ? f : answer_verdict(&x, rs, d);
 }
 
 static int retryable(enum tfs_http_fail f, long status)

@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "views/tree.h"
+#include "views/view.h"
 
 /* safetensors' reader refuses a header over this (N, padding included). */
 #define HEADER_LIMIT 100000000ull
@@ -607,3 +608,50 @@ tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint
 	pthread_mutex_unlock(&x->lock);
 	return e;
 }
+
+/* The view: a generated file's pieces are its header's bytes and, for each
+ * tensor, the pieces of that tensor's own file (raw, or decoded where the
+ * mount converts), so a range inside one tensor is spliced or mapped like
+ * the tensor's file. */
+static tfs_err piece_out(void *ctx, const struct tfs_export_piece *p)
+{
+	struct { const struct tfs_tree *t; struct tfs_pieces *out; } *c = ctx;
+	if (p->mem) {
+		/* Copied now: the header may leave its bounded cache as soon
+		 * as the walk is over, before the reply is written. */
+		char *to = tfs_pieces_room(c->out, p->len);
+		if (!to)
+			return TFS_ERR_NOMEM;
+		memcpy(to, p->mem, p->len);
+		return tfs_pieces_mem(c->out, to, p->len);
+	}
+	const struct tfs_node *tn = &c->t->nodes[p->node];
+	return tfs_node_pieces(c->t, tn, tn->first + p->off, p->len, c->out);
+}
+
+static tfs_err export_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			     struct tfs_pieces *out)
+{
+	struct { const struct tfs_tree *t; struct tfs_pieces *out; } c = {t, out};
+	return tfs_export_walk(t, n, off, len, piece_out, &c);
+}
+
+static void *export_state_new(uint32_t count)
+{
+	return tfs_exports_new(count);
+}
+
+static void export_state_free(void *state)
+{
+	tfs_exports_free(state);
+}
+
+const struct tfs_view_ops tfs_view_export = {
+	.name = "export",
+	.flags = TFS_VIEWF_GENERATED,
+	.size = tfs_export_size,
+	.pieces = export_pieces,
+	.open = tfs_export_check,
+	.state_new = export_state_new,
+	.state_free = export_state_free,
+};

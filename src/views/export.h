@@ -19,11 +19,7 @@ struct tfs_tree;
 struct tfs_node;
 struct tfs_exports;
 
-#define TFS_EXPORT_SUFFIX ".safetensors"
-#define TFS_EXPORT_ROOT "model.safetensors"
-/* A root directory that would take the root file's name ("model", as in
- * model.layers.0...) gets this suffix instead. */
-#define TFS_EXPORT_CLASH_SUFFIX ".dir.safetensors"
+/* Its files are named as views/tree.h says (TFS_EXPORT_*). */
 /* Headers and orders kept at once, in bytes (the one in use always is);
  * the environment's TENSORFS_EXPORT_BUDGET_MB, when set, instead. */
 #define TFS_EXPORT_BUDGET ((size_t)128 << 20)

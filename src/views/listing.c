@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "views/tree.h"
+#include "views/view.h"
 
 #define LINES_PER_MARK 256
 #define HEADER_LINE "name\tdtype\tshape\tbytes\toffsets\n"
@@ -248,3 +249,32 @@ tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table,
 	free(b);
 	return e;
 }
+
+static tfs_err table_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			    struct tfs_pieces *out)
+{
+	char *to = tfs_pieces_room(out, len);
+	size_t got;
+	if (!to)
+		return TFS_ERR_NOMEM;
+	tfs_err e = tfs_listing_read(t, n, off, len, to, &got);
+	return e ? e : tfs_pieces_mem(out, to, got);
+}
+
+static void *table_state_new(uint32_t count)
+{
+	return tfs_listing_new(count);
+}
+
+static void table_state_free(void *state)
+{
+	tfs_listing_free(state);
+}
+
+const struct tfs_view_ops tfs_view_table = {
+	.name = "table",
+	.size = tfs_listing_size,
+	.pieces = table_pieces,
+	.state_new = table_state_new,
+	.state_free = table_state_free,
+};

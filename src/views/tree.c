@@ -1,4 +1,5 @@
 #include "views/tree.h"
+#include "views/view.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,6 @@
 #include "core/mem.h"
 #include "core/names.h"
 #include "core/convert.h"
-#include "views/listing.h"
-#include "views/export.h"
 
 static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 {
@@ -50,24 +49,15 @@ static uint32_t slot_insert(struct tfs_tree *t, uint32_t ni)
 
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	switch (n->kind) {
-	case TFS_NODE_TENSOR:
-		return n->first + tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n),
-						t->view & TFS_VIEW_F32);
-	case TFS_NODE_BLOB: {
-		const char *data;
-		size_t len;
-		return tfs_tree_blob(t, n->ref, &data, &len) ? 0 : len;
-	}
-	case TFS_NODE_TABLE:
-		return tfs_listing_size(t, n);
-	case TFS_NODE_EXPORT:
-		return tfs_export_size(t, n);
-	case TFS_NODE_ORIGINAL:
-		return tfs_originals_size(t->originals, n->ref);
-	default:
-		return 0;
-	}
+	const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
+	return v ? v->size(t, n) : 0;
+}
+
+tfs_err tfs_node_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			struct tfs_pieces *out)
+{
+	const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
+	return v ? v->pieces(t, n, off, len, out) : TFS_ERR_INVAL;
 }
 
 tfs_err tfs_tree_blob(const struct tfs_tree *t, uint32_t ref, const char **data, size_t *len)
@@ -109,8 +99,10 @@ void tfs_tree_free(struct tfs_tree *t)
 		free(t->blobs[i].data);
 	if (t->m)
 		pthread_mutex_destroy(&t->blob_lock);
-	tfs_listing_free(t->listing);
-	tfs_exports_free(t->exports);
+	if (t->listing)
+		tfs_view_of_kind(TFS_NODE_TABLE)->state_free(t->listing);
+	if (t->exports)
+		tfs_view_of_kind(TFS_NODE_EXPORT)->state_free(t->exports);
 	tfs_originals_free(t->originals);
 	memset(t, 0, sizeof *t);
 }
@@ -126,6 +118,14 @@ struct build {
 	size_t cap;
 	uint32_t *dslots;      /* directory node keyed by (parent, raw) */
 	size_t ndslots, ndirs;
+	const struct tfs_model *m;
+	const struct tfs_tree_opts *o;
+	size_t npy_len;        /* of the .npy suffix, 0 without format=npy */
+	uint32_t root, first_user;
+	uint64_t *foff;        /* per node: its name's offset in t->fnames */
+	size_t fcap, flen;
+	uint32_t *late;        /* hashed names that met another */
+	uint32_t nlate;
 };
 
 static tfs_err node_new(struct build *b, uint32_t *out)
@@ -240,88 +240,82 @@ static void free_build(struct build *b)
 	free(b->raw_len);
 	free(b->conflict);
 	free(b->dslots);
+	free(b->late);
+	free(b->foff);
 }
 
-tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
-		       struct tfs_tree *t, struct tfs_diag *d)
+/* The root, and the synthetic files of the root. */
+static tfs_err build_start(struct build *b)
 {
-	const enum tfs_layout layout = o->layout;
-	const unsigned view = o->view;
-	const size_t npy_len = (view & TFS_VIEW_NPY) ? strlen(TFS_NPY_SUFFIX) : 0;
-	struct build b;
-	tfs_err e;
-	uint32_t root, first_user;
-	uint64_t *foff = NULL;
-	size_t fcap = 0, flen = 0;
-	uint32_t *late = NULL, nlate = 0;
-
-	memset(t, 0, sizeof *t);
-	memset(&b, 0, sizeof b);
-	b.t = t;
-	t->m = m;
-	pthread_mutex_init(&t->blob_lock, NULL);
-	t->view = view;
+	struct tfs_tree *t = b->t;
+	const struct tfs_model *m = b->m;
 	/* Room for every tensor and the synthetic files at once: growing a
 	 * half-million-node table by doubling costs more than the rest. */
-	b.cap = 0;
 	if (m->ntensors + 8 < UINT32_MAX) {
 		size_t want = (size_t)m->ntensors + 8;
 		t->nodes = tfs_malloc_big(want * sizeof *t->nodes);
-		b.raw = tfs_malloc_big(want * sizeof *b.raw);
-		b.raw_len = tfs_malloc_big(want * sizeof *b.raw_len);
-		b.conflict = malloc(want);
-		if (!t->nodes || !b.raw || !b.raw_len || !b.conflict)
-			goto nomem;
-		b.cap = want;
+		b->raw = tfs_malloc_big(want * sizeof *b->raw);
+		b->raw_len = tfs_malloc_big(want * sizeof *b->raw_len);
+		b->conflict = malloc(want);
+		if (!t->nodes || !b->raw || !b->raw_len || !b->conflict)
+			return TFS_ERR_NOMEM;
+		b->cap = want;
 	}
 	/* Node 0 is never used: inode 0 means nothing to FUSE. */
-	if (node_new(&b, &root) || node_new(&b, &root))
-		goto nomem;
-	t->nodes[root].kind = TFS_NODE_DIR;
-	t->nodes[root].parent = root;
-	t->nodes[root].fname = "";
-
-	if (add_blob(&b, TFS_META_NAME, NULL, 0))
-		goto nomem;
+	if (node_new(b, &b->root) || node_new(b, &b->root))
+		return TFS_ERR_NOMEM;
+	t->nodes[b->root].kind = TFS_NODE_DIR;
+	t->nodes[b->root].parent = b->root;
+	t->nodes[b->root].fname = "";
+	if (add_blob(b, TFS_META_NAME, NULL, 0))
+		return TFS_ERR_NOMEM;
 	if (m->index_json) {
 		char *copy = malloc(m->index_len + 1);
 		if (!copy)
-			goto nomem;
+			return TFS_ERR_NOMEM;
 		memcpy(copy, m->index_json, m->index_len + 1);
-		if (add_blob(&b, TFS_INDEX_NAME, copy, m->index_len))
-			goto nomem;
+		if (add_blob(b, TFS_INDEX_NAME, copy, m->index_len))
+			return TFS_ERR_NOMEM;
 	}
-	first_user = t->nnodes;
+	b->first_user = t->nnodes;
+	return TFS_OK;
+}
 
+/* Every tensor's node, under its directories in the tree layout. */
+static tfs_err add_tensors(struct build *b)
+{
+	struct tfs_tree *t = b->t;
+	const struct tfs_model *m = b->m;
+	const unsigned view = b->o->view;
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
 		for (uint32_t i = 0; i < h->n; i++) {
 			const struct tfs_tensor *ts = &h->t[i];
 			const char *name = tfs_tensor_name(h, ts);
-			uint32_t parent = root, ni;
+			uint32_t parent = b->root, ni;
 			size_t start = 0;
-			if (layout == TFS_LAYOUT_TREE) {
+			if (b->o->layout == TFS_LAYOUT_TREE) {
 				for (size_t k = 0; k < ts->name_len; k++) {
 					if (name[k] != '.')
 						continue;
-					if (dir_get(&b, parent, name + start, k - start, &parent))
-						goto nomem;
+					if (dir_get(b, parent, name + start, k - start, &parent))
+						return TFS_ERR_NOMEM;
 					start = k + 1;
 				}
 			}
-			if (node_new(&b, &ni))
-				goto nomem;
+			if (node_new(b, &ni))
+				return TFS_ERR_NOMEM;
 			t->nodes[ni].kind = TFS_NODE_TENSOR;
 			t->nodes[ni].parent = parent;
 			t->nodes[ni].shard = s;
 			t->nodes[ni].ref = i;
-			b.raw[ni] = name + start;
-			b.raw_len[ni] = (uint32_t)(ts->name_len - start);
+			b->raw[ni] = name + start;
+			b->raw_len[ni] = (uint32_t)(ts->name_len - start);
 			if (view & TFS_VIEW_NPY) {
 				char hb[4096], *hp = hb;
 				size_t need = tfs_npy_header_max(ts);
 				if (need > sizeof hb && !(hp = malloc(need)))
-					goto nomem;
+					return TFS_ERR_NOMEM;
 				t->nodes[ni].first = (uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
 				if (hp != hb)
 					free(hp);
@@ -329,168 +323,183 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			t->total_bytes += tfs_node_size(t, &t->nodes[ni]);
 		}
 	}
-
 	/* A tensor whose name a directory also has ("a.b" beside "a.b.c"). */
-	if (b.ndirs) {
-		for (uint32_t i = first_user; i < t->nnodes; i++)
+	if (b->ndirs) {
+		for (uint32_t i = b->first_user; i < t->nnodes; i++)
 			if (t->nodes[i].kind == TFS_NODE_TENSOR &&
-			    *dir_slot(&b, t->nodes[i].parent, b.raw[i], b.raw_len[i]))
-				b.conflict[i] = 1;
+			    *dir_slot(b, t->nodes[i].parent, b->raw[i], b->raw_len[i]))
+				b->conflict[i] = 1;
 	}
+	return TFS_OK;
+}
 
-	/* A table in every directory, named and sized only when asked for. */
-	if (o->tables) {
-		uint32_t nn = t->nnodes;
-		for (uint32_t i = 1; i < nn; i++) {
-			uint32_t ti;
-			if (t->nodes[i].kind != TFS_NODE_DIR)
-				continue;
-			if (node_new(&b, &ti))
-				goto nomem;
-			t->nodes[ti].kind = TFS_NODE_TABLE;
-			t->nodes[ti].parent = i;
-			t->nodes[ti].fname = TFS_TABLE_NAME;
-			t->nodes[ti].fname_len = (uint32_t)strlen(TFS_TABLE_NAME);
-			t->nodes[ti].ref = t->ntables++;
-		}
-		if (!(t->listing = tfs_listing_new(t->ntables)))
-			goto nomem;
-	}
-
-	/* One generated file per directory, beside it; the root's in the
-	 * root. Named below, once the directories have their names. */
-	if (o->export) {
-		uint32_t nn = t->nnodes;
-		for (uint32_t i = 1; i < nn; i++) {
-			uint32_t xi;
-			if (t->nodes[i].kind != TFS_NODE_DIR)
-				continue;
-			if (node_new(&b, &xi))
-				goto nomem;
-			t->nodes[xi].kind = TFS_NODE_EXPORT;
-			t->nodes[xi].parent = i == root ? root : t->nodes[i].parent;
-			t->nodes[xi].first = i;
-			t->nodes[xi].ref = t->nexports++;
-		}
-		if (!(t->exports = tfs_exports_new(t->nexports)))
-			goto nomem;
-	}
-
-	/* The source's own files, in a directory of the root whose name no
-	 * tensor's file can have (the mapping's rule 3); after the tables and
-	 * exports, which it has none of. */
-	if (o->originals) {
-		if ((e = tfs_originals_new(m, &t->originals, d)))
-			goto fail;
-		uint32_t di;
-		if (node_new(&b, &di))
-			goto nomem;
-		t->nodes[di].kind = TFS_NODE_DIR;
-		t->nodes[di].parent = root;
-		t->nodes[di].fname = TFS_ORIGINALS_DIR;
-		t->nodes[di].fname_len = (uint32_t)strlen(TFS_ORIGINALS_DIR);
-		for (uint32_t k = 0; k < tfs_originals_count(t->originals); k++) {
-			uint32_t ni;
-			size_t nl;
-			if (node_new(&b, &ni))
-				goto nomem;
-			t->nodes[ni].kind = TFS_NODE_ORIGINAL;
-			t->nodes[ni].parent = di;
-			t->nodes[ni].ref = k;
-			/* (plain names only: tfs_originals keeps no other) */
-			t->nodes[ni].fname = tfs_originals_name(t->originals, k, &nl);
-			t->nodes[ni].fname_len = (uint32_t)nl;
+/* A file of `kind` for every directory: its table (in it), or its
+ * generated file (beside it; the root's in the root). Named later, once
+ * the directories have their names. */
+static tfs_err add_per_dir(struct build *b, uint8_t kind, uint32_t *count, void **state)
+{
+	struct tfs_tree *t = b->t;
+	uint32_t nn = t->nnodes;
+	for (uint32_t i = 1; i < nn; i++) {
+		uint32_t ni;
+		if (t->nodes[i].kind != TFS_NODE_DIR)
+			continue;
+		if (node_new(b, &ni))
+			return TFS_ERR_NOMEM;
+		struct tfs_node *n = &t->nodes[ni];
+		n->kind = kind;
+		n->ref = (*count)++;
+		if (kind == TFS_NODE_TABLE) {
+			n->parent = i;
+			n->fname = TFS_TABLE_NAME;
+			n->fname_len = (uint32_t)strlen(TFS_TABLE_NAME);
+		} else {
+			n->parent = i == b->root ? b->root : t->nodes[i].parent;
+			n->first = i;
 		}
 	}
+	return (*state = tfs_view_of_kind(kind)->state_new(*count)) ? TFS_OK : TFS_ERR_NOMEM;
+}
 
-	/* File names. Plain flat names are the tensor names themselves (they
-	 * are NUL-terminated in the header arena); the rest go to t->fnames. */
-	foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *foff);
-	if (!foff)
-		goto nomem;
-	for (uint32_t i = first_user; i < t->nnodes; i++) {
-		struct tfs_node *n = &t->nodes[i];
-		char buf[TFS_NAME_MAX + 1];
-		int hashed;
-		foff[i] = UINT64_MAX;
+/* The source's own files, in a directory of the root whose name no
+ * tensor's file can have (the mapping's rule 3); after the tables and
+ * exports, which it has none of. */
+static tfs_err add_originals(struct build *b, struct tfs_diag *d)
+{
+	struct tfs_tree *t = b->t;
+	tfs_err e = tfs_originals_new(b->m, &t->originals, d);
+	if (e)
+		return e;
+	uint32_t di;
+	if (node_new(b, &di))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
+	t->nodes[di].kind = TFS_NODE_DIR;
+	t->nodes[di].parent = b->root;
+	t->nodes[di].fname = TFS_ORIGINALS_DIR;
+	t->nodes[di].fname_len = (uint32_t)strlen(TFS_ORIGINALS_DIR);
+	for (uint32_t k = 0; k < tfs_originals_count(t->originals); k++) {
+		uint32_t ni;
+		size_t nl;
+		if (node_new(b, &ni))
+			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
+		t->nodes[ni].kind = TFS_NODE_ORIGINAL;
+		t->nodes[ni].parent = di;
+		t->nodes[ni].ref = k;
+		/* (plain names only: tfs_originals keeps no other) */
+		t->nodes[ni].fname = tfs_originals_name(t->originals, k, &nl);
+		t->nodes[ni].fname_len = (uint32_t)nl;
+	}
+	return TFS_OK;
+}
+
+/* Keeps name[0..len) (NUL-terminated) in t->fnames as node i's. */
+static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t len)
+{
+	struct tfs_tree *t = b->t;
+	b->foff[i] = b->flen;
+	t->nodes[i].fname_len = (uint32_t)len;
+	if (tfs_json_put(&t->fnames, &b->flen, &b->fcap, name, len) ||
+	    tfs_json_put(&t->fnames, &b->flen, &b->fcap, "", 1))
+		return TFS_ERR_NOMEM;
+	return TFS_OK;
+}
+
+/* One tensor's or directory's file name (not yet named ones only). */
+static tfs_err name_one(struct build *b, uint32_t i)
+{
+	struct tfs_tree *t = b->t;
+	struct tfs_node *n = &t->nodes[i];
+	const enum tfs_layout layout = b->o->layout;
+	char buf[TFS_NAME_MAX + 1];
+	int hashed;
+	int file = n->kind == TFS_NODE_TENSOR;
+	/* In the flat layout the root's generated file could meet a tensor
+	 * of its name: the tensor's '.' is escaped. */
+	if (b->o->export && layout == TFS_LAYOUT_FLAT && !b->npy_len && file &&
+	    b->raw_len[i] == strlen(TFS_EXPORT_ROOT) && memcmp(b->raw[i], TFS_EXPORT_ROOT, b->raw_len[i]) == 0) {
+		static const char esc[] = "model%2Esafetensors";
+		return keep_name(b, i, esc, strlen(esc));
+	}
+	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) && tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
+		n->fname = b->raw[i];
+		n->fname_len = b->raw_len[i];
+		return TFS_OK;
+	}
+	/* Leave room for the suffixes, so a long name is shortened by the
+	 * usual rule rather than cut. A directory keeps room for its
+	 * generated file's suffix whether or not -o export is given: a
+	 * tensor's path must not depend on it. */
+	size_t room = (file && b->conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) + (file ? b->npy_len : 0) +
+		      (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
+	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
+	if (file && b->conflict[i]) {
+		memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
+		len += strlen(TFS_CONFLICT_SUFFIX);
+	}
+	if (file && b->npy_len) {
+		memcpy(buf + len, TFS_NPY_SUFFIX, b->npy_len);
+		len += b->npy_len;
+	}
+	buf[len] = 0;
+	return keep_name(b, i, buf, len);
+}
+
+/* A generated file's name: D.safetensors, from D's name. */
+static tfs_err name_export(struct build *b, uint32_t i)
+{
+	struct tfs_tree *t = b->t;
+	struct tfs_node *n = &t->nodes[i];
+	if (n->first == b->root) {
+		n->fname = TFS_EXPORT_ROOT;
+		n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
+		return TFS_OK;
+	}
+	const struct tfs_node *dn = &t->nodes[n->first];
+	char buf[TFS_NAME_MAX + 1];
+	memcpy(buf, t->fnames + b->foff[n->first], dn->fname_len);
+	size_t len = dn->fname_len;
+	const char *suffix = TFS_EXPORT_SUFFIX;
+	if (dn->parent == b->root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
+	    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
+		suffix = TFS_EXPORT_CLASH_SUFFIX;
+	memcpy(buf + len, suffix, strlen(suffix));
+	len += strlen(suffix);
+	return keep_name(b, i, buf, len);
+}
+
+/* File names. Plain flat names are the tensor names themselves (they are
+ * NUL-terminated in the header arena); the rest go to t->fnames. */
+static tfs_err name_files(struct build *b)
+{
+	struct tfs_tree *t = b->t;
+	b->foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *b->foff);
+	if (!b->foff)
+		return TFS_ERR_NOMEM;
+	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
+		const struct tfs_node *n = &t->nodes[i];
+		b->foff[i] = UINT64_MAX;
 		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->fname)
 			continue; /* named already, or below */
-		int file = n->kind == TFS_NODE_TENSOR;
-		/* In the flat layout the root's generated file could meet a
-		 * tensor of its name: the tensor's '.' is escaped. */
-		int clash = o->export && layout == TFS_LAYOUT_FLAT && !npy_len && file &&
-			    b.raw_len[i] == strlen(TFS_EXPORT_ROOT) &&
-			    memcmp(b.raw[i], TFS_EXPORT_ROOT, b.raw_len[i]) == 0;
-		if (clash) {
-			static const char esc[] = "model%2Esafetensors";
-			foff[i] = flen;
-			n->fname_len = (uint32_t)strlen(esc);
-			if (tfs_json_put(&t->fnames, &flen, &fcap, esc, sizeof esc))
-				goto nomem;
-			continue;
-		}
-		if (layout == TFS_LAYOUT_FLAT && !(file && npy_len) &&
-		    tfs_name_is_plain(b.raw[i], b.raw_len[i])) {
-			n->fname = b.raw[i];
-			n->fname_len = b.raw_len[i];
-			continue;
-		}
-		/* Leave room for the suffixes, so a long name is shortened
-		 * by the usual rule rather than cut. A directory keeps room
-		 * for its generated file's suffix whether or not -o export is
-		 * given: a tensor's path must not depend on it. */
-		size_t room = (file && b.conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) +
-			      (file ? npy_len : 0) + (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
-		size_t len = tfs_name_map_max(b.raw[i], b.raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
-		if (file && b.conflict[i]) {
-			memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
-			len += strlen(TFS_CONFLICT_SUFFIX);
-		}
-		if (file && npy_len) {
-			memcpy(buf + len, TFS_NPY_SUFFIX, npy_len);
-			len += npy_len;
-		}
-		buf[len] = 0;
-		foff[i] = flen;
-		n->fname_len = (uint32_t)len;
-		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
-		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
-			goto nomem;
+		if (name_one(b, i))
+			return TFS_ERR_NOMEM;
 	}
-	/* The generated files: D.safetensors, from D's name. */
-	for (uint32_t i = first_user; i < t->nnodes && o->export; i++) {
-		struct tfs_node *n = &t->nodes[i];
-		if (n->kind != TFS_NODE_EXPORT)
-			continue;
-		if (n->first == root) {
-			n->fname = TFS_EXPORT_ROOT;
-			n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
-			continue;
-		}
-		const struct tfs_node *dn = &t->nodes[n->first];
-		char buf[TFS_NAME_MAX + 1];
-		memcpy(buf, t->fnames + foff[n->first], dn->fname_len);
-		size_t len = dn->fname_len;
-		const char *suffix = TFS_EXPORT_SUFFIX;
-		if (dn->parent == root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
-		    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
-			suffix = TFS_EXPORT_CLASH_SUFFIX;
-		memcpy(buf + len, suffix, strlen(suffix));
-		len += strlen(suffix);
-		foff[i] = flen;
-		n->fname_len = (uint32_t)len;
-		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, len) ||
-		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
-			goto nomem;
-	}
-	for (uint32_t i = first_user; i < t->nnodes; i++)
-		if (foff[i] != UINT64_MAX)
-			t->nodes[i].fname = t->fnames + foff[i];
+	for (uint32_t i = b->first_user; i < t->nnodes && b->o->export; i++)
+		if (t->nodes[i].kind == TFS_NODE_EXPORT && name_export(b, i))
+			return TFS_ERR_NOMEM;
+	for (uint32_t i = b->first_user; i < t->nnodes; i++)
+		if (b->foff[i] != UINT64_MAX)
+			t->nodes[i].fname = t->fnames + b->foff[i];
+	return TFS_OK;
+}
 
-	/* Children, in creation order, and each directory's subdirectories. */
+/* Children, in creation order, the synthetic files first in every
+ * directory; and each directory's number of subdirectories. */
+static tfs_err link_children(struct build *b)
+{
+	struct tfs_tree *t = b->t;
 	t->children = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *t->children);
 	if (!t->children)
-		goto nomem;
+		return TFS_ERR_NOMEM;
 	for (uint32_t i = 2; i < t->nnodes; i++) {
 		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
 		p->count++;
@@ -505,7 +514,6 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		at += t->nodes[i].count;
 		t->nodes[i].count = 0;
 	}
-	/* The synthetic files first in every directory, then the rest. */
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 2; i < t->nnodes; i++) {
 			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE ||
@@ -516,14 +524,21 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			t->children[p->first + p->count++] = i;
 		}
 	}
+	return TFS_OK;
+}
 
-	/* The lookup index by mapped name. */
+/* The lookup index by mapped name. A hashed name that meets another gets
+ * "-N", N being its inode number: unique in the mount, so crafted hash
+ * collisions cost one insert each and can never make this quadratic. */
+static tfs_err index_names(struct build *b, struct tfs_diag *d)
+{
+	struct tfs_tree *t = b->t;
 	t->nslots = 16;
 	while (t->nslots < (size_t)t->nnodes * 2)
 		t->nslots *= 2;
 	t->slots = tfs_calloc_big(t->nslots, sizeof *t->slots);
 	if (!t->slots)
-		goto nomem;
+		return TFS_ERR_NOMEM;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
 		uint32_t other = slot_insert(t, ni);
 		if (!other)
@@ -534,51 +549,74 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 			char q1[120], q2[120];
 			tfs_quote(q1, sizeof q1, n->fname, n->fname_len);
 			tfs_quote(q2, sizeof q2, t->nodes[other].fname, t->nodes[other].fname_len);
-			e = tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)", q1, q2);
-			goto fail;
+			return tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)", q1, q2);
 		}
-		if (!late && !(late = malloc((size_t)t->nnodes * sizeof *late)))
-			goto nomem;
-		late[nlate++] = ni;
+		if (!b->late && !(b->late = malloc((size_t)t->nnodes * sizeof *b->late)))
+			return TFS_ERR_NOMEM;
+		b->late[b->nlate++] = ni;
 	}
-	/* A hashed name that meets another gets "-N", N being its inode
-	 * number: unique in the mount, so crafted hash collisions cost one
-	 * insert each and can never make this quadratic. */
-	for (uint32_t k = 0; k < nlate; k++) {
-		struct tfs_node *n = &t->nodes[late[k]];
+	for (uint32_t k = 0; k < b->nlate; k++) {
+		uint32_t i = b->late[k];
 		char buf[TFS_NAME_MAX + 32];
-		/* Read through the offset: an earlier append may have moved
-		 * the arena under n->fname. */
-		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)n->fname_len,
-				   t->fnames + foff[late[k]], late[k]);
-		foff[late[k]] = flen;
-		n->fname_len = (uint32_t)len;
-		if (tfs_json_put(&t->fnames, &flen, &fcap, buf, (size_t)len) ||
-		    tfs_json_put(&t->fnames, &flen, &fcap, "", 1))
-			goto nomem;
+		/* Read through the offset: an earlier append may have moved the
+		 * arena under the node's fname. */
+		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)t->nodes[i].fname_len, t->fnames + b->foff[i], i);
+		if (keep_name(b, i, buf, (size_t)len))
+			return TFS_ERR_NOMEM;
 	}
-	if (nlate) {
-		for (uint32_t i = first_user; i < t->nnodes; i++)
-			if (foff[i] != UINT64_MAX)
-				t->nodes[i].fname = t->fnames + foff[i];
-		for (uint32_t k = 0; k < nlate; k++) {
-			if (slot_insert(t, late[k])) {
-				e = tfs_fail(d, TFS_ERR_FORMAT, "file name collision after hashing (a bug in tensorfs)");
-				goto fail;
-			}
-		}
-	}
-	free(late);
-	free(foff);
-	free_build(&b);
+	if (!b->nlate)
+		return TFS_OK;
+	for (uint32_t i = b->first_user; i < t->nnodes; i++)
+		if (b->foff[i] != UINT64_MAX)
+			t->nodes[i].fname = t->fnames + b->foff[i];
+	for (uint32_t k = 0; k < b->nlate; k++)
+		if (slot_insert(t, b->late[k]))
+			return tfs_fail(d, TFS_ERR_FORMAT, "file name collision after hashing (a bug in tensorfs)");
 	return TFS_OK;
-nomem:
-	e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
-fail:
-	free(late);
-	free(foff);
+}
+
+tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *t,
+		       struct tfs_diag *d)
+{
+	struct build b;
+	memset(t, 0, sizeof *t);
+	memset(&b, 0, sizeof b);
+	b.t = t;
+	b.m = m;
+	b.o = o;
+	b.npy_len = (o->view & TFS_VIEW_NPY) ? strlen(TFS_NPY_SUFFIX) : 0;
+	t->m = m;
+	pthread_mutex_init(&t->blob_lock, NULL);
+	t->view = o->view;
+	memset(d, 0, sizeof *d);
+	tfs_err e = build_start(&b);
+	if (!e)
+		e = add_tensors(&b);
+	void *state = NULL;
+	if (!e && o->tables) {
+		e = add_per_dir(&b, TFS_NODE_TABLE, &t->ntables, &state);
+		t->listing = state;
+	}
+	if (!e && o->export) {
+		state = NULL;
+		e = add_per_dir(&b, TFS_NODE_EXPORT, &t->nexports, &state);
+		t->exports = state;
+	}
+	if (!e && o->originals)
+		e = add_originals(&b, d);
+	if (!e)
+		e = name_files(&b);
+	if (!e)
+		e = link_children(&b);
+	if (!e)
+		e = index_names(&b, d);
 	free_build(&b);
-	tfs_tree_free(t);
+	if (e) {
+		/* The steps say what went wrong, but for memory. */
+		if (!d->msg[0])
+			tfs_fail(d, e, "out of memory building the file table");
+		tfs_tree_free(t);
+	}
 	return e;
 }
 

@@ -22,6 +22,13 @@
  * the same name (tensors "a.b" and "a.b.c"). Components never hold '.', so
  * no component can produce it. */
 #define TFS_CONFLICT_SUFFIX ".tensor"
+/* -o export's generated files: D.safetensors beside every directory D,
+ * and the root's. */
+#define TFS_EXPORT_SUFFIX ".safetensors"
+#define TFS_EXPORT_ROOT "model.safetensors"
+/* A root directory that would take the root file's name ("model", as in
+ * model.layers.0...) gets this suffix instead. */
+#define TFS_EXPORT_CLASH_SUFFIX ".dir.safetensors"
 
 enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
@@ -101,9 +108,14 @@ void tfs_tree_free(struct tfs_tree *t);
 uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
 			 const char *name, size_t len);
 
-/* The size of the file that a node shows. A table's is worked out the
- * first time it is asked for. */
+/* The size of the file that a node shows, through its view (views/view.h).
+ * A table's is worked out the first time it is asked for. */
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n);
+/* The pieces of [off, off + len) of the node's file (inside its size),
+ * through its view. */
+struct tfs_pieces;
+tfs_err tfs_node_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			struct tfs_pieces *out);
 
 static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
 						       const struct tfs_node *n)

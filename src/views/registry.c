@@ -1,0 +1,22 @@
+/* The registry of views, by node kind (views/tree.h): the one place that
+ * names them. */
+#include "views/view.h"
+
+extern const struct tfs_view_ops tfs_view_tensor;
+extern const struct tfs_view_ops tfs_view_blob;
+extern const struct tfs_view_ops tfs_view_table;
+extern const struct tfs_view_ops tfs_view_export;
+extern const struct tfs_view_ops tfs_view_original;
+
+/* Indexed by enum tfs_node_kind (a directory has none). */
+const struct tfs_view_ops *const tfs_views[] = {
+	NULL,                /* 0: no node */
+	NULL,                /* TFS_NODE_DIR */
+	&tfs_view_tensor,    /* TFS_NODE_TENSOR */
+	&tfs_view_blob,      /* TFS_NODE_BLOB */
+	&tfs_view_table,     /* TFS_NODE_TABLE */
+	&tfs_view_export,    /* TFS_NODE_EXPORT */
+	&tfs_view_original,  /* TFS_NODE_ORIGINAL */
+};
+
+const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

@@ -1,0 +1,86 @@
+/* Views: how the tensor table is shown as files. Each kind of file of the
+ * tree (a tensor's file in its raw, .npy or float32 form, __metadata__.json,
+ * a directory's __tensors__.tsv, an -o export file, one of the source's own
+ * files) has one view driver that gives the file's size and, for any range
+ * of it, the pieces it is made of: memory, or a range of a source. The FUSE
+ * side asks the node's view and writes the pieces out (spliced, mapped or
+ * copied); it knows no view by name. Adding a view is adding its driver
+ * file, a node kind and one line in views/registry.c. */
+#ifndef TFS_VIEW_H
+#define TFS_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/source.h"
+
+struct tfs_tree;
+struct tfs_node;
+
+/* A piece of a file: `len` bytes at mem, or, where mem is NULL, bytes
+ * [off, off + len) of src, inside an object (a tensor) that ends at limit
+ * (a remote source reads ahead from there). */
+struct tfs_piece {
+	const void *mem;
+	struct tfs_source *src;
+	uint64_t off, limit;
+	size_t len;
+};
+
+/* Where a view puts the pieces of a read: up to `max` pieces (past that,
+ * the bytes are copied into `out`, the last piece growing), `out` for the
+ * bytes a view makes (at most the read's length in all), `scratch` for
+ * what it needs meanwhile (stored bytes being decoded: reset by each use). */
+struct tfs_pieces {
+	struct tfs_piece *v;
+	unsigned n, max;
+	char *out;
+	size_t used, cap;
+	char *scratch;
+	size_t scratch_cap;
+	/* A larger scratch (the old one's contents are lost), or NULL. */
+	char *(*grow)(size_t need);
+};
+
+/* Scratch of at least `need` bytes, or NULL. No piece may point into it. */
+char *tfs_pieces_scratch(struct tfs_pieces *p, size_t need);
+
+/* Room in `out` for len bytes the view makes, then to be added with
+ * tfs_pieces_mem; NULL when there is none (the caller sized it wrong). */
+void *tfs_pieces_room(struct tfs_pieces *p, size_t len);
+tfs_err tfs_pieces_mem(struct tfs_pieces *p, const void *mem, size_t len);
+tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len,
+		       uint64_t limit);
+
+/* A large generated file: read in 1 MiB blocks, and its pages dropped
+ * behind a sequential reader (or direct I/O where it may still be mapped). */
+#define TFS_VIEWF_GENERATED 1u
+
+struct tfs_view_ops {
+	const char *name;
+	unsigned flags;           /* TFS_VIEWF_* */
+	uint64_t (*size)(const struct tfs_tree *t, const struct tfs_node *n);
+	/* The pieces of [off, off + len), a range inside the file. */
+	tfs_err (*pieces)(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			  struct tfs_pieces *out);
+	/* Optional: whether the file can be opened now (a generated file
+	 * checks its sources); TFS_OK if so. */
+	tfs_err (*open)(const struct tfs_tree *t, const struct tfs_node *n);
+	/* Optional: the view's state for the tree, made for `count` nodes of
+	 * its kind when the tree is built, freed with the tree. */
+	void *(*state_new)(uint32_t count);
+	void (*state_free)(void *state);
+};
+
+/* The drivers by node kind (views/registry.c); NULL for a directory.
+ * views/tree.h asks them (tfs_node_size, tfs_node_pieces). */
+extern const struct tfs_view_ops *const tfs_views[];
+extern const unsigned tfs_nviews;
+
+static inline const struct tfs_view_ops *tfs_view_of_kind(unsigned kind)
+{
+	return kind < tfs_nviews ? tfs_views[kind] : NULL;
+}
+
+#endif
