@@ -54,8 +54,8 @@ static void unescape_octal(char *s)
 {
 	char *o = s;
 	for (char *p = s; *p; p++) {
-		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-		    p[3] >= '0' && p[3] <= '7') {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+		    p[3] <= '7') {
 			*o++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
 			p += 3;
 		} else {
@@ -124,8 +124,7 @@ char *tfs_check_mountpoint(const char *mp, int overmount)
 		else if (e == ENOENT)
 			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
 		else
-			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp,
-				strerror(e));
+			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(e));
 		return NULL;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -170,7 +169,8 @@ char *tfs_check_mountpoint(const char *mp, int overmount)
 	/* Unprivileged mounts go through the setuid fusermount3, which opens
 	 * the device itself: only root needs to open it here. */
 	if (access("/dev/fuse", getuid() == 0 ? (R_OK | W_OK) : F_OK) != 0) {
-		fprintf(stderr, "tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
+		fprintf(stderr,
+			"tensorfs: /dev/fuse: %s (is the fuse module loaded, and is this a container without /dev/fuse?)\n",
 			strerror(errno));
 		free(abs);
 		return NULL;
@@ -291,4 +291,3 @@ int tfs_daemonize(void)
 	}
 	return pfd[1];
 }
-

@@ -26,9 +26,9 @@ void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap);
 char *tfs_check_mountpoint(const char *mp, int overmount);
 
 struct tfs_ready {
-	char *mountpoint;     /* absolute: the daemon leaves the caller's cwd */
+	char *mountpoint; /* absolute: the daemon leaves the caller's cwd */
 	unsigned long readahead_kb;
-	int notify_fd;        /* write end of the parent's pipe, or -1 */
+	int notify_fd; /* write end of the parent's pipe, or -1 */
 };
 
 /* The first request after INIT: applies the readahead. */

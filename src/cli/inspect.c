@@ -176,7 +176,8 @@ static void put_compact(FILE *f, const char *text)
 {
 	json_object *o = text ? json_tokener_parse(text) : NULL;
 	fputs(o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
-		: "null", f);
+		: "null",
+	      f);
 	json_object_put(o);
 }
 
@@ -216,8 +217,7 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 		fputs("}\n", f);
 		return ferror(f) ? -1 : 0;
 	}
-	fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing,
-		m->nshards);
+	fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing, m->nshards);
 	size_t w = 5;
 	for (uint32_t s = 0; s < m->nshards; s++)
 		if (display_width(m->shards[s].name) > w)
@@ -321,8 +321,8 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 	while (ml && meta[ml - 1] == '\n')
 		meta[--ml] = 0;
 	if (json) {
-		fprintf(f, "%s], \"tensor_count\": %llu, \"parameters_per_dtype\": {",
-			st.tensors ? "\n" : "", (unsigned long long)st.tensors);
+		fprintf(f, "%s], \"tensor_count\": %llu, \"parameters_per_dtype\": {", st.tensors ? "\n" : "",
+			(unsigned long long)st.tensors);
 		for (size_t i = 0; i < st.n; i++) {
 			fputs(i ? ", " : "", f);
 			jstr(f, st.d[i].name, strlen(st.d[i].name));
@@ -360,7 +360,8 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 		put_facts(f, &m->shards[0].h, 0);
 		/* A tokenizer's vocabulary is no reading for a terminal. */
 		if (ml > INSPECT_META_MAX)
-			fprintf(f, "__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
+			fprintf(f,
+				"__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
 				ml + 1);
 		else
 			fprintf(f, "__metadata__: %s\n", meta);

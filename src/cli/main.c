@@ -38,8 +38,8 @@ enum {
 };
 
 struct cli {
-	const char *source;     /* a copy: argv's own is scrubbed (take_source) */
-	char *shown;            /* SOURCE without credentials, for messages */
+	const char *source; /* a copy: argv's own is scrubbed (take_source) */
+	char *shown;        /* SOURCE without credentials, for messages */
 	const char *mountpoint;
 	int nonopt;
 	int strict;
@@ -65,7 +65,10 @@ struct cli {
 
 enum { KEY_INSPECT = 1, KEY_JSON };
 
-#define CLI_OPT(t, p, v) { t, offsetof(struct cli, p), v }
+#define CLI_OPT(t, p, v)                                                                                     \
+	{                                                                                                    \
+		t, offsetof(struct cli, p), v                                                                \
+	}
 static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("strict", strict, 1),
 	CLI_OPT("direct_io", direct_io, 1),
@@ -201,12 +204,11 @@ static void usage(FILE *f)
 	for (size_t i = 0; tfs_source_drivers[i]; i++)
 		for (const struct tfs_opt_spec *o = tfs_source_drivers[i]->opts; o && o->name; o++)
 			fprintf(f, "       %-18s %s\n", o->name, o->help);
-	fprintf(f,
-		"       allow_other, ...   standard FUSE mount options pass through\n"
-		"\n"
-		"exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
-		"4 invalid checkpoint, 5 mount failed.\n"
-		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
+		   "\n"
+		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
+		   "4 invalid checkpoint, 5 mount failed.\n"
+		   "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
 
 static int parse_id(const char *s, unsigned long *v)
@@ -224,14 +226,18 @@ static int parse_id(const char *s, unsigned long *v)
 static int exit_of(tfs_err e)
 {
 	switch (e) {
-	case TFS_ERR_FORMAT: return EXIT_FORMAT;
-	case TFS_ERR_INVAL: return EXIT_USAGE; /* a source or option that cannot be right */
+	case TFS_ERR_FORMAT:
+		return EXIT_FORMAT;
+	case TFS_ERR_INVAL:
+		return EXIT_USAGE; /* a source or option that cannot be right */
 	case TFS_ERR_OPEN:
 	case TFS_ERR_NOENT:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_IO:
-	case TFS_ERR_SHORT: return EXIT_SOURCE;
-	default: return EXIT_INTERNAL;
+	case TFS_ERR_SHORT:
+		return EXIT_SOURCE;
+	default:
+		return EXIT_INTERNAL;
 	}
 }
 
@@ -244,12 +250,14 @@ static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct f
 		/* libfuse gathers the options it would take as "-o", "a,b". */
 		if (!c->mountpoint && !c->bad_extra && strcmp(what, "-o") == 0 && rest->argc > 2)
 			what = rest->argv[2];
-		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n",
+		fprintf(stderr,
+			"tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n",
 			what);
 		return EXIT_USAGE;
 	}
 	if (!c->source) {
-		fprintf(stderr, "tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n");
+		fprintf(stderr,
+			"tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n");
 		return EXIT_USAGE;
 	}
 	struct tfs_model model;
@@ -272,7 +280,8 @@ static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct f
 				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
 						      model.shards[s].name);
 		}
-		fprintf(stderr, "tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
+		fprintf(stderr,
+			"tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
 			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
 	}
 	const char *shown = c->shown;
@@ -303,11 +312,14 @@ static int check_settings(const struct cli *c, struct settings *s)
 	s->layout = TFS_LAYOUT_FLAT;
 	s->view = 0;
 	if (c->bad_extra) {
-		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n", c->extra);
+		fprintf(stderr,
+			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
+			c->extra);
 		return EXIT_USAGE;
 	}
 	if (!c->source || !c->mountpoint) {
-		fprintf(stderr, "tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+		fprintf(stderr,
+			"tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
 			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
 		return EXIT_USAGE;
 	}
@@ -356,8 +368,11 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		return exit_of(e);
 	}
-	struct tfs_tree_opts to = {.layout = s->layout, .view = s->view, .tables = !c->notsv,
-				   .export = c->export, .originals = c->originals};
+	struct tfs_tree_opts to = {.layout = s->layout,
+				   .view = s->view,
+				   .tables = !c->notsv,
+				   .export = c->export,
+				   .originals = c->originals};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
@@ -367,7 +382,8 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		char first[200];
 		uint64_t left = tfs_export_left_out(tree, first, sizeof first);
 		if (left)
-			fprintf(stderr, "tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
+			fprintf(stderr,
+				"tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
 				c->shown, (unsigned long long)left, left == 1 ? "" : "s", first);
 	}
 	return EXIT_OK;
@@ -516,7 +532,8 @@ int main(int argc, char **argv)
 	}
 	const struct tfs_format *input = NULL;
 	if (c.input && !(input = tfs_format_find(c.input))) {
-		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(), c.input);
+		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),
+			c.input);
 		rc = EXIT_USAGE;
 		goto out_args;
 	}

@@ -14,7 +14,8 @@ int tfs_converts(unsigned dt)
 uint64_t tfs_view_size(const struct tfs_table *h, const struct tfs_tensor *t, int convert)
 {
 	if (convert && tfs_converts(t->dtype))
-		return tfs_tensor_elements(h, t) * 4; /* validated: the stored bytes are at least 1/8 of this */
+		return tfs_tensor_elements(h, t) *
+		       4; /* validated: the stored bytes are at least 1/8 of this */
 	return tfs_tensor_size(t);
 }
 
@@ -33,8 +34,8 @@ size_t tfs_npy_header_max(const struct tfs_tensor *t)
 	return 128 + (size_t)t->ndim * 22 + 64;
 }
 
-size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert,
-		      char *out, size_t cap)
+size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert, char *out,
+		      size_t cap)
 {
 	const char *descr = npy_descr(t->dtype, convert);
 	size_t o = 0;
@@ -96,8 +97,7 @@ void tfs_stored_range(unsigned dt, uint64_t first, uint64_t n, uint64_t *b, uint
 	*e = (first + n + ue - 1) / ue * ub;
 }
 
-void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_t n,
-		    uint32_t *out)
+void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_t n, uint32_t *out)
 {
 	size_t i;
 	switch (dt) {

@@ -24,8 +24,8 @@ uint64_t tfs_view_size(const struct tfs_table *h, const struct tfs_tensor *t, in
  * unknown dtypes as their raw bytes, uint8 of shape (nbytes,); ggml block
  * types as uint8 of shape (blocks, bytes per block); converted
  * dtypes as little-endian float32 in their shape. */
-size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert,
-		      char *out, size_t cap);
+size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int convert, char *out,
+		      size_t cap);
 size_t tfs_npy_header_max(const struct tfs_tensor *t);
 
 /* Decodes elements [first, first + n) of a tensor stored as `dtype` from
@@ -33,8 +33,7 @@ size_t tfs_npy_header_max(const struct tfs_tensor *t);
  * that holds element `first`: the element, the byte of a packed pair, the
  * three bytes of four F6 elements, the block), into float32 bit patterns,
  * little-endian in memory. */
-void tfs_decode_f32(unsigned dtype, const unsigned char *src, uint64_t first, size_t n,
-		    uint32_t *out);
+void tfs_decode_f32(unsigned dtype, const unsigned char *src, uint64_t first, size_t n, uint32_t *out);
 
 /* Stored byte range [*b, *e) (relative to the tensor) of the whole units
  * (see tfs_dtype_unit) that hold elements [first, first + n). */

@@ -121,7 +121,8 @@ static void q3_k(const unsigned char *b, float *y)
 			for (int half = 0; half < 2; half++) {
 				const float dl = d_all * (float)(scales[is++] - 32);
 				for (int l = 16 * half; l < 16 * half + 16; l++)
-					*y++ = dl * (float)((int)((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+					*y++ = dl *
+					       (float)((int)((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
 			}
 		}
 	}
@@ -223,9 +224,17 @@ static void mxfp4(const unsigned char *b, float *y)
 int tfs_dequant_known(unsigned dt)
 {
 	switch (dt) {
-	case TFS_DT_Q4_0: case TFS_DT_Q4_1: case TFS_DT_Q5_0: case TFS_DT_Q5_1:
-	case TFS_DT_Q8_0: case TFS_DT_Q2_K: case TFS_DT_Q3_K: case TFS_DT_Q4_K:
-	case TFS_DT_Q5_K: case TFS_DT_Q6_K: case TFS_DT_MXFP4:
+	case TFS_DT_Q4_0:
+	case TFS_DT_Q4_1:
+	case TFS_DT_Q5_0:
+	case TFS_DT_Q5_1:
+	case TFS_DT_Q8_0:
+	case TFS_DT_Q2_K:
+	case TFS_DT_Q3_K:
+	case TFS_DT_Q4_K:
+	case TFS_DT_Q5_K:
+	case TFS_DT_Q6_K:
+	case TFS_DT_MXFP4:
 		return 1;
 	default:
 		return 0;
@@ -235,17 +244,40 @@ int tfs_dequant_known(unsigned dt)
 void tfs_dequant_block(unsigned dt, const unsigned char *blk, float *y)
 {
 	switch (dt) {
-	case TFS_DT_Q4_0: q4_0(blk, y); break;
-	case TFS_DT_Q4_1: q4_1(blk, y); break;
-	case TFS_DT_Q5_0: q5_0(blk, y); break;
-	case TFS_DT_Q5_1: q5_1(blk, y); break;
-	case TFS_DT_Q8_0: q8_0(blk, y); break;
-	case TFS_DT_Q2_K: q2_k(blk, y); break;
-	case TFS_DT_Q3_K: q3_k(blk, y); break;
-	case TFS_DT_Q4_K: q4_k(blk, y); break;
-	case TFS_DT_Q5_K: q5_k(blk, y); break;
-	case TFS_DT_Q6_K: q6_k(blk, y); break;
-	case TFS_DT_MXFP4: mxfp4(blk, y); break;
-	default: break;
+	case TFS_DT_Q4_0:
+		q4_0(blk, y);
+		break;
+	case TFS_DT_Q4_1:
+		q4_1(blk, y);
+		break;
+	case TFS_DT_Q5_0:
+		q5_0(blk, y);
+		break;
+	case TFS_DT_Q5_1:
+		q5_1(blk, y);
+		break;
+	case TFS_DT_Q8_0:
+		q8_0(blk, y);
+		break;
+	case TFS_DT_Q2_K:
+		q2_k(blk, y);
+		break;
+	case TFS_DT_Q3_K:
+		q3_k(blk, y);
+		break;
+	case TFS_DT_Q4_K:
+		q4_k(blk, y);
+		break;
+	case TFS_DT_Q5_K:
+		q5_k(blk, y);
+		break;
+	case TFS_DT_Q6_K:
+		q6_k(blk, y);
+		break;
+	case TFS_DT_MXFP4:
+		mxfp4(blk, y);
+		break;
+	default:
+		break;
 	}
 }

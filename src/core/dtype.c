@@ -2,11 +2,17 @@
 
 #include <string.h>
 
-#define PLAIN(n, b, np, dec) {.name = n, .bits = b, .npy = np, .decodes = dec}
+#define PLAIN(n, b, np, dec)                                                                                 \
+	{                                                                                                    \
+		.name = n, .bits = b, .npy = np, .decodes = dec                                              \
+	}
 /* Block sizes and bytes from ggml (include/ggml.h, src/ggml.c type_traits,
  * the static_asserts of src/ggml-common.h), as gguf-py's GGML_QUANT_SIZES
  * has them too. */
-#define BLOCK(n, el, by, dec) {.name = n, .block = el, .block_bytes = by, .decodes = dec}
+#define BLOCK(n, el, by, dec)                                                                                \
+	{                                                                                                    \
+		.name = n, .block = el, .block_bytes = by, .decodes = dec                                    \
+	}
 
 static const struct tfs_dtype_info table[TFS_DT_COUNT] = {
 	[TFS_DT_BOOL] = PLAIN("BOOL", 8, "|b1", 0),
@@ -71,26 +77,46 @@ static const struct {
 	uint16_t dt;
 	const char *removed;
 } ggml_ids[] = {
-	[0] = {TFS_DT_F32, NULL}, [1] = {TFS_DT_F16, NULL},
-	[2] = {TFS_DT_Q4_0, NULL}, [3] = {TFS_DT_Q4_1, NULL},
-	[4] = {TFS_DT_UNKNOWN, "Q4_2"}, [5] = {TFS_DT_UNKNOWN, "Q4_3"},
-	[6] = {TFS_DT_Q5_0, NULL}, [7] = {TFS_DT_Q5_1, NULL},
-	[8] = {TFS_DT_Q8_0, NULL}, [9] = {TFS_DT_Q8_1, NULL},
-	[10] = {TFS_DT_Q2_K, NULL}, [11] = {TFS_DT_Q3_K, NULL},
-	[12] = {TFS_DT_Q4_K, NULL}, [13] = {TFS_DT_Q5_K, NULL},
-	[14] = {TFS_DT_Q6_K, NULL}, [15] = {TFS_DT_Q8_K, NULL},
-	[16] = {TFS_DT_IQ2_XXS, NULL}, [17] = {TFS_DT_IQ2_XS, NULL},
-	[18] = {TFS_DT_IQ3_XXS, NULL}, [19] = {TFS_DT_IQ1_S, NULL},
-	[20] = {TFS_DT_IQ4_NL, NULL}, [21] = {TFS_DT_IQ3_S, NULL},
-	[22] = {TFS_DT_IQ2_S, NULL}, [23] = {TFS_DT_IQ4_XS, NULL},
-	[24] = {TFS_DT_I8, NULL}, [25] = {TFS_DT_I16, NULL},
-	[26] = {TFS_DT_I32, NULL}, [27] = {TFS_DT_I64, NULL},
-	[28] = {TFS_DT_F64, NULL}, [29] = {TFS_DT_IQ1_M, NULL},
-	[30] = {TFS_DT_BF16, NULL}, [31] = {TFS_DT_UNKNOWN, "Q4_0_4_4"},
-	[32] = {TFS_DT_UNKNOWN, "Q4_0_4_8"}, [33] = {TFS_DT_UNKNOWN, "Q4_0_8_8"},
-	[34] = {TFS_DT_TQ1_0, NULL}, [35] = {TFS_DT_TQ2_0, NULL},
-	[36] = {TFS_DT_UNKNOWN, "IQ4_NL_4_4"}, [37] = {TFS_DT_UNKNOWN, "IQ4_NL_4_8"},
-	[38] = {TFS_DT_UNKNOWN, "IQ4_NL_8_8"}, [39] = {TFS_DT_MXFP4, NULL},
+	[0] = {TFS_DT_F32, NULL},
+	[1] = {TFS_DT_F16, NULL},
+	[2] = {TFS_DT_Q4_0, NULL},
+	[3] = {TFS_DT_Q4_1, NULL},
+	[4] = {TFS_DT_UNKNOWN, "Q4_2"},
+	[5] = {TFS_DT_UNKNOWN, "Q4_3"},
+	[6] = {TFS_DT_Q5_0, NULL},
+	[7] = {TFS_DT_Q5_1, NULL},
+	[8] = {TFS_DT_Q8_0, NULL},
+	[9] = {TFS_DT_Q8_1, NULL},
+	[10] = {TFS_DT_Q2_K, NULL},
+	[11] = {TFS_DT_Q3_K, NULL},
+	[12] = {TFS_DT_Q4_K, NULL},
+	[13] = {TFS_DT_Q5_K, NULL},
+	[14] = {TFS_DT_Q6_K, NULL},
+	[15] = {TFS_DT_Q8_K, NULL},
+	[16] = {TFS_DT_IQ2_XXS, NULL},
+	[17] = {TFS_DT_IQ2_XS, NULL},
+	[18] = {TFS_DT_IQ3_XXS, NULL},
+	[19] = {TFS_DT_IQ1_S, NULL},
+	[20] = {TFS_DT_IQ4_NL, NULL},
+	[21] = {TFS_DT_IQ3_S, NULL},
+	[22] = {TFS_DT_IQ2_S, NULL},
+	[23] = {TFS_DT_IQ4_XS, NULL},
+	[24] = {TFS_DT_I8, NULL},
+	[25] = {TFS_DT_I16, NULL},
+	[26] = {TFS_DT_I32, NULL},
+	[27] = {TFS_DT_I64, NULL},
+	[28] = {TFS_DT_F64, NULL},
+	[29] = {TFS_DT_IQ1_M, NULL},
+	[30] = {TFS_DT_BF16, NULL},
+	[31] = {TFS_DT_UNKNOWN, "Q4_0_4_4"},
+	[32] = {TFS_DT_UNKNOWN, "Q4_0_4_8"},
+	[33] = {TFS_DT_UNKNOWN, "Q4_0_8_8"},
+	[34] = {TFS_DT_TQ1_0, NULL},
+	[35] = {TFS_DT_TQ2_0, NULL},
+	[36] = {TFS_DT_UNKNOWN, "IQ4_NL_4_4"},
+	[37] = {TFS_DT_UNKNOWN, "IQ4_NL_4_8"},
+	[38] = {TFS_DT_UNKNOWN, "IQ4_NL_8_8"},
+	[39] = {TFS_DT_MXFP4, NULL},
 	[40] = {TFS_DT_NVFP4, NULL},
 };
 

@@ -13,31 +13,68 @@
 
 enum tfs_dtype {
 	/* safetensors, in its declaration order (the writer's order too) */
-	TFS_DT_BOOL, TFS_DT_F4, TFS_DT_F6_E2M3, TFS_DT_F6_E3M2, TFS_DT_U8,
-	TFS_DT_I8, TFS_DT_F8_E5M2, TFS_DT_F8_E4M3, TFS_DT_F8_E8M0,
-	TFS_DT_F8_E4M3FNUZ, TFS_DT_F8_E5M2FNUZ, TFS_DT_I16, TFS_DT_U16,
-	TFS_DT_F16, TFS_DT_BF16, TFS_DT_I32, TFS_DT_U32, TFS_DT_F32, TFS_DT_C64,
-	TFS_DT_F64, TFS_DT_I64, TFS_DT_U64,
+	TFS_DT_BOOL,
+	TFS_DT_F4,
+	TFS_DT_F6_E2M3,
+	TFS_DT_F6_E3M2,
+	TFS_DT_U8,
+	TFS_DT_I8,
+	TFS_DT_F8_E5M2,
+	TFS_DT_F8_E4M3,
+	TFS_DT_F8_E8M0,
+	TFS_DT_F8_E4M3FNUZ,
+	TFS_DT_F8_E5M2FNUZ,
+	TFS_DT_I16,
+	TFS_DT_U16,
+	TFS_DT_F16,
+	TFS_DT_BF16,
+	TFS_DT_I32,
+	TFS_DT_U32,
+	TFS_DT_F32,
+	TFS_DT_C64,
+	TFS_DT_F64,
+	TFS_DT_I64,
+	TFS_DT_U64,
 	TFS_DT_SAFETENSORS_END,
 	/* complex128: PyTorch's ComplexDouble, numpy's complex128 */
 	TFS_DT_C128 = TFS_DT_SAFETENSORS_END,
 	/* ggml's block types (formats/gguf.c maps ggml type ids to these) */
-	TFS_DT_Q4_0, TFS_DT_Q4_1, TFS_DT_Q5_0, TFS_DT_Q5_1, TFS_DT_Q8_0, TFS_DT_Q8_1,
-	TFS_DT_Q2_K, TFS_DT_Q3_K, TFS_DT_Q4_K, TFS_DT_Q5_K, TFS_DT_Q6_K, TFS_DT_Q8_K,
-	TFS_DT_IQ2_XXS, TFS_DT_IQ2_XS, TFS_DT_IQ3_XXS, TFS_DT_IQ1_S, TFS_DT_IQ4_NL,
-	TFS_DT_IQ3_S, TFS_DT_IQ2_S, TFS_DT_IQ4_XS, TFS_DT_IQ1_M, TFS_DT_TQ1_0,
-	TFS_DT_TQ2_0, TFS_DT_MXFP4, TFS_DT_NVFP4,
+	TFS_DT_Q4_0,
+	TFS_DT_Q4_1,
+	TFS_DT_Q5_0,
+	TFS_DT_Q5_1,
+	TFS_DT_Q8_0,
+	TFS_DT_Q8_1,
+	TFS_DT_Q2_K,
+	TFS_DT_Q3_K,
+	TFS_DT_Q4_K,
+	TFS_DT_Q5_K,
+	TFS_DT_Q6_K,
+	TFS_DT_Q8_K,
+	TFS_DT_IQ2_XXS,
+	TFS_DT_IQ2_XS,
+	TFS_DT_IQ3_XXS,
+	TFS_DT_IQ1_S,
+	TFS_DT_IQ4_NL,
+	TFS_DT_IQ3_S,
+	TFS_DT_IQ2_S,
+	TFS_DT_IQ4_XS,
+	TFS_DT_IQ1_M,
+	TFS_DT_TQ1_0,
+	TFS_DT_TQ2_0,
+	TFS_DT_MXFP4,
+	TFS_DT_NVFP4,
 	TFS_DT_COUNT,
 	TFS_DT_UNKNOWN = 0xffff, /* a type name passed through as text */
 };
 
 struct tfs_dtype_info {
-	const char *name;      /* as user.dtype shows it */
-	uint8_t bits;          /* plain types: bits per element; 0 for blocks */
-	uint16_t block;        /* block types: elements per block */
-	uint16_t block_bytes;  /* block types: bytes per block */
-	const char *npy;       /* numpy descr, or NULL: served as raw uint8 */
-	uint8_t decodes;       /* convert=f32 decodes it */
+	const char *name;     /* as user.dtype shows it */
+	uint8_t bits;         /* plain types: bits per element; 0 for blocks */
+	uint16_t block;       /* block types: elements per block */
+	uint16_t block_bytes; /* block types: bytes per block */
+	const char *npy;      /* numpy descr, or NULL: served as raw uint8 */
+	uint8_t decodes;      /* convert=f32 decodes it */
 };
 
 const struct tfs_dtype_info *tfs_dtype_info(unsigned dt);

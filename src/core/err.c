@@ -28,15 +28,24 @@ void tfs_log(const char *fmt, ...)
 const char *tfs_err_str(tfs_err e)
 {
 	switch (e) {
-	case TFS_OK: return "success";
-	case TFS_ERR_NOMEM: return "out of memory";
-	case TFS_ERR_IO: return "I/O error";
-	case TFS_ERR_SHORT: return "source is shorter than at mount time";
-	case TFS_ERR_OPEN: return "cannot open source";
-	case TFS_ERR_NOENT: return "no such file";
-	case TFS_ERR_NOTREG: return "not a regular file";
-	case TFS_ERR_FORMAT: return "invalid safetensors file";
-	case TFS_ERR_INVAL: return "invalid argument";
+	case TFS_OK:
+		return "success";
+	case TFS_ERR_NOMEM:
+		return "out of memory";
+	case TFS_ERR_IO:
+		return "I/O error";
+	case TFS_ERR_SHORT:
+		return "source is shorter than at mount time";
+	case TFS_ERR_OPEN:
+		return "cannot open source";
+	case TFS_ERR_NOENT:
+		return "no such file";
+	case TFS_ERR_NOTREG:
+		return "not a regular file";
+	case TFS_ERR_FORMAT:
+		return "invalid safetensors file";
+	case TFS_ERR_INVAL:
+		return "invalid argument";
 	}
 	return "unknown error";
 }
@@ -76,8 +85,7 @@ void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
 		 * must not make the line itself invalid text: whole valid
 		 * sequences are kept, any other byte is shown as \xNN. */
 		size_t seq = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-		if (seq > 1 && (i + seq > len ||
-				tfs_utf8_check((const unsigned char *)name + i, seq) != seq))
+		if (seq > 1 && (i + seq > len || tfs_utf8_check((const unsigned char *)name + i, seq) != seq))
 			seq = 0;
 		int esc = seq == 0 || c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
 		if (o + (esc ? 4 : seq) > limit)

@@ -12,14 +12,14 @@
 
 typedef enum tfs_err {
 	TFS_OK = 0,
-	TFS_ERR_NOMEM,     /* allocation failed */
-	TFS_ERR_IO,        /* the source could not be read */
-	TFS_ERR_SHORT,     /* the source holds fewer bytes than it did at mount */
-	TFS_ERR_OPEN,      /* the source could not be opened */
-	TFS_ERR_NOENT,     /* the source (or a file it names) does not exist */
-	TFS_ERR_NOTREG,    /* the source is not a regular file */
-	TFS_ERR_FORMAT,    /* the source is not a valid safetensors file */
-	TFS_ERR_INVAL,     /* bad argument */
+	TFS_ERR_NOMEM,  /* allocation failed */
+	TFS_ERR_IO,     /* the source could not be read */
+	TFS_ERR_SHORT,  /* the source holds fewer bytes than it did at mount */
+	TFS_ERR_OPEN,   /* the source could not be opened */
+	TFS_ERR_NOENT,  /* the source (or a file it names) does not exist */
+	TFS_ERR_NOTREG, /* the source is not a regular file */
+	TFS_ERR_FORMAT, /* the source is not a valid safetensors file */
+	TFS_ERR_INVAL,  /* bad argument */
 } tfs_err;
 
 const char *tfs_err_str(tfs_err e);
@@ -31,8 +31,7 @@ struct tfs_diag {
 };
 
 /* Sets the message and returns `e`, so callers can `return tfs_fail(...)`. */
-tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+tfs_err tfs_fail(struct tfs_diag *d, tfs_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap);
 
 /* One line for the log: stderr, or where the daemon sends its messages once

@@ -39,7 +39,7 @@ struct tfs_probe {
 };
 
 struct tfs_format {
-	const char *name;      /* -o input=NAME, and messages */
+	const char *name; /* -o input=NAME, and messages */
 	/* The file name ending of its files, for a directory without an
 	 * index (".safetensors"), or NULL. */
 	const char *ext;
@@ -48,8 +48,8 @@ struct tfs_format {
 	int (*detect)(const struct tfs_probe *p);
 	/* Reads and validates the whole table of the file. On failure the
 	 * diag holds one line and `out` holds nothing. */
-	tfs_err (*read)(struct tfs_source *src, const struct tfs_parse_opts *o,
-			struct tfs_table *out, struct tfs_diag *d);
+	tfs_err (*read)(struct tfs_source *src, const struct tfs_parse_opts *o, struct tfs_table *out,
+			struct tfs_diag *d);
 	/* For a format whose models may be split over several files (the
 	 * table's part_count): the file name of part k (0-based) of `count`
 	 * from the name of any part, or TFS_ERR_INVAL when `name` does not
@@ -72,7 +72,6 @@ const char *tfs_format_names(void);
  * driver's (safetensors', whose messages name what the file most likely
  * is). */
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
-			const struct tfs_parse_opts *o, struct tfs_table *out,
-			struct tfs_diag *d);
+			const struct tfs_parse_opts *o, struct tfs_table *out, struct tfs_diag *d);
 
 #endif

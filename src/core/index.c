@@ -28,7 +28,8 @@ static tfs_err scan_weight_map(struct tfs_jscan *s, const struct tfs_index_cb *c
 	tfs_err e;
 	tfs_js_ws(s);
 	if (tfs_js_peek(s) != '{')
-		return tfs_fail(s->d, TFS_ERR_FORMAT, "not a safetensors index: \"weight_map\" is not an object");
+		return tfs_fail(s->d, TFS_ERR_FORMAT,
+				"not a safetensors index: \"weight_map\" is not an object");
 	if ((e = tfs_js_enter(s)))
 		return e;
 	if (tfs_js_close_if_empty(s, '}'))
@@ -73,8 +74,7 @@ static tfs_err scan_weight_map(struct tfs_jscan *s, const struct tfs_index_cb *c
 	return e;
 }
 
-tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb,
-		       struct tfs_diag *d)
+tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb, struct tfs_diag *d)
 {
 	struct tfs_jscan s;
 	tfs_err e = TFS_OK;
@@ -104,7 +104,8 @@ tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb
 				goto out;
 			if (TFS_JS_IS(&key, "weight_map")) {
 				if (seen_wm++) {
-					e = tfs_fail(d, TFS_ERR_FORMAT, "the index has two \"weight_map\" members");
+					e = tfs_fail(d, TFS_ERR_FORMAT,
+						     "the index has two \"weight_map\" members");
 					goto out;
 				}
 				if ((e = scan_weight_map(&s, cb)))
@@ -121,7 +122,8 @@ tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb
 				const unsigned char *v = s.p;
 				e = tfs_js_skip(&s);
 				if (!e)
-					e = cb->other(cb->ctx, kcopy, key.len, (const char *)v, (size_t)(s.p - v), d);
+					e = cb->other(cb->ctx, kcopy, key.len, (const char *)v,
+						      (size_t)(s.p - v), d);
 				free(kcopy);
 				if (e)
 					goto out;
@@ -146,9 +148,9 @@ out:
 
 /* What the index says, gathered by the scanner's callbacks. */
 struct ientry {
-	uint64_t off;     /* name in arena */
+	uint64_t off; /* name in arena */
 	uint32_t len;
-	uint32_t shard;   /* shard id (index into snames) */
+	uint32_t shard; /* shard id (index into snames) */
 };
 
 struct iother {
@@ -184,8 +186,8 @@ static uint32_t *sname_slot(struct idx *x, const char *s, size_t len)
 	return &x->sslots[j];
 }
 
-static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *shard,
-			 size_t slen, struct tfs_diag *d)
+static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *shard, size_t slen,
+			 struct tfs_diag *d)
 {
 	struct idx *x = ctx;
 	if (slen == 0 || memchr(shard, '/', slen) || memchr(shard, 0, slen) ||
@@ -193,9 +195,10 @@ static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *s
 		char q[200], sq[200];
 		tfs_quote(q, sizeof q, name, nlen);
 		tfs_quote(sq, sizeof sq, shard, slen);
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
-				q, sq);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"weight_map puts tensor %s in shard %s: a shard must be a plain file name in the index's directory",
+			q, sq);
 	}
 	if ((x->nsn + 1) * 2 > x->nss) {
 		size_t ns = x->nss ? x->nss * 2 : 64;
@@ -237,8 +240,8 @@ static tfs_err idx_entry(void *ctx, const char *name, size_t nlen, const char *s
 	return TFS_OK;
 }
 
-static tfs_err idx_other(void *ctx, const char *key, size_t klen, const char *text,
-			 size_t tlen, struct tfs_diag *d)
+static tfs_err idx_other(void *ctx, const char *key, size_t klen, const char *text, size_t tlen,
+			 struct tfs_diag *d)
 {
 	struct idx *x = ctx;
 	(void)d;
@@ -285,9 +288,8 @@ static void idx_free(struct idx *x)
  * every shard must be listed for its shard. A name listed twice keeps its
  * last shard, as JSON readers do. first/last: per tensor (numbered across
  * shards), the first and last entry that lists it. */
-static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struct names *nt,
-			   uint32_t *first, uint32_t *last, uint64_t *eg, const char *where,
-			   struct tfs_model_diag *md)
+static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struct names *nt, uint32_t *first,
+			   uint32_t *last, uint64_t *eg, const char *where, struct tfs_model_diag *md)
 {
 	uint64_t *base = malloc(((size_t)m->nshards + 1) * sizeof *base);
 	if (!base)
@@ -302,9 +304,10 @@ static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struc
 		struct where_t *w = tfs_model_names_find(m, nt, name, x->e[k].len);
 		if (w->shard == UINT32_MAX) {
 			tfs_quote(q, sizeof q, name, x->e[k].len);
-			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-				  "weight_map puts tensor %s in shard '%s', which does not hold it (no shard does)",
-				  q, m->shards[x->e[k].shard].name);
+			e = tfs_mfail(
+				md, where, TFS_ERR_FORMAT,
+				"weight_map puts tensor %s in shard '%s', which does not hold it (no shard does)",
+				q, m->shards[x->e[k].shard].name);
 			goto out;
 		}
 		uint64_t g = base[w->shard] + w->t;
@@ -319,15 +322,17 @@ static tfs_err check_index(struct tfs_model *m, const struct idx *x, const struc
 			uint64_t g = base[s] + i;
 			tfs_quote(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
 			if (last[g] == UINT32_MAX) {
-				e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-					  "shard '%s' holds tensor %s, which weight_map does not list for it",
-					  m->shards[s].name, q);
+				e = tfs_mfail(
+					md, where, TFS_ERR_FORMAT,
+					"shard '%s' holds tensor %s, which weight_map does not list for it",
+					m->shards[s].name, q);
 				goto out;
 			}
 			if (x->e[last[g]].shard != s) {
-				e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-					  "weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
-					  q, m->shards[x->e[last[g]].shard].name, m->shards[s].name);
+				e = tfs_mfail(
+					md, where, TFS_ERR_FORMAT,
+					"weight_map puts tensor %s in shard '%s', which does not hold it (shard '%s' does)",
+					q, m->shards[x->e[last[g]].shard].name, m->shards[s].name);
 				goto out;
 			}
 		}
@@ -353,7 +358,8 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 	int members = 0;
 	for (size_t i = 0; !e && i <= x->no; i++) {
 		if (i == x->wm_pos) {
-			e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
+			e = tfs_json_puts(&b, &n, &cap,
+					  members++ ? ",\n  \"weight_map\": {" : "\n  \"weight_map\": {");
 			int any = 0;
 			for (size_t k = 0; !e && k < x->n; k++) {
 				const char *name = x->arena + x->e[k].off;
@@ -538,9 +544,10 @@ tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *
 						: (uint64_t)json_object_get_double(ts);
 			if (want != sum) {
 				char msg[256];
-				snprintf(msg, sizeof msg,
-					 "metadata.total_size is %llu but the shards' tensors hold %llu bytes",
-					 (unsigned long long)want, (unsigned long long)sum);
+				snprintf(
+					msg, sizeof msg,
+					"metadata.total_size is %llu but the shards' tensors hold %llu bytes",
+					(unsigned long long)want, (unsigned long long)sum);
 				o->warn(o->warn_ctx, path, msg);
 			}
 		}

@@ -16,13 +16,12 @@
  * goes to `other` as its raw text. Strings passed to a callback live until
  * the next callback. */
 struct tfs_index_cb {
-	tfs_err (*entry)(void *ctx, const char *name, size_t nlen, const char *shard,
-			 size_t slen, struct tfs_diag *d);
-	tfs_err (*other)(void *ctx, const char *key, size_t klen, const char *text,
-			 size_t tlen, struct tfs_diag *d);
+	tfs_err (*entry)(void *ctx, const char *name, size_t nlen, const char *shard, size_t slen,
+			 struct tfs_diag *d);
+	tfs_err (*other)(void *ctx, const char *key, size_t klen, const char *text, size_t tlen,
+			 struct tfs_diag *d);
 	void *ctx;
 };
-tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb,
-		       struct tfs_diag *d);
+tfs_err tfs_index_scan(const char *text, size_t n, const struct tfs_index_cb *cb, struct tfs_diag *d);
 
 #endif

@@ -7,8 +7,8 @@
 
 #include "core/table.h"
 
-void tfs_js_init(struct tfs_jscan *s, const char *doc, const void *text, size_t n,
-		 unsigned max_depth, struct tfs_diag *d)
+void tfs_js_init(struct tfs_jscan *s, const char *doc, const void *text, size_t n, unsigned max_depth,
+		 struct tfs_diag *d)
 {
 	memset(s, 0, sizeof *s);
 	s->doc = doc;
@@ -29,10 +29,10 @@ tfs_err tfs_js_err(struct tfs_jscan *s, const char *what)
 {
 	if (s->p >= s->end)
 		return tfs_fail(s->d, TFS_ERR_FORMAT,
-				"invalid %s JSON: it ends at byte %zu, in the middle of a value",
-				s->doc, (size_t)(s->end - s->base));
-	return tfs_fail(s->d, TFS_ERR_FORMAT, "invalid %s JSON at byte %zu of the %s: %s",
-			s->doc, (size_t)(s->p - s->base), s->doc, what);
+				"invalid %s JSON: it ends at byte %zu, in the middle of a value", s->doc,
+				(size_t)(s->end - s->base));
+	return tfs_fail(s->d, TFS_ERR_FORMAT, "invalid %s JSON at byte %zu of the %s: %s", s->doc,
+			(size_t)(s->p - s->base), s->doc, what);
 }
 
 tfs_err tfs_js_nomem(struct tfs_jscan *s)
@@ -130,14 +130,30 @@ tfs_err tfs_js_string(struct tfs_jscan *s, struct tfs_jstr *out)
 			return tfs_js_err(s, "unterminated string");
 		c = *s->p++;
 		switch (c) {
-		case '"': s->tmp[o++] = '"'; break;
-		case '\\': s->tmp[o++] = '\\'; break;
-		case '/': s->tmp[o++] = '/'; break;
-		case 'b': s->tmp[o++] = '\b'; break;
-		case 'f': s->tmp[o++] = '\f'; break;
-		case 'n': s->tmp[o++] = '\n'; break;
-		case 'r': s->tmp[o++] = '\r'; break;
-		case 't': s->tmp[o++] = '\t'; break;
+		case '"':
+			s->tmp[o++] = '"';
+			break;
+		case '\\':
+			s->tmp[o++] = '\\';
+			break;
+		case '/':
+			s->tmp[o++] = '/';
+			break;
+		case 'b':
+			s->tmp[o++] = '\b';
+			break;
+		case 'f':
+			s->tmp[o++] = '\f';
+			break;
+		case 'n':
+			s->tmp[o++] = '\n';
+			break;
+		case 'r':
+			s->tmp[o++] = '\r';
+			break;
+		case 't':
+			s->tmp[o++] = '\t';
+			break;
 		case 'u': {
 			unsigned cp, lo;
 			if (read_hex4(s, &cp))

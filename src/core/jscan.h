@@ -14,11 +14,11 @@
 #include "core/utf8.h"
 
 struct tfs_jscan {
-	const char *doc;        /* what is read ("header", "index"), for messages */
+	const char *doc; /* what is read ("header", "index"), for messages */
 	const unsigned char *base, *p, *end;
 	unsigned depth, max_depth;
 	struct tfs_diag *d;
-	char *tmp;              /* decoded strings that had escapes */
+	char *tmp; /* decoded strings that had escapes */
 	size_t tmpcap;
 };
 
@@ -30,8 +30,8 @@ struct tfs_jstr {
 enum tfs_jnum { TFS_JNUM_UINT, TFS_JNUM_OTHER };
 
 /* Starts a scan of n bytes, which must already be valid UTF-8. */
-void tfs_js_init(struct tfs_jscan *s, const char *doc, const void *text, size_t n,
-		 unsigned max_depth, struct tfs_diag *d);
+void tfs_js_init(struct tfs_jscan *s, const char *doc, const void *text, size_t n, unsigned max_depth,
+		 struct tfs_diag *d);
 void tfs_js_done(struct tfs_jscan *s);
 
 /* "invalid DOC JSON at byte K of the DOC: WHAT" (or "it ends at ..."). */

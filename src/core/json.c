@@ -35,8 +35,7 @@ tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v)
 	return tfs_json_put(buf, len, cap, num + k, sizeof num - k);
 }
 
-static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
-			  int escape_del)
+static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n, int escape_del)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i = 0, run = 0;
@@ -51,8 +50,12 @@ static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, s
 			esc[1] = (char)c;
 			el = 2;
 		} else if (c < 0x20 || (c == 0x7f && escape_del)) {
-			const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" :
-					    c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+			const char *named = c == '\n'   ? "\\n"
+					    : c == '\t' ? "\\t"
+					    : c == '\r' ? "\\r"
+					    : c == '\b' ? "\\b"
+					    : c == '\f' ? "\\f"
+							: NULL;
 			if (named) {
 				memcpy(esc, named, 2);
 				el = 2;

@@ -137,7 +137,8 @@ static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struc
 			if (m->kind == TFS_MODEL_FILE)
 				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
 			else
-				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s", s->name, j.diags[i].msg);
+				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s", s->name,
+					      j.diags[i].msg);
 		}
 		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
 			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
@@ -162,8 +163,8 @@ static const char *tname(const struct tfs_model *m, struct where_t w, size_t *le
 	return tfs_tensor_name(h, &h->t[w.t]);
 }
 
-struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt,
-				  const char *name, size_t len)
+struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt, const char *name,
+				     size_t len)
 {
 	size_t j = tfs_hash(name, len, tfs_hash_seed) & (nt->n - 1);
 	while (nt->slots[j].shard != UINT32_MAX) {
@@ -177,7 +178,7 @@ struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct nam
 }
 
 tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
-			    struct tfs_model_diag *md)
+			       struct tfs_model_diag *md)
 {
 	nt->n = 16;
 	while (nt->n < m->ntensors * 2)
@@ -197,8 +198,8 @@ tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char
 				char q[200];
 				tfs_quote(q, sizeof q, name, len);
 				return tfs_mfail(md, where, TFS_ERR_FORMAT,
-					     "tensor %s is in two shards, '%s' and '%s'", q,
-					     m->shards[slot->shard].name, m->shards[s].name);
+						 "tensor %s is in two shards, '%s' and '%s'", q,
+						 m->shards[slot->shard].name, m->shards[s].name);
 			}
 			*slot = w;
 		}
@@ -235,8 +236,8 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 	return TFS_OK;
 }
 
-tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
-			      const char *where, struct tfs_model_diag *md)
+tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
+			      struct tfs_model_diag *md)
 {
 	return read_tables_from(m, 0, o, where, md);
 }
@@ -258,20 +259,20 @@ static tfs_err check_parts(struct tfs_model *m, const char *where, struct tfs_mo
 		if (h->part_count != count)
 			return tfs_mfail(md, where, TFS_ERR_FORMAT,
 					 "'%s' is %s, but another file is part of a %u-part split",
-					 m->shards[i].name, h->part_count ? "from another split" : "not split", count);
+					 m->shards[i].name,
+					 h->part_count ? "from another split" : "not split", count);
 	}
 	if (m->nshards != count)
-		return tfs_mfail(md, where, TFS_ERR_FORMAT,
-				 "the model is split into %u parts but %u %s here", count, m->nshards,
-				 m->nshards == 1 ? "is" : "are");
+		return tfs_mfail(md, where, TFS_ERR_FORMAT, "the model is split into %u parts but %u %s here",
+				 count, m->nshards, m->nshards == 1 ? "is" : "are");
 	/* Part numbers are below count (the driver checked): sort by them. */
 	for (uint32_t i = 0; i < m->nshards; i++) {
 		while (m->shards[i].h.part_no != i) {
 			uint32_t k = m->shards[i].h.part_no;
 			if (m->shards[k].h.part_no == k)
 				return tfs_mfail(md, where, TFS_ERR_FORMAT,
-						 "'%s' and '%s' are both part %u of the split", m->shards[i].name,
-						 m->shards[k].name, k + 1);
+						 "'%s' and '%s' are both part %u of the split",
+						 m->shards[i].name, m->shards[k].name, k + 1);
 			struct tfs_shard t = m->shards[i];
 			m->shards[i] = m->shards[k];
 			m->shards[k] = t;
@@ -290,9 +291,10 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 	if (count < 2)
 		return TFS_OK;
 	if (h->part_no != 0)
-		return tfs_mfail(md, where, TFS_ERR_FORMAT,
-				 "this is part %u of a %u-part split model; mount the first part or the directory",
-				 h->part_no + 1, count);
+		return tfs_mfail(
+			md, where, TFS_ERR_FORMAT,
+			"this is part %u of a %u-part split model; mount the first part or the directory",
+			h->part_no + 1, count);
 	const struct tfs_format *f = tfs_format_find(h->format);
 	char **names = calloc(count - 1, sizeof *names);
 	char *slash = strrchr(m->shards[0].sname, '/');
@@ -305,9 +307,10 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 	for (uint32_t k = 1; k < count && !e; k++) {
 		char nm[4096];
 		if (!f || !f->part_name || f->part_name(m->shards[0].sname + dl, k, count, nm, sizeof nm))
-			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-				      "the file is part 1 of a %u-part split, but its name does not say where the others are (NAME-00001-of-%05u%s)",
-				      count, count, f && f->ext ? f->ext : "");
+			e = tfs_mfail(
+				md, where, TFS_ERR_FORMAT,
+				"the file is part 1 of a %u-part split, but its name does not say where the others are (NAME-00001-of-%05u%s)",
+				count, count, f && f->ext ? f->ext : "");
 		else if (!(names[k - 1] = strdup(nm)))
 			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 	}
@@ -411,8 +414,8 @@ out:
 	return e;
 }
 
-tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o,
-		       struct tfs_model *m, struct tfs_model_diag *md)
+tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct tfs_model *m,
+		       struct tfs_model_diag *md)
 {
 	struct tfs_diag d;
 	char *target = NULL, source[TFS_SPEC_SHOWN_MAX];
@@ -476,8 +479,7 @@ void tfs_model_free(struct tfs_model *m)
 	memset(m, 0, sizeof *m);
 }
 
-tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src,
-			 struct tfs_table *h)
+tfs_err tfs_model_single(struct tfs_model *m, struct tfs_source *src, struct tfs_table *h)
 {
 	memset(m, 0, sizeof *m);
 	m->kind = TFS_MODEL_FILE;
@@ -562,7 +564,8 @@ tfs_err tfs_model_meta_json(const struct tfs_model *m, char **out, size_t *len)
 		e = tfs_json_nested(&b, &n, &cap, one, ol ? ol - 1 : 0);
 		free(one);
 		if (!e)
-			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n", i + 1 < m->nshards ? 2 : 1);
+			e = tfs_json_put(&b, &n, &cap, i + 1 < m->nshards ? ",\n" : "\n",
+					 i + 1 < m->nshards ? 2 : 1);
 	}
 	if (!e)
 		e = tfs_json_put(&b, &n, &cap, "}\n", 2);

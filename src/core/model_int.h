@@ -30,14 +30,14 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 /* Opens every shard and reads its table, in parallel; a shard that does
  * not exist gets `missing` set. The first failure, in shard order, is the
  * one reported. */
-tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o,
-			      const char *where, struct tfs_model_diag *md);
+tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
+			      struct tfs_model_diag *md);
 
 /* Builds the name table, refusing a name found in two shards. */
 tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
 			       struct tfs_model_diag *md);
-struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt,
-				     const char *name, size_t len);
+struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt, const char *name,
+				     size_t len);
 
 /* The checkpoint an index describes; `name` is the index's name in the
  * store, `where` as the user would write it (messages). */

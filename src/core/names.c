@@ -20,8 +20,7 @@ static int looks_synthetic(const char *s, size_t n)
 		return 1;
 	if (n < 8 || s[0] != '_' || s[1] != '_')
 		return 0;
-	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) ||
-	       memcmp(s + n - 6, "__.tsv", 6) == 0;
+	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) || memcmp(s + n - 6, "__.tsv", 6) == 0;
 }
 
 int tfs_name_is_plain(const char *name, size_t len)
@@ -113,9 +112,9 @@ size_t tfs_name_map_max(const char *name, size_t len, char *out, size_t max, int
 		if (o - (j - 1) != want)
 			o = j - 1;
 	}
-	o += (size_t)snprintf(out + o, TFS_NAME_MAX + 1 - o, "%%~%016llx",
-			      (unsigned long long)(tfs_name_hash_hook ? tfs_name_hash_hook
-					       : tfs_name_hash)(name, len));
+	o += (size_t)snprintf(
+		out + o, TFS_NAME_MAX + 1 - o, "%%~%016llx",
+		(unsigned long long)(tfs_name_hash_hook ? tfs_name_hash_hook : tfs_name_hash)(name, len));
 	*hashed = 1;
 	return o;
 }
@@ -131,8 +130,12 @@ long tfs_name_unmap(const char *fn, size_t len, char *out, size_t outsz)
 			if (i + 2 >= len)
 				return -1;
 			int hi = fn[i + 1], lo = fn[i + 2];
-			int h = (hi >= '0' && hi <= '9') ? hi - '0' : (hi >= 'A' && hi <= 'F') ? hi - 'A' + 10 : -1;
-			int l = (lo >= '0' && lo <= '9') ? lo - '0' : (lo >= 'A' && lo <= 'F') ? lo - 'A' + 10 : -1;
+			int h = (hi >= '0' && hi <= '9')   ? hi - '0'
+				: (hi >= 'A' && hi <= 'F') ? hi - 'A' + 10
+							   : -1;
+			int l = (lo >= '0' && lo <= '9')   ? lo - '0'
+				: (lo >= 'A' && lo <= 'F') ? lo - 'A' + 10
+							   : -1;
 			if (h < 0 || l < 0)
 				return -1;
 			c = (unsigned char)(h << 4 | l);

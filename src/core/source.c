@@ -77,8 +77,7 @@ int tfs_source_changed(struct tfs_source *s)
 	return 1;
 }
 
-tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
-			struct tfs_diag *d)
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off, struct tfs_diag *d)
 {
 	tfs_err e = tfs_source_pread(s, buf, len, off);
 	if (e == TFS_ERR_SHORT)
@@ -88,8 +87,7 @@ tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t of
 	return TFS_OK;
 }
 
-tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
-			 struct tfs_diag *d)
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len, struct tfs_diag *d)
 {
 	if (s->id.size > max)
 		return tfs_fail(d, TFS_ERR_FORMAT, "too large (%llu bytes; at most %zu)",
@@ -181,8 +179,8 @@ void tfs_dirlist_free(struct tfs_dirlist *l)
 
 /* ---- drivers ---- */
 
-tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
-			   char **target, struct tfs_diag *d)
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
+			   struct tfs_diag *d)
 {
 	for (size_t i = 0; tfs_source_drivers[i]; i++)
 		if (tfs_source_drivers[i]->claims(spec))
@@ -234,8 +232,7 @@ static const struct tfs_source_ops mem_ops = {
 	.close = mem_close,
 };
 
-tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
-			    struct tfs_source **out)
+tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name, struct tfs_source **out)
 {
 	struct mem_source *m = calloc(1, sizeof *m);
 	if (!m)

@@ -45,16 +45,15 @@ struct tfs_source_ops {
 	/* The same, for a read inside an object (a tensor) that ends at
 	 * `limit` (the remote source reads ahead past it all the same: a
 	 * loader reads the next tensor next). Optional. */
-	tfs_err (*pread_within)(struct tfs_source *s, void *buf, size_t len, uint64_t off,
-				uint64_t limit);
+	tfs_err (*pread_within)(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit);
 	/* The bytes of [off, off + len) where the source holds them, in at
 	 * most `max` pieces, kept in place until unmap(token): a reply can
 	 * be written from them with no copy (pieces may be file ranges, see
 	 * struct tfs_iov). Optional; TFS_ERR_INVAL means
 	 * "not this way" (the caller reads instead), any other error is the
 	 * read's. */
-	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
-		       struct tfs_iov *iov, unsigned max, unsigned *n, void **token);
+	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
+		       unsigned max, unsigned *n, void **token);
 	void (*unmap)(struct tfs_source *s, void *token);
 	/* Reading s to its end is followed by reading next (the next shard):
 	 * a source that reads ahead may go on into it. Optional. */
@@ -77,17 +76,16 @@ struct tfs_source {
 	 * (user.etag, user.revision), or NULL. */
 	char *etag;
 	char *revision;
-	int changed;          /* its change was logged (once) */
+	int changed; /* its change was logged (once) */
 };
 
-static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf,
-				       size_t len, uint64_t off)
+static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
 {
 	return s->ops->pread(s, buf, len, off);
 }
 
-static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, size_t len,
-					      uint64_t off, uint64_t limit)
+static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+					      uint64_t limit)
 {
 	return s->ops->pread_within ? s->ops->pread_within(s, buf, len, off, limit)
 				    : s->ops->pread(s, buf, len, off);
@@ -113,19 +111,16 @@ int tfs_source_changed(struct tfs_source *s);
 tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d);
 
 /* A source over bytes in memory (not copied), for tests and the fuzzer. */
-tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name,
-			    struct tfs_source **out);
+tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name, struct tfs_source **out);
 
 /* tfs_source_pread for a format reader: on failure one line in `d`,
  * a source that holds fewer bytes than at open being TFS_ERR_IO ("the file
  * shrank while being read"). */
-tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off,
-			struct tfs_diag *d);
+tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t off, struct tfs_diag *d);
 
 /* Reads a whole (small) source into a NUL-terminated buffer of at most
  * `max` bytes. */
-tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len,
-			 struct tfs_diag *d);
+tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len, struct tfs_diag *d);
 
 /* ---- options ---- */
 
@@ -144,7 +139,7 @@ void tfs_opts_free(struct tfs_opts *o);
 struct tfs_opt_spec {
 	const char *name;
 	int takes_value;
-	const char *help;     /* one line for --help */
+	const char *help; /* one line for --help */
 };
 
 /* ---- stores ---- */
@@ -165,11 +160,9 @@ struct tfs_store_ops {
 	/* Opens the file `name` ('/'-separated, relative to the store). The
 	 * diag line says what failed, without the name (the caller adds it).
 	 * Safe to call from several threads at once. */
-	tfs_err (*open)(struct tfs_store *st, const char *name, struct tfs_source **out,
-			struct tfs_diag *d);
+	tfs_err (*open)(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d);
 	/* Lists directory `dir` of the store ("" for its root), one level. */
-	tfs_err (*list)(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
-			struct tfs_diag *d);
+	tfs_err (*list)(struct tfs_store *st, const char *dir, struct tfs_dirlist *out, struct tfs_diag *d);
 	void (*close)(struct tfs_store *st);
 };
 
@@ -196,8 +189,8 @@ struct tfs_source_driver {
 	int (*claims)(const char *spec);
 	/* Opens the store that `spec` lives in; *target is the name in it
 	 * that spec points at (a file), or NULL when spec is a directory. */
-	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
-			   char **target, struct tfs_diag *d);
+	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
+			   struct tfs_diag *d);
 	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
 	/* The rest is optional. The mount is up, in the process that serves
 	 * it: work in the background (prefetching) may start. */
@@ -236,8 +229,8 @@ void tfs_source_hide(char *spec);
 extern const struct tfs_source_driver *const tfs_source_drivers[];
 
 /* The driver for `spec`, then its resolve. */
-tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st,
-			   char **target, struct tfs_diag *d);
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
+			   struct tfs_diag *d);
 
 /* Whether some driver takes mount option `name`, and if so whether it
  * takes a value. */

@@ -102,8 +102,8 @@ tfs_err tfs_table_meta_json(const struct tfs_table *h, char **out, size_t *outle
 
 /* ---- building ---- */
 
-tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2,
-			size_t len2, uint32_t *off)
+tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2, size_t len2,
+			uint32_t *off)
 {
 	struct tfs_table *h = b->t;
 	/* A NUL after every entry lets names be used as C strings where the
@@ -168,8 +168,7 @@ tfs_err tfs_table_reserve(struct tfs_table_builder *b, uint32_t n, size_t arena,
 	return TFS_OK;
 }
 
-tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, int replace,
-		      int *dup)
+tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, int replace, int *dup)
 {
 	struct tfs_table *h = b->t;
 	if (dup)
@@ -199,7 +198,8 @@ tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, i
 tfs_err tfs_table_meta(struct tfs_table_builder *b, const struct tfs_meta_pair *m)
 {
 	struct tfs_table *h = b->t;
-	if (h->nmeta == UINT32_MAX || tfs_grow((void **)&h->meta, &b->mcap, (size_t)h->nmeta + 1, sizeof *h->meta))
+	if (h->nmeta == UINT32_MAX ||
+	    tfs_grow((void **)&h->meta, &b->mcap, (size_t)h->nmeta + 1, sizeof *h->meta))
 		return TFS_ERR_NOMEM;
 	h->meta[h->nmeta++] = *m;
 	return TFS_OK;

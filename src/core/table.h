@@ -14,14 +14,14 @@
 #include "core/err.h"
 
 struct tfs_tensor {
-	uint64_t begin, end;   /* absolute byte range in the file */
-	uint32_t name_off;     /* into arena (NUL-terminated there) */
+	uint64_t begin, end; /* absolute byte range in the file */
+	uint32_t name_off;   /* into arena (NUL-terminated there) */
 	uint32_t name_len;
-	uint32_t dims_off;     /* into dims */
+	uint32_t dims_off; /* into dims */
 	uint32_t ndim;
-	uint32_t dtype_off;    /* into arena, only for an unknown dtype */
+	uint32_t dtype_off; /* into arena, only for an unknown dtype */
 	uint32_t dtype_len;
-	uint16_t dtype;        /* enum tfs_dtype or TFS_DT_UNKNOWN */
+	uint16_t dtype; /* enum tfs_dtype or TFS_DT_UNKNOWN */
 };
 
 struct tfs_meta_pair {
@@ -45,19 +45,19 @@ struct tfs_meta_writer {
 };
 
 struct tfs_table {
-	const char *format;    /* the driver's name, e.g. "safetensors" */
+	const char *format; /* the driver's name, e.g. "safetensors" */
 	uint64_t file_size;
-	struct tfs_tensor *t;  /* in the order of first appearance */
+	struct tfs_tensor *t; /* in the order of first appearance */
 	uint32_t n;
-	char *arena;           /* names, metadata, unknown dtypes */
+	char *arena; /* names, metadata, unknown dtypes */
 	size_t arena_len;
 	uint64_t *dims;
 	size_t ndims;
-	bool has_metadata;     /* a metadata object was present (not null) */
+	bool has_metadata;          /* a metadata object was present (not null) */
 	struct tfs_meta_pair *meta; /* last value wins, first position kept */
 	uint32_t nmeta;
 	struct tfs_meta_writer writer; /* json == NULL: the pairs above */
-	uint32_t unknown_dtypes; /* tensors whose dtype was passed through */
+	uint32_t unknown_dtypes;       /* tensors whose dtype was passed through */
 	/* Format facts for messages and tests (safetensors: 8 + N). */
 	uint64_t data_start;
 	/* What --inspect shows of the file beyond its tensors ("version",
@@ -71,8 +71,7 @@ struct tfs_table {
 
 void tfs_table_free(struct tfs_table *t);
 
-static inline const char *tfs_tensor_name(const struct tfs_table *h,
-					  const struct tfs_tensor *t)
+static inline const char *tfs_tensor_name(const struct tfs_table *h, const struct tfs_tensor *t)
 {
 	return h->arena + t->name_off;
 }
@@ -83,8 +82,7 @@ static inline uint64_t tfs_tensor_size(const struct tfs_tensor *t)
 }
 
 /* The dtype as user.dtype shows it (an unknown one as stored). */
-const char *tfs_tensor_dtype(const struct tfs_table *h, const struct tfs_tensor *t,
-			     size_t *len);
+const char *tfs_tensor_dtype(const struct tfs_table *h, const struct tfs_tensor *t, size_t *len);
 
 /* The product of the shape (1 for a scalar), UINT64_MAX when over 64 bits. */
 uint64_t tfs_tensor_elements(const struct tfs_table *h, const struct tfs_tensor *t);
@@ -98,22 +96,21 @@ tfs_err tfs_table_meta_json(const struct tfs_table *t, char **out, size_t *len);
 struct tfs_table_builder {
 	struct tfs_table *t;
 	size_t tcap, dcap, acap, mcap;
-	uint32_t *slots;       /* tensor index + 1 keyed by name */
+	uint32_t *slots; /* tensor index + 1 keyed by name */
 	size_t nslots;
 };
 
 /* Copies text into the arena (NUL-terminated) and gives its offset. */
 tfs_err tfs_table_text(struct tfs_table_builder *b, const char *p, size_t len, uint32_t *off);
 /* The same for two pieces joined (a value and a mark after it). */
-tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2,
-			size_t len2, uint32_t *off);
+tfs_err tfs_table_text2(struct tfs_table_builder *b, const char *p, size_t len, const char *p2, size_t len2,
+			uint32_t *off);
 /* Appends a dimension to the dims array. */
 tfs_err tfs_table_dim(struct tfs_table_builder *b, uint64_t v);
 /* Adds a tensor whose name is already in the arena. With `replace`, a
  * name seen before is replaced (the last definition wins, as safetensors
  * readers do); without, *dup is set and nothing is added. */
-tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, int replace,
-		      int *dup);
+tfs_err tfs_table_put(struct tfs_table_builder *b, const struct tfs_tensor *t, int replace, int *dup);
 tfs_err tfs_table_meta(struct tfs_table_builder *b, const struct tfs_meta_pair *m);
 /* Duplicate metadata keys: the last value wins, at the first key's place. */
 tfs_err tfs_table_meta_dedupe(struct tfs_table_builder *b);

@@ -21,9 +21,9 @@
 
 /* bintensors' Dtype enum, in its declaration order. */
 static const uint16_t dtypes[] = {
-	TFS_DT_BOOL, TFS_DT_U8, TFS_DT_I8, TFS_DT_F8_E5M2, TFS_DT_F8_E4M3, TFS_DT_I16,
-	TFS_DT_U16, TFS_DT_F16, TFS_DT_BF16, TFS_DT_I32, TFS_DT_U32, TFS_DT_F32,
-	TFS_DT_F64, TFS_DT_I64, TFS_DT_U64,
+	TFS_DT_BOOL, TFS_DT_U8,  TFS_DT_I8,  TFS_DT_F8_E5M2, TFS_DT_F8_E4M3,
+	TFS_DT_I16,  TFS_DT_U16, TFS_DT_F16, TFS_DT_BF16,    TFS_DT_I32,
+	TFS_DT_U32,  TFS_DT_F32, TFS_DT_F64, TFS_DT_I64,     TFS_DT_U64,
 };
 
 struct bc {
@@ -78,8 +78,8 @@ static tfs_err string(struct bc *c, const unsigned char **s, size_t *len, const 
 	return TFS_OK;
 }
 
-tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
-		     struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size, struct tfs_table *out,
+		     struct tfs_diag *d)
 {
 	struct bc c = {.p = hdr, .base = hdr, .end = hdr + n, .d = d};
 	struct tfs_table_builder b = {.t = out};
@@ -172,17 +172,19 @@ tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 		t.dtype = dtypes[dt];
 		uint64_t bytes = overflow ? UINT64_MAX : tfs_dtype_bytes(t.dtype, elems);
 		if (start != pos || end < start) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "tensor %s: offsets [%llu, %llu] are not contiguous (the tensor before it ends at %llu)",
-				     q, (unsigned long long)start, (unsigned long long)end,
-				     (unsigned long long)pos);
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"tensor %s: offsets [%llu, %llu] are not contiguous (the tensor before it ends at %llu)",
+				q, (unsigned long long)start, (unsigned long long)end,
+				(unsigned long long)pos);
 			goto out;
 		}
 		if (bytes == UINT64_MAX || end - start != bytes) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "tensor %s: %llu bytes between its offsets, but its shape and dtype need %s%llu",
-				     q, (unsigned long long)(end - start), bytes == UINT64_MAX ? "more than " : "",
-				     (unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes));
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"tensor %s: %llu bytes between its offsets, but its shape and dtype need %s%llu",
+				q, (unsigned long long)(end - start), bytes == UINT64_MAX ? "more than " : "",
+				(unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes));
 			goto out;
 		}
 		pos = end;
@@ -190,7 +192,8 @@ tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 		t.end = end;
 		t.name_len = (uint32_t)nl;
 		int dup;
-		if (tfs_table_text(&b, (const char *)name, nl, &t.name_off) || tfs_table_put(&b, &t, 0, &dup)) {
+		if (tfs_table_text(&b, (const char *)name, nl, &t.name_off) ||
+		    tfs_table_put(&b, &t, 0, &dup)) {
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 			goto out;
 		}
@@ -201,11 +204,12 @@ tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 	}
 	/* What follows in the header is padding the decoder never reads. */
 	if (pos != file_size - out->data_start) {
-		e = tfs_fail(d, TFS_ERR_FORMAT,
-			     pos > file_size - out->data_start
-				     ? "truncated file: the tensors need %llu data bytes but %llu follow the header (an incomplete download?)"
-				     : "the tensors need %llu data bytes but %llu follow the header; bintensors requires the file to end with the last tensor",
-			     (unsigned long long)pos, (unsigned long long)(file_size - out->data_start));
+		e = tfs_fail(
+			d, TFS_ERR_FORMAT,
+			pos > file_size - out->data_start
+				? "truncated file: the tensors need %llu data bytes but %llu follow the header (an incomplete download?)"
+				: "the tensors need %llu data bytes but %llu follow the header; bintensors requires the file to end with the last tensor",
+			(unsigned long long)pos, (unsigned long long)(file_size - out->data_start));
 		goto out;
 	}
 	for (uint32_t i = 0; i < out->n; i++) {
@@ -219,8 +223,8 @@ out:
 	return e;
 }
 
-tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		    struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		    struct tfs_diag *d)
 {
 	unsigned char pre[8];
 	uint64_t size = src->id.size, n = 0;
@@ -237,12 +241,14 @@ tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		return tfs_fail(d, TFS_ERR_FORMAT, "the header length %llu is over the 100000000-byte limit",
 				(unsigned long long)n);
 	if (n > size - 8)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"truncated file: the header length says %llu bytes but only %llu follow the 8-byte prefix",
-				(unsigned long long)n, (unsigned long long)(size - 8));
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"truncated file: the header length says %llu bytes but only %llu follow the 8-byte prefix",
+			(unsigned long long)n, (unsigned long long)(size - 8));
 	unsigned char *buf = malloc((size_t)n + 1);
 	if (!buf)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",
+				(unsigned long long)n);
 	e = tfs_source_pread(src, buf, (size_t)n, 8);
 	if (e) {
 		free(buf);

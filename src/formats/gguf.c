@@ -17,13 +17,10 @@
 #include "core/json.h"
 #include "core/jscan.h"
 
-enum {
-	T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64,
-	T_COUNT
-};
+enum { T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64, T_COUNT };
 static const char *const type_names[T_COUNT] = {
-	"UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
-	"BOOL", "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64",
+	"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",   "FLOAT32",
+	"BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64",
 };
 static const uint8_t type_size[T_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
@@ -50,11 +47,11 @@ static tfs_err need(struct rd *r, uint64_t n, const char *what)
 		return TFS_OK;
 	if (n > r->size - r->pos)
 		return tfs_fail(r->d, TFS_ERR_FORMAT,
-				"truncated file: it ends inside the header, in %s (at byte %zu of %llu)", what,
-				r->pos, (unsigned long long)r->size);
+				"truncated file: it ends inside the header, in %s (at byte %zu of %llu)",
+				what, r->pos, (unsigned long long)r->size);
 	if (r->pos + n > HEADER_MAX)
-		return tfs_fail(r->d, TFS_ERR_FORMAT,
-				"the header is over %u MiB (at %s); not a real model's", HEADER_MAX >> 20, what);
+		return tfs_fail(r->d, TFS_ERR_FORMAT, "the header is over %u MiB (at %s); not a real model's",
+				HEADER_MAX >> 20, what);
 	/* Double what is held, so that a header costs few reads (few
 	 * requests over HTTP). */
 	uint64_t want = r->pos + n;
@@ -164,9 +161,9 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 		if ((e = get(r, 8, &kv->count, what)))
 			return e;
 		if (kv->elem >= T_COUNT || kv->elem == T_ARR)
-			return tfs_fail(r->d, TFS_ERR_FORMAT,
-					"key %s: an array of %s%u, which ggml's reader refuses",
-					q, kv->elem == T_ARR ? "arrays, type " : "invalid value type ", kv->elem);
+			return tfs_fail(
+				r->d, TFS_ERR_FORMAT, "key %s: an array of %s%u, which ggml's reader refuses",
+				q, kv->elem == T_ARR ? "arrays, type " : "invalid value type ", kv->elem);
 	} else if (kv->type >= T_COUNT) {
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "key %s has invalid value type %u", q, kv->type);
 	}
@@ -232,14 +229,20 @@ static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsig
 	char tmp[48];
 	double f;
 	switch (t) {
-	case T_U8: case T_U16: case T_U32: case T_U64:
+	case T_U8:
+	case T_U16:
+	case T_U32:
+	case T_U64:
 		snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)le(p, type_size[t]));
 		break;
-	case T_I8: case T_I16: case T_I32: case T_I64: {
+	case T_I8:
+	case T_I16:
+	case T_I32:
+	case T_I64: {
 		uint64_t u = le(p, type_size[t]);
 		int bits = type_size[t] * 8;
 		int64_t v = bits == 64 ? (int64_t)u
-			  : (int64_t)(u ^ (1ull << (bits - 1))) - (int64_t)(1ull << (bits - 1));
+				       : (int64_t)(u ^ (1ull << (bits - 1))) - (int64_t)(1ull << (bits - 1));
 		snprintf(tmp, sizeof tmp, "%lld", (long long)v);
 		break;
 	}
@@ -256,7 +259,7 @@ static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsig
 	default: {
 		uint64_t u = le(p, 8);
 		memcpy(&f, &u, 8);
-	real:
+real:
 		/* JSON has no NaN or infinity: those are strings. */
 		if (isnan(f))
 			snprintf(tmp, sizeof tmp, "\"nan\"");
@@ -348,7 +351,8 @@ static tfs_err meta_json_ex(const struct tfs_table *t, char **out, size_t *outle
 				e = tfs_json_puts(&b, &n, &cap, type_names[elem]);
 		}
 		if (!e)
-			e = tfs_json_puts(&b, &n, &cap, type == T_ARR ? "\", \"value\": [" : "\", \"value\": ");
+			e = tfs_json_puts(&b, &n, &cap,
+					  type == T_ARR ? "\", \"value\": [" : "\", \"value\": ");
 		for (uint64_t k = 0; !e && k < count; k++) {
 			if (k)
 				e = tfs_json_put(&b, &n, &cap, ", ", 2);
@@ -419,15 +423,15 @@ static const struct kv *find_key(struct rd *r, const struct kv *kvs, uint64_t n,
 /* An unsigned integer scalar of any width, for the keys tensorfs reads. */
 static int kv_uint(struct rd *r, const struct kv *kv, uint64_t *v)
 {
-	if (!kv || kv->type == T_ARR || type_size[kv->type] == 0 || kv->type == T_F32 ||
-	    kv->type == T_F64 || kv->type == T_BOOL)
+	if (!kv || kv->type == T_ARR || type_size[kv->type] == 0 || kv->type == T_F32 || kv->type == T_F64 ||
+	    kv->type == T_BOOL)
 		return 0;
 	*v = le(r->buf + kv->val, type_size[kv->type]);
 	return 1;
 }
 
-static tfs_err facts(struct rd *r, struct tfs_table *out, const struct kv *kvs, uint64_t n,
-		     uint32_t version, uint64_t align)
+static tfs_err facts(struct rd *r, struct tfs_table *out, const struct kv *kvs, uint64_t n, uint32_t version,
+		     uint64_t align)
 {
 	char tmp[64];
 	tfs_err e;
@@ -495,8 +499,8 @@ static tfs_err read_tensors(struct rd *r, struct tfs_table_builder *b, uint64_t 
 		if ((e = get_str(r, &no, &nl, what)))
 			return e;
 		if (nl >= GGML_MAX_NAME)
-			return fail_tensor(r, no, nl, "the name is %zu bytes; ggml allows at most %d",
-					   nl, GGML_MAX_NAME - 1);
+			return fail_tensor(r, no, nl, "the name is %zu bytes; ggml allows at most %d", nl,
+					   GGML_MAX_NAME - 1);
 		if (memchr(r->buf + no, 0, nl))
 			return fail_tensor(r, no, nl, "the name holds a NUL byte");
 		if ((e = get(r, 4, &v, what)))
@@ -526,24 +530,30 @@ static tfs_err read_tensors(struct rd *r, struct tfs_table_builder *b, uint64_t 
 		const char *removed;
 		tfs_dtype_from_ggml((uint32_t)v, &dt, &removed);
 		if (removed)
-			return fail_tensor(r, no, nl, "ggml type %u (%s) was removed from ggml; convert the file",
+			return fail_tensor(r, no, nl,
+					   "ggml type %u (%s) was removed from ggml; convert the file",
 					   (unsigned)v, removed);
 		if (dt == TFS_DT_UNKNOWN)
-			return fail_tensor(r, no, nl,
-					   "ggml type %u is unknown to tensorfs, so the tensor's size cannot be known",
-					   (unsigned)v);
+			return fail_tensor(
+				r, no, nl,
+				"ggml type %u is unknown to tensorfs, so the tensor's size cannot be known",
+				(unsigned)v);
 		const struct tfs_dtype_info *di = tfs_dtype_info(dt);
 		uint64_t blk = di->block ? di->block : 1;
 		if (ne[0] % blk)
-			return fail_tensor(r, no, nl, "%llu elements per row, not a multiple of %s's block of %llu",
+			return fail_tensor(r, no, nl,
+					   "%llu elements per row, not a multiple of %s's block of %llu",
 					   (unsigned long long)ne[0], di->name, (unsigned long long)blk);
 		uint64_t bytes = tfs_dtype_bytes(dt, elems);
 		if (bytes == UINT64_MAX)
 			return fail_tensor(r, no, nl, "its size overflows");
 		if ((e = get(r, 8, &v, what)))
 			return e;
-		struct tfs_tensor t = {.begin = v, .end = v + bytes, .name_len = (uint32_t)nl,
-				       .ndim = nd, .dtype = (uint16_t)dt};
+		struct tfs_tensor t = {.begin = v,
+				       .end = v + bytes,
+				       .name_len = (uint32_t)nl,
+				       .ndim = nd,
+				       .dtype = (uint16_t)dt};
 		if (v > UINT64_MAX - bytes)
 			return fail_tensor(r, no, nl, "offset %llu overflows", (unsigned long long)v);
 		t.dims_off = (uint32_t)b->t->ndims;
@@ -577,26 +587,28 @@ static tfs_err check_layout(struct rd *r, struct tfs_table *out, uint64_t align)
 					"tensor %s: offset %llu is not a multiple of the alignment %llu", q,
 					(unsigned long long)t->begin, (unsigned long long)align);
 		if (t->begin != expect)
-			return tfs_fail(r->d, TFS_ERR_FORMAT,
-					"tensor %s: offset %llu, but ggml's reader expects %llu (the end of the tensor before it, aligned)",
-					q, (unsigned long long)t->begin, (unsigned long long)expect);
+			return tfs_fail(
+				r->d, TFS_ERR_FORMAT,
+				"tensor %s: offset %llu, but ggml's reader expects %llu (the end of the tensor before it, aligned)",
+				q, (unsigned long long)t->begin, (unsigned long long)expect);
 		uint64_t sz = t->end - t->begin, padded = sz + (align - sz % align) % align;
 		if (padded < sz || expect > UINT64_MAX - padded)
 			return tfs_fail(r->d, TFS_ERR_FORMAT, "tensor %s: the data section overflows", q);
 		expect += padded;
 		if (out->data_start > r->size || t->end > r->size - out->data_start)
-			return tfs_fail(r->d, TFS_ERR_FORMAT,
-					"truncated file: tensor %s ends at byte %llu but the file has %llu bytes (an incomplete download?)",
-					q, (unsigned long long)(out->data_start + t->end),
-					(unsigned long long)r->size);
+			return tfs_fail(
+				r->d, TFS_ERR_FORMAT,
+				"truncated file: tensor %s ends at byte %llu but the file has %llu bytes (an incomplete download?)",
+				q, (unsigned long long)(out->data_start + t->end),
+				(unsigned long long)r->size);
 		t->begin += out->data_start;
 		t->end += out->data_start;
 	}
 	return TFS_OK;
 }
 
-tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		      struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		      struct tfs_diag *d)
 {
 	struct rd r = {.src = src, .size = src->id.size, .d = d};
 	struct tfs_table_builder b = {.t = out};
@@ -624,9 +636,10 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		goto out;
 	version = (uint32_t)v;
 	if (version && (version & 0xffff) == 0) {
-		e = tfs_fail(d, TFS_ERR_FORMAT,
-			     "this GGUF file is big-endian (version field 0x%08x); tensorfs reads little-endian GGUF only",
-			     version);
+		e = tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"this GGUF file is big-endian (version field 0x%08x); tensorfs reads little-endian GGUF only",
+			version);
 		goto out;
 	}
 	if (version == 1 || version == 0 || version > 3) {
@@ -639,9 +652,10 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	/* A key/value pair takes at least 13 bytes, a tensor info 24: counts
 	 * the file cannot hold are refused before anything is allocated. */
 	if (nkv > r.size / 13 || nt > r.size / 24 || nkv > HEADER_MAX / 13 || nt > HEADER_MAX / 24) {
-		e = tfs_fail(d, TFS_ERR_FORMAT,
-			     "the header claims %llu tensors and %llu key/value pairs, more than a %llu-byte file can hold",
-			     (unsigned long long)nt, (unsigned long long)nkv, (unsigned long long)r.size);
+		e = tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"the header claims %llu tensors and %llu key/value pairs, more than a %llu-byte file can hold",
+			(unsigned long long)nt, (unsigned long long)nkv, (unsigned long long)r.size);
 		goto out;
 	}
 	size_t kv_begin = r.pos;
@@ -651,7 +665,8 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		nset *= 2;
 	set = calloc(nset, sizeof *set);
 	if (!kvs || !set) {
-		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory for %llu key/value pairs", (unsigned long long)nkv);
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory for %llu key/value pairs",
+			     (unsigned long long)nkv);
 		goto out;
 	}
 	for (uint64_t i = 0; i < nkv; i++) {
@@ -667,7 +682,8 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	const struct kv *a = find_key(&r, kvs, nkv, "general.alignment");
 	if (a) {
 		if (a->type != T_U32) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "general.alignment is of type %s; ggml requires UINT32",
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "general.alignment is of type %s; ggml requires UINT32",
 				     type_names[a->type]);
 			goto out;
 		}
@@ -682,7 +698,8 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	uint64_t no = 0, count = 0;
 	if (sc && kv_uint(&r, sc, &count) && count > 1) {
 		if (!kv_uint(&r, sn, &no) || no >= count) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "split.count is %llu but split.no is missing or out of range",
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "split.count is %llu but split.no is missing or out of range",
 				     (unsigned long long)count);
 			goto out;
 		}
@@ -700,7 +717,8 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	}
 	if (no || count) {
 		char tmp[48];
-		snprintf(tmp, sizeof tmp, "%llu of %llu", (unsigned long long)no + 1, (unsigned long long)count);
+		snprintf(tmp, sizeof tmp, "%llu of %llu", (unsigned long long)no + 1,
+			 (unsigned long long)count);
 		if ((e = tfs_table_fact(out, "split", tmp, strlen(tmp))))
 			goto out;
 	}
@@ -750,8 +768,8 @@ static tfs_err part_name(const char *name, uint32_t k, uint32_t count, char *out
 	const char *s = name + n - tl;
 	unsigned a, c;
 	char dash;
-	if (sscanf(s, "-%5u-of-%5u.gguf%c", &a, &c, &dash) != 2 || c != count || s[0] != '-' ||
-	    s[6] != '-' || s[9] != '-')
+	if (sscanf(s, "-%5u-of-%5u.gguf%c", &a, &c, &dash) != 2 || c != count || s[0] != '-' || s[6] != '-' ||
+	    s[9] != '-')
 		return TFS_ERR_INVAL;
 	int w = snprintf(out, cap, "%.*s-%05u-of-%05u.gguf", (int)(n - tl), name, k + 1, count);
 	return w < 0 || (size_t)w >= cap ? TFS_ERR_INVAL : TFS_OK;

@@ -110,31 +110,35 @@ static tfs_err descr(struct lit *l, const unsigned char *s, size_t n, struct tfs
 		const char *code;
 		unsigned dt;
 	} codes[] = {
-		{"b1", TFS_DT_BOOL}, {"i1", TFS_DT_I8}, {"u1", TFS_DT_U8}, {"i2", TFS_DT_I16},
-		{"u2", TFS_DT_U16}, {"i4", TFS_DT_I32}, {"u4", TFS_DT_U32}, {"i8", TFS_DT_I64},
-		{"u8", TFS_DT_U64}, {"f2", TFS_DT_F16}, {"f4", TFS_DT_F32}, {"f8", TFS_DT_F64},
-		{"c8", TFS_DT_C64}, {"c16", TFS_DT_C128},
+		{"b1", TFS_DT_BOOL}, {"i1", TFS_DT_I8},    {"u1", TFS_DT_U8},  {"i2", TFS_DT_I16},
+		{"u2", TFS_DT_U16},  {"i4", TFS_DT_I32},   {"u4", TFS_DT_U32}, {"i8", TFS_DT_I64},
+		{"u8", TFS_DT_U64},  {"f2", TFS_DT_F16},   {"f4", TFS_DT_F32}, {"f8", TFS_DT_F64},
+		{"c8", TFS_DT_C64},  {"c16", TFS_DT_C128},
 	};
 	char q[64];
 	tfs_quote(q, sizeof q, (const char *)s, n);
 	if (n < 2)
 		return lbad(l, "an empty dtype");
 	if (s[1] == 'O')
-		return tfs_fail(l->d, TFS_ERR_FORMAT,
-				"an object array (dtype %s): its elements are pickled Python objects, which tensorfs never loads",
-				q);
+		return tfs_fail(
+			l->d, TFS_ERR_FORMAT,
+			"an object array (dtype %s): its elements are pickled Python objects, which tensorfs never loads",
+			q);
 	if (s[0] == '>' && !(n == 3 && s[2] == '1'))
-		return tfs_fail(l->d, TFS_ERR_FORMAT,
-				"a big-endian array (dtype %s): tensorfs serves stored bytes as they are and does not swap them",
-				q);
+		return tfs_fail(
+			l->d, TFS_ERR_FORMAT,
+			"a big-endian array (dtype %s): tensorfs serves stored bytes as they are and does not swap them",
+			q);
 	if (s[0] == '<' || s[0] == '|' || s[0] == '=' || s[0] == '>')
 		for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
 			if (strlen(codes[i].code) == n - 1 && memcmp(codes[i].code, s + 1, n - 1) == 0) {
 				o->dtype = codes[i].dt;
 				return TFS_OK;
 			}
-	return tfs_fail(l->d, TFS_ERR_FORMAT,
-			"dtype %s has no tensor equivalent (strings, datetimes, records and void are not tensors)", q);
+	return tfs_fail(
+		l->d, TFS_ERR_FORMAT,
+		"dtype %s has no tensor equivalent (strings, datetimes, records and void are not tensors)",
+		q);
 }
 
 tfs_err tfs_npy_parse(const unsigned char *p, size_t n, struct tfs_npy *o, struct tfs_diag *d)
@@ -156,8 +160,8 @@ tfs_err tfs_npy_parse(const unsigned char *p, size_t n, struct tfs_npy *o, struc
 		return tfs_fail(d, TFS_ERR_FORMAT, "unknown .npy format version %u.%u", major, p[7]);
 	}
 	if (hl > NPY_HEADER_MAX)
-		return tfs_fail(d, TFS_ERR_FORMAT, "the .npy header is %zu bytes, over numpy's %d-byte limit", hl,
-				NPY_HEADER_MAX);
+		return tfs_fail(d, TFS_ERR_FORMAT, "the .npy header is %zu bytes, over numpy's %d-byte limit",
+				hl, NPY_HEADER_MAX);
 	if (at + hl > n)
 		return tfs_fail(d, TFS_ERR_FORMAT, "truncated .npy header (%zu bytes announced)", hl);
 	const unsigned char *h = p + at;
@@ -180,8 +184,9 @@ tfs_err tfs_npy_parse(const unsigned char *p, size_t n, struct tfs_npy *o, struc
 		if (kl == 5 && memcmp(k, "descr", 5) == 0 && !seen_descr) {
 			ws(&l);
 			if (l.p < l.end && *l.p == '[')
-				return tfs_fail(d, TFS_ERR_FORMAT,
-						"a structured array (a record dtype): its fields are not one tensor");
+				return tfs_fail(
+					d, TFS_ERR_FORMAT,
+					"a structured array (a record dtype): its fields are not one tensor");
 			if ((e = str(&l, &v, &vl)) || (e = descr(&l, v, vl, o)))
 				return e;
 			seen_descr = 1;
@@ -198,7 +203,10 @@ tfs_err tfs_npy_parse(const unsigned char *p, size_t n, struct tfs_npy *o, struc
 		} else {
 			char q[64];
 			tfs_quote(q, sizeof q, (const char *)k, kl);
-			return tfs_fail(d, TFS_ERR_FORMAT, "bad .npy header: key %s is not one of descr, fortran_order, shape (or appears twice)", q);
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"bad .npy header: key %s is not one of descr, fortran_order, shape (or appears twice)",
+				q);
 		}
 		if (!eat(&l, ',')) {
 			if (!eat(&l, '}'))
@@ -249,9 +257,10 @@ tfs_err tfs_npz_read(struct tfs_source *src, const struct tfs_parse_opts *o, str
 			continue;
 		}
 		if (m->method != 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "member %s is compressed (zip method %u, as np.savez_compressed writes): tensorfs maps stored bytes and cannot serve it; save with np.savez",
-				     q, m->method);
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"member %s is compressed (zip method %u, as np.savez_compressed writes): tensorfs maps stored bytes and cannot serve it; save with np.savez",
+				q, m->method);
 			goto out;
 		}
 		size_t want = m->csize < 12 + NPY_HEADER_MAX ? (size_t)m->csize : 12 + NPY_HEADER_MAX;
@@ -272,12 +281,13 @@ tfs_err tfs_npz_read(struct tfs_source *src, const struct tfs_parse_opts *o, str
 		}
 		uint64_t bytes = overflow ? UINT64_MAX : tfs_dtype_bytes(h.dtype, elems);
 		if (bytes == UINT64_MAX || bytes != m->csize - h.data) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "member %s: its shape and dtype need %s%llu bytes but it holds %llu after its header%s",
-				     q, bytes == UINT64_MAX ? "more than " : "",
-				     (unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes),
-				     (unsigned long long)(m->csize - h.data),
-				     bytes != UINT64_MAX && bytes > m->csize - h.data ? " (truncated?)" : "");
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"member %s: its shape and dtype need %s%llu bytes but it holds %llu after its header%s",
+				q, bytes == UINT64_MAX ? "more than " : "",
+				(unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes),
+				(unsigned long long)(m->csize - h.data),
+				bytes != UINT64_MAX && bytes > m->csize - h.data ? " (truncated?)" : "");
 			goto out;
 		}
 		struct tfs_tensor t = {0};
@@ -309,9 +319,10 @@ tfs_err tfs_npz_read(struct tfs_source *src, const struct tfs_parse_opts *o, str
 		}
 		if (rev) {
 			fortran++;
-			snprintf(msg, sizeof msg,
-				 "member %s is stored in Fortran order: shown as its transpose (shape reversed), the bytes as stored",
-				 q);
+			snprintf(
+				msg, sizeof msg,
+				"member %s is stored in Fortran order: shown as its transpose (shape reversed), the bytes as stored",
+				q);
 			warn(o, msg);
 		}
 	}

@@ -136,8 +136,8 @@ static int add_item(struct tfs_pk *vm, struct tfs_pk_obj *c, struct tfs_pk_obj *
 static const char *kind_name(const struct tfs_pk_obj *o)
 {
 	static const char *const names[] = {
-		"None", "bool", "int", "float", "str", "bytes", "tuple", "list", "dict", "set",
-		"global", "object",
+		"None",  "bool", "int",  "float", "str",    "bytes",
+		"tuple", "list", "dict", "set",   "global", "object",
 	};
 	return o->kind < sizeof names / sizeof names[0] ? names[o->kind] : "object";
 }
@@ -161,9 +161,10 @@ static tfs_err bad(struct run *r, const char *fmt, const char *arg)
 
 static tfs_err nomem(struct run *r)
 {
-	return tfs_fail(r->d, TFS_ERR_FORMAT,
-			"pickle: over tensorfs's memory bound for a %zu-byte pickle (opcode at byte %zu); a hostile or damaged file",
-			(size_t)(r->end - r->base), r->at);
+	return tfs_fail(
+		r->d, TFS_ERR_FORMAT,
+		"pickle: over tensorfs's memory bound for a %zu-byte pickle (opcode at byte %zu); a hostile or damaged file",
+		(size_t)(r->end - r->base), r->at);
 }
 
 static tfs_err push(struct run *r, struct tfs_pk_obj *o)
@@ -285,9 +286,10 @@ static tfs_err global(struct run *r, const char *mod, size_t ml, const char *nam
 		snprintf(full, sizeof full, "%.*s.%.*s", (int)(ml > 140 ? 140 : ml), mod,
 			 (int)(nl > 140 ? 140 : nl), name);
 		tfs_quote(q, sizeof q, full, strlen(full));
-		return tfs_fail(r->d, TFS_ERR_FORMAT,
-				"pickle: refused the global %s (byte %zu of data.pkl): it is not on tensorfs's allow-list; nothing was imported or run",
-				q, r->at);
+		return tfs_fail(
+			r->d, TFS_ERR_FORMAT,
+			"pickle: refused the global %s (byte %zu of data.pkl): it is not on tensorfs's allow-list; nothing was imported or run",
+			q, r->at);
 	}
 	struct tfs_pk_obj *o = tfs_pk_new(r->vm, TFS_PK_GLOBAL);
 	if (!o)
@@ -346,17 +348,20 @@ static tfs_err op_constant(struct run *r)
 	switch (r->op) {
 	case 'N':
 		return push(r, &r->vm->none);
-	case 0x88: case 0x89: /* NEWTRUE, NEWFALSE */
+	case 0x88:
+	case 0x89: /* NEWTRUE, NEWFALSE */
 		return integer(r, r->op == 0x88, TFS_PK_BOOL);
 	case 'J': /* BININT */
 		if (take(r, 4, &q))
 			return bad(r, "%s", "truncated");
 		return integer(r, (int32_t)(uint32_t)le(q, 4), TFS_PK_INT);
-	case 'K': case 'M': /* BININT1, BININT2 */
+	case 'K':
+	case 'M': /* BININT1, BININT2 */
 		if (take(r, r->op == 'K' ? 1 : 2, &q))
 			return bad(r, "%s", "truncated");
 		return integer(r, (int64_t)le(q, r->op == 'K' ? 1 : 2), TFS_PK_INT);
-	case 0x8a: case 0x8b: { /* LONG1, LONG4: little-endian two's complement */
+	case 0x8a:
+	case 0x8b: { /* LONG1, LONG4: little-endian two's complement */
 		if (take(r, r->op == 0x8a ? 1 : 4, &q))
 			return bad(r, "%s", "truncated");
 		uint64_t len = le(q, r->op == 0x8a ? 1 : 4);
@@ -381,16 +386,26 @@ static tfs_err op_constant(struct run *r)
 		memcpy(&o->u.f, &v, 8);
 		return push(r, o);
 	}
-	case 'X': return text(r, 4, TFS_PK_STR);           /* BINUNICODE */
-	case 0x8c: return text(r, 1, TFS_PK_STR);          /* SHORT_BINUNICODE */
-	case 0x8d: return text(r, 8, TFS_PK_STR);          /* BINUNICODE8 */
-	case 'U': return text(r, 1, TFS_PK_BYTES);         /* SHORT_BINSTRING */
-	case 'T': return text(r, 4, TFS_PK_BYTES);         /* BINSTRING */
-	case 'C': return text(r, 1, TFS_PK_BYTES);         /* SHORT_BINBYTES */
-	case 'B': return text(r, 4, TFS_PK_BYTES);         /* BINBYTES */
-	case 0x8e: case 0x96: return text(r, 8, TFS_PK_BYTES); /* BINBYTES8, BYTEARRAY8 */
+	case 'X':
+		return text(r, 4, TFS_PK_STR); /* BINUNICODE */
+	case 0x8c:
+		return text(r, 1, TFS_PK_STR); /* SHORT_BINUNICODE */
+	case 0x8d:
+		return text(r, 8, TFS_PK_STR); /* BINUNICODE8 */
+	case 'U':
+		return text(r, 1, TFS_PK_BYTES); /* SHORT_BINSTRING */
+	case 'T':
+		return text(r, 4, TFS_PK_BYTES); /* BINSTRING */
+	case 'C':
+		return text(r, 1, TFS_PK_BYTES); /* SHORT_BINBYTES */
+	case 'B':
+		return text(r, 4, TFS_PK_BYTES); /* BINBYTES */
+	case 0x8e:
+	case 0x96:
+		return text(r, 8, TFS_PK_BYTES); /* BINBYTES8, BYTEARRAY8 */
 	default:
-		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+		return bad(r, "%s",
+			   "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
 	}
 }
 
@@ -405,7 +420,9 @@ static tfs_err op_container(struct run *r)
 		return tuple_of(r, NULL, 0);
 	case 't': /* TUPLE */
 		return (e = pop_mark(r, &items, &n)) ? e : tuple_of(r, items, n);
-	case 0x85: case 0x86: case 0x87: { /* TUPLE1..3 */
+	case 0x85:
+	case 0x86:
+	case 0x87: { /* TUPLE1..3 */
 		n = r->op - 0x84;
 		size_t floor = r->vm->mp ? r->vm->marks[r->vm->mp - 1] : 0;
 		if (r->vm->sp - floor < n)
@@ -413,10 +430,15 @@ static tfs_err op_container(struct run *r)
 		r->vm->sp -= n;
 		return tuple_of(r, r->vm->stack + r->vm->sp, n);
 	}
-	case ']': return push(r, tfs_pk_new(r->vm, TFS_PK_LIST)); /* EMPTY_LIST */
-	case '}': return push(r, tfs_pk_new(r->vm, TFS_PK_DICT)); /* EMPTY_DICT */
-	case 0x8f: return push(r, tfs_pk_new(r->vm, TFS_PK_SET)); /* EMPTY_SET */
-	case 'l': case 'd': case 0x91: { /* LIST, DICT, FROZENSET from the marked items */
+	case ']':
+		return push(r, tfs_pk_new(r->vm, TFS_PK_LIST)); /* EMPTY_LIST */
+	case '}':
+		return push(r, tfs_pk_new(r->vm, TFS_PK_DICT)); /* EMPTY_DICT */
+	case 0x8f:
+		return push(r, tfs_pk_new(r->vm, TFS_PK_SET)); /* EMPTY_SET */
+	case 'l':
+	case 'd':
+	case 0x91: { /* LIST, DICT, FROZENSET from the marked items */
 		if ((e = pop_mark(r, &items, &n)))
 			return e;
 		if (r->op == 'd' && n % 2)
@@ -435,7 +457,8 @@ static tfs_err op_container(struct run *r)
 		if (c->kind != TFS_PK_LIST)
 			return bad(r, "APPEND to a %s", kind_name(c));
 		return add_item(r->vm, c, a) ? nomem(r) : TFS_OK;
-	case 'e': case 0x90: /* APPENDS, ADDITEMS */
+	case 'e':
+	case 0x90: /* APPENDS, ADDITEMS */
 		if ((e = pop_mark(r, &items, &n)) || (e = top(r, &c)))
 			return e;
 		if (c->kind != (r->op == 'e' ? TFS_PK_LIST : TFS_PK_SET))
@@ -462,7 +485,8 @@ static tfs_err op_container(struct run *r)
 				return nomem(r);
 		return TFS_OK;
 	default:
-		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+		return bad(r, "%s",
+			   "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
 	}
 }
 
@@ -512,7 +536,8 @@ static tfs_err op_object(struct run *r)
 		return push(r, out);
 	}
 	default:
-		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+		return bad(r, "%s",
+			   "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
 	}
 }
 
@@ -547,33 +572,78 @@ static tfs_err step(struct run *r, int *done)
 		return pop_mark(r, &items, &n);
 	case '2': /* DUP */
 		return (e = top(r, &a)) ? e : push(r, a);
-	case 'N': case 0x88: case 0x89: case 'J': case 'K': case 'M': case 0x8a: case 0x8b: case 'G':
-	case 'X': case 0x8c: case 0x8d: case 'U': case 'T': case 'C': case 'B': case 0x8e: case 0x96:
+	case 'N':
+	case 0x88:
+	case 0x89:
+	case 'J':
+	case 'K':
+	case 'M':
+	case 0x8a:
+	case 0x8b:
+	case 'G':
+	case 'X':
+	case 0x8c:
+	case 0x8d:
+	case 'U':
+	case 'T':
+	case 'C':
+	case 'B':
+	case 0x8e:
+	case 0x96:
 		return op_constant(r);
-	case ')': case 't': case 0x85: case 0x86: case 0x87: case ']': case '}': case 0x8f:
-	case 'l': case 'd': case 0x91: case 'a': case 'e': case 0x90: case 's': case 'u':
+	case ')':
+	case 't':
+	case 0x85:
+	case 0x86:
+	case 0x87:
+	case ']':
+	case '}':
+	case 0x8f:
+	case 'l':
+	case 'd':
+	case 0x91:
+	case 'a':
+	case 'e':
+	case 0x90:
+	case 's':
+	case 'u':
 		return op_container(r);
-	case 'c': case 0x93: case 'R': case 0x81: case 'b': case 'Q':
+	case 'c':
+	case 0x93:
+	case 'R':
+	case 0x81:
+	case 'b':
+	case 'Q':
 		return op_object(r);
-	case 'q': case 'h': /* BINPUT, BINGET */
+	case 'q':
+	case 'h': /* BINPUT, BINGET */
 		if (take(r, 1, &q))
 			return bad(r, "%s", "truncated");
 		return r->op == 'q' ? memo_put(r, *q) : memo_get(r, *q);
-	case 'r': case 'j': /* LONG_BINPUT, LONG_BINGET */
+	case 'r':
+	case 'j': /* LONG_BINPUT, LONG_BINGET */
 		if (take(r, 4, &q))
 			return bad(r, "%s", "truncated");
 		return r->op == 'r' ? memo_put(r, le(q, 4)) : memo_get(r, le(q, 4));
 	case 0x94: /* MEMOIZE */
 		return memo_put(r, r->vm->nmemo);
-	case 'i': case 'o': case 0x92: case 0x82: case 0x83: case 0x84:
-		return bad(r, "%s", "an opcode that imports or calls a class by itself (INST, OBJ, NEWOBJ_EX, EXT); refused, nothing run");
+	case 'i':
+	case 'o':
+	case 0x92:
+	case 0x82:
+	case 0x83:
+	case 0x84:
+		return bad(
+			r, "%s",
+			"an opcode that imports or calls a class by itself (INST, OBJ, NEWOBJ_EX, EXT); refused, nothing run");
 	default:
-		return bad(r, "%s", "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
+		return bad(r, "%s",
+			   "an opcode tensorfs does not read (protocol 0/1 text opcodes or unknown)");
 	}
 }
 
-tfs_err tfs_pk_load(const unsigned char *p, size_t n, const struct tfs_pk_ops *ops,
-		    struct tfs_pk **vmp, struct tfs_pk_obj **out, struct tfs_diag *d)
+tfs_err tfs_pk_load(const unsigned char *p, size_t n, const struct tfs_pk_ops *ops, struct tfs_pk **vmp,
+		    struct tfs_pk_obj **out, struct tfs_diag *d)
 {
 	struct tfs_pk *vm = calloc(1, sizeof *vm);
 	*vmp = NULL;
@@ -605,13 +675,15 @@ tfs_err tfs_pk_load(const unsigned char *p, size_t n, const struct tfs_pk_ops *o
 	tfs_err e = TFS_OK;
 	while (!e && !done) {
 		if (r.p >= r.end) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "pickle: truncated (no STOP before byte %zu of data.pkl)", n);
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "pickle: truncated (no STOP before byte %zu of data.pkl)", n);
 			break;
 		}
 		e = step(&r, &done);
 	}
 	if (!e && vm->sp != 1)
-		e = tfs_fail(d, TFS_ERR_FORMAT, "pickle: STOP with %zu objects on the stack, not one", vm->sp);
+		e = tfs_fail(d, TFS_ERR_FORMAT, "pickle: STOP with %zu objects on the stack, not one",
+			     vm->sp);
 	if (e) {
 		tfs_pk_free(vm);
 		return e;

@@ -16,8 +16,16 @@
 #include "core/err.h"
 
 enum tfs_pk_kind {
-	TFS_PK_NONE, TFS_PK_BOOL, TFS_PK_INT, TFS_PK_FLOAT, TFS_PK_STR, TFS_PK_BYTES,
-	TFS_PK_TUPLE, TFS_PK_LIST, TFS_PK_DICT, TFS_PK_SET,
+	TFS_PK_NONE,
+	TFS_PK_BOOL,
+	TFS_PK_INT,
+	TFS_PK_FLOAT,
+	TFS_PK_STR,
+	TFS_PK_BYTES,
+	TFS_PK_TUPLE,
+	TFS_PK_LIST,
+	TFS_PK_DICT,
+	TFS_PK_SET,
 	TFS_PK_GLOBAL, /* an allowed global: `gid` */
 	TFS_PK_USER,   /* the caller's object: `ukind`, `user` */
 };
@@ -25,14 +33,14 @@ enum tfs_pk_kind {
 struct tfs_pk_obj {
 	uint8_t kind;
 	uint8_t ukind;
-	uint32_t n, cap;            /* tuple/list/set items; dict: pairs */
+	uint32_t n, cap; /* tuple/list/set items; dict: pairs */
 	union {
-		int64_t i;          /* BOOL, INT */
+		int64_t i; /* BOOL, INT */
 		double f;
 		struct {
 			const char *s; /* into the pickle, not NUL-terminated */
 			size_t len;
-		} str;              /* STR (UTF-8), BYTES */
+		} str;                 /* STR (UTF-8), BYTES */
 		struct tfs_pk_obj **v; /* TUPLE, LIST, SET; DICT: key, value, ... */
 		int gid;
 		void *user;
@@ -48,8 +56,8 @@ struct tfs_pk_ops {
 	tfs_err (*call)(void *ctx, struct tfs_pk *vm, int gid, const struct tfs_pk_obj *args,
 			struct tfs_pk_obj **out, struct tfs_diag *d);
 	/* BINPERSID: the object a persistent id stands for. */
-	tfs_err (*persid)(void *ctx, struct tfs_pk *vm, const struct tfs_pk_obj *pid,
-			  struct tfs_pk_obj **out, struct tfs_diag *d);
+	tfs_err (*persid)(void *ctx, struct tfs_pk *vm, const struct tfs_pk_obj *pid, struct tfs_pk_obj **out,
+			  struct tfs_diag *d);
 	void *ctx;
 };
 
@@ -57,8 +65,8 @@ struct tfs_pk_ops {
  * and gives the object STOP returns. The objects live in `*vmp` until
  * tfs_pk_free. On failure, one line in `d` saying which opcode at which
  * byte, or which global was refused. */
-tfs_err tfs_pk_load(const unsigned char *p, size_t n, const struct tfs_pk_ops *ops,
-		    struct tfs_pk **vmp, struct tfs_pk_obj **out, struct tfs_diag *d);
+tfs_err tfs_pk_load(const unsigned char *p, size_t n, const struct tfs_pk_ops *ops, struct tfs_pk **vmp,
+		    struct tfs_pk_obj **out, struct tfs_diag *d);
 
 /* A new object owned by the machine (for callbacks), or NULL when the
  * memory cap is reached. */

@@ -42,8 +42,7 @@ const char *tfs_format_names(void)
 }
 
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
-			const struct tfs_parse_opts *o, struct tfs_table *out,
-			struct tfs_diag *d)
+			const struct tfs_parse_opts *o, struct tfs_table *out, struct tfs_diag *d)
 {
 	const struct tfs_format *best = forced;
 	if (!best) {
@@ -64,7 +63,8 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 		for (int pass = 0; pass < 2 && !score; pass++) {
 			if (pass == 1) {
 				/* Nothing knows the start: try the end (a trailer). */
-				if (size < sizeof tail || tfs_source_pread(src, tail, sizeof tail, size - sizeof tail))
+				if (size < sizeof tail ||
+				    tfs_source_pread(src, tail, sizeof tail, size - sizeof tail))
 					break;
 				p.tail = tail;
 				p.ntail = sizeof tail;

@@ -31,15 +31,13 @@ static tfs_err put(struct sc *s, const struct tfs_tensor *t)
 	return tfs_table_put(&s->b, t, 1, NULL) ? tfs_js_nomem(&s->js) : TFS_OK;
 }
 
-static tfs_err tensor_fail(struct sc *s, const struct tfs_tensor *t,
-			   const char *what)
+static tfs_err tensor_fail(struct sc *s, const struct tfs_tensor *t, const char *what)
 {
 	char q[160];
 	if (s->js.p >= s->js.end)
 		return tfs_js_err(&s->js, what);
 	tfs_quote(q, sizeof q, s->h->arena + t->name_off, t->name_len);
-	return tfs_fail(s->js.d, TFS_ERR_FORMAT,
-			"tensor %s: %s (at byte %zu of the header)", q, what,
+	return tfs_fail(s->js.d, TFS_ERR_FORMAT, "tensor %s: %s (at byte %zu of the header)", q, what,
 			(size_t)(s->js.p - s->js.base));
 }
 
@@ -56,8 +54,8 @@ static tfs_err parse_dtype(struct sc *s, struct tfs_tensor *t)
 		tfs_js_ws(&s->js);
 	}
 	if (tfs_js_peek(&s->js) != '"')
-		return tensor_fail(s, t, map ? "dtype {...} must hold one dtype name"
-					      : "dtype must be a string");
+		return tensor_fail(s, t,
+				   map ? "dtype {...} must hold one dtype name" : "dtype must be a string");
 	if ((e = tfs_js_string(&s->js, &str)))
 		return e;
 	t->dtype = (uint16_t)tfs_dtype_lookup_safetensors(str.p, str.len);
@@ -87,8 +85,7 @@ static tfs_err parse_dtype(struct sc *s, struct tfs_tensor *t)
 	return TFS_OK;
 }
 
-static tfs_err parse_u64(struct sc *s, const struct tfs_tensor *t, uint64_t *v,
-			 const char *field)
+static tfs_err parse_u64(struct sc *s, const struct tfs_tensor *t, uint64_t *v, const char *field)
 {
 	enum tfs_jnum k;
 	char msg[96];
@@ -165,14 +162,13 @@ static tfs_err parse_tensor(struct sc *s, struct tfs_tensor *t)
 	if (tfs_js_peek(&s->js) == '[') {
 		/* serde reads a struct from a sequence of its fields in order. */
 		if ((e = tfs_js_enter(&s->js)) || (e = parse_dtype(s, t)) ||
-		    (e = tfs_js_expect(&s->js, ',', "expected ',' after dtype")) ||
-		    (e = parse_shape(s, t)) ||
-		    (e = tfs_js_expect(&s->js, ',', "expected ',' after shape")) ||
-		    (e = parse_offsets(s, t)))
+		    (e = tfs_js_expect(&s->js, ',', "expected ',' after dtype")) || (e = parse_shape(s, t)) ||
+		    (e = tfs_js_expect(&s->js, ',', "expected ',' after shape")) || (e = parse_offsets(s, t)))
 			return e;
 		tfs_js_ws(&s->js);
 		if (tfs_js_peek(&s->js) != ']')
-			return tensor_fail(s, t, "the array form must hold exactly [dtype, shape, data_offsets]");
+			return tensor_fail(s, t,
+					   "the array form must hold exactly [dtype, shape, data_offsets]");
 		s->js.p++;
 		s->js.depth--;
 		return TFS_OK;
@@ -201,7 +197,9 @@ static tfs_err parse_tensor(struct sc *s, struct tfs_tensor *t)
 			if (seen & bit) {
 				char msg[64];
 				snprintf(msg, sizeof msg, "field '%s' appears twice",
-					 bit == 1 ? "dtype" : bit == 2 ? "shape" : "data_offsets");
+					 bit == 1   ? "dtype"
+					 : bit == 2 ? "shape"
+						    : "data_offsets");
 				return tensor_fail(s, t, msg);
 			}
 			seen |= bit;
@@ -251,8 +249,7 @@ static tfs_err parse_metadata(struct sc *s)
 		tfs_js_ws(&s->js);
 		if (tfs_js_peek(&s->js) != '"')
 			return tfs_js_err(&s->js, "expected a string key");
-		if ((e = tfs_js_string(&s->js, &str)) ||
-		    (e = text(s, str.p, str.len, &mp.key_off)))
+		if ((e = tfs_js_string(&s->js, &str)) || (e = text(s, str.p, str.len, &mp.key_off)))
 			return e;
 		mp.key_len = (uint32_t)str.len;
 		if ((e = tfs_js_expect(&s->js, ':', "expected ':'")))
@@ -260,8 +257,7 @@ static tfs_err parse_metadata(struct sc *s)
 		tfs_js_ws(&s->js);
 		if (tfs_js_peek(&s->js) != '"')
 			return tfs_js_err(&s->js, "__metadata__ values must be strings");
-		if ((e = tfs_js_string(&s->js, &str)) ||
-		    (e = text(s, str.p, str.len, &mp.val_off)))
+		if ((e = tfs_js_string(&s->js, &str)) || (e = text(s, str.p, str.len, &mp.val_off)))
 			return e;
 		mp.val_len = (uint32_t)str.len;
 		if (tfs_table_meta(&s->b, &mp))
@@ -292,7 +288,8 @@ static tfs_err parse_top(struct sc *s)
 				if (seen_meta)
 					return tfs_js_err(&s->js, "__metadata__ appears twice");
 				seen_meta = 1;
-				if ((e = tfs_js_expect(&s->js, ':', "expected ':'")) || (e = parse_metadata(s)))
+				if ((e = tfs_js_expect(&s->js, ':', "expected ':'")) ||
+				    (e = parse_metadata(s)))
 					return e;
 			} else {
 				struct tfs_tensor t;
@@ -312,7 +309,9 @@ static tfs_err parse_top(struct sc *s)
 	}
 	tfs_js_ws(&s->js);
 	if (s->js.p != s->js.end)
-		return tfs_js_err(&s->js, "unexpected bytes after the JSON object (only spaces, tabs and newlines may pad the header)");
+		return tfs_js_err(
+			&s->js,
+			"unexpected bytes after the JSON object (only spaces, tabs and newlines may pad the header)");
 	return TFS_OK;
 }
 
@@ -343,18 +342,16 @@ static void fmt_shape(char *out, size_t sz, const uint64_t *dims, uint32_t ndim)
 			o = strlen(out);
 			break;
 		}
-		o += (size_t)snprintf(out + o, sz - o, "%s%llu", i ? "," : "",
-				      (unsigned long long)dims[i]);
+		o += (size_t)snprintf(out + o, sz - o, "%s%llu", i ? "," : "", (unsigned long long)dims[i]);
 	}
 	if (o < sz)
 		snprintf(out + o, sz - o, "]");
 }
 
-static tfs_err vfail_tensor(struct sc *s, const struct tfs_tensor *t,
-			    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static tfs_err vfail_tensor(struct sc *s, const struct tfs_tensor *t, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static tfs_err vfail_tensor(struct sc *s, const struct tfs_tensor *t,
-			    const char *fmt, ...)
+static tfs_err vfail_tensor(struct sc *s, const struct tfs_tensor *t, const char *fmt, ...)
 {
 	char q[160], rest[400];
 	va_list ap;
@@ -394,16 +391,17 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 			goto out;
 		}
 		if (t->begin > start) {
-			e = vfail_tensor(s, t,
-					 "data_offsets [%llu,%llu] leave a gap: bytes %llu to %llu of the data belong to no tensor",
-					 b, en, (unsigned long long)start, b);
+			e = vfail_tensor(
+				s, t,
+				"data_offsets [%llu,%llu] leave a gap: bytes %llu to %llu of the data belong to no tensor",
+				b, en, (unsigned long long)start, b);
 			goto out;
 		}
 		if (t->begin < start) {
 			char q[160];
 			tfs_quote(q, sizeof q, h->arena + prev->name_off, prev->name_len);
-			e = vfail_tensor(s, t, "data_offsets [%llu,%llu] overlap tensor %s at [%llu,%llu]",
-					 b, en, q, (unsigned long long)prev->begin,
+			e = vfail_tensor(s, t, "data_offsets [%llu,%llu] overlap tensor %s at [%llu,%llu]", b,
+					 en, q, (unsigned long long)prev->begin,
 					 (unsigned long long)prev->end);
 			goto out;
 		}
@@ -417,9 +415,10 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 				char q[160], dq[80], msg[TFS_DIAG_MAX];
 				tfs_quote(q, sizeof q, h->arena + t->name_off, t->name_len);
 				tfs_quote(dq, sizeof dq, h->arena + t->dtype_off, t->dtype_len);
-				snprintf(msg, sizeof msg,
-					 "tensor %s: unknown dtype %s, passed through without a size check (-o strict refuses it)",
-					 q, dq);
+				snprintf(
+					msg, sizeof msg,
+					"tensor %s: unknown dtype %s, passed through without a size check (-o strict refuses it)",
+					q, dq);
 				opts->warn(opts->warn_ctx, msg);
 			}
 			continue;
@@ -449,8 +448,9 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 		}
 		if (t->end - t->begin != nbits / 8) {
 			fmt_shape(shp, sizeof shp, dims, t->ndim);
-			e = vfail_tensor(s, t, "data_offsets [%llu,%llu] hold %llu bytes but %s %s needs %llu",
-					 b, en, (unsigned long long)(t->end - t->begin),
+			e = vfail_tensor(s, t,
+					 "data_offsets [%llu,%llu] hold %llu bytes but %s %s needs %llu", b,
+					 en, (unsigned long long)(t->end - t->begin),
 					 tfs_dtype_name(t->dtype), shp, (unsigned long long)(nbits / 8));
 			goto out;
 		}
@@ -458,16 +458,17 @@ static tfs_err validate(struct sc *s, const struct tfs_parse_opts *opts)
 
 	uint64_t data_len = h->file_size - h->data_start;
 	if (start > data_len) {
-		e = tfs_fail(s->js.d, TFS_ERR_FORMAT,
-			     "truncated file: the tensors need %llu bytes of data after the header but the file has %llu (%llu bytes missing; an incomplete download?)",
-			     (unsigned long long)start, (unsigned long long)data_len,
-			     (unsigned long long)(start - data_len));
+		e = tfs_fail(
+			s->js.d, TFS_ERR_FORMAT,
+			"truncated file: the tensors need %llu bytes of data after the header but the file has %llu (%llu bytes missing; an incomplete download?)",
+			(unsigned long long)start, (unsigned long long)data_len,
+			(unsigned long long)(start - data_len));
 	} else if (start < data_len) {
-		e = tfs_fail(s->js.d, TFS_ERR_FORMAT,
-			     "%llu unexpected bytes after the last tensor: the data should end at byte %llu of the file, which has %llu",
-			     (unsigned long long)(data_len - start),
-			     (unsigned long long)(h->data_start + start),
-			     (unsigned long long)h->file_size);
+		e = tfs_fail(
+			s->js.d, TFS_ERR_FORMAT,
+			"%llu unexpected bytes after the last tensor: the data should end at byte %llu of the file, which has %llu",
+			(unsigned long long)(data_len - start), (unsigned long long)(h->data_start + start),
+			(unsigned long long)h->file_size);
 	}
 out:
 	free(sp);
@@ -570,9 +571,8 @@ static const char *sniff(const unsigned char *p, size_t n)
 		return "this is a Python pickle (a PyTorch checkpoint?), not safetensors";
 	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
 		i++;
-	if (starts_with_ci(p + i, n - i, "<!doctype html") ||
-	    starts_with_ci(p + i, n - i, "<html") || starts_with_ci(p + i, n - i, "<head") ||
-	    starts_with_ci(p + i, n - i, "<?xml"))
+	if (starts_with_ci(p + i, n - i, "<!doctype html") || starts_with_ci(p + i, n - i, "<html") ||
+	    starts_with_ci(p + i, n - i, "<head") || starts_with_ci(p + i, n - i, "<?xml"))
 		return "this is an HTML or XML page (a failed download or an error page?), not safetensors";
 	if (i < n && (p[i] == '{' || p[i] == '['))
 		return "this is a JSON text file, not safetensors (pass the .safetensors file, not an index or config)";
@@ -589,8 +589,8 @@ static const char *sniff(const unsigned char *p, size_t n)
 	return NULL;
 }
 
-tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		    struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		    struct tfs_diag *d)
 {
 	unsigned char head[512];
 	uint64_t size = src->id.size, n;
@@ -607,22 +607,24 @@ tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
 	const char *what = sniff(head, got);
 	if (size < 8)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"%s", what ? what : "the file is too short (under 8 bytes) to be safetensors");
+		return tfs_fail(d, TFS_ERR_FORMAT, "%s",
+				what ? what : "the file is too short (under 8 bytes) to be safetensors");
 	n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | head[i];
 	if (n > TFS_HEADER_MAX) {
 		if (what)
 			return tfs_fail(d, TFS_ERR_FORMAT, "%s", what);
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"the header length %llu is over the 100000000-byte limit (not a safetensors file?)",
-				(unsigned long long)n);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"the header length %llu is over the 100000000-byte limit (not a safetensors file?)",
+			(unsigned long long)n);
 	}
 	if (n > size - 8)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"truncated file: the header length says %llu bytes but only %llu follow the 8-byte prefix (an incomplete download?)",
-				(unsigned long long)n, (unsigned long long)(size - 8));
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"truncated file: the header length says %llu bytes but only %llu follow the 8-byte prefix (an incomplete download?)",
+			(unsigned long long)n, (unsigned long long)(size - 8));
 	unsigned char *buf = malloc((size_t)n + 1);
 	if (!buf)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",

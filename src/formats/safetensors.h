@@ -16,7 +16,7 @@ tfs_err tfs_st_parse(const unsigned char *hdr, size_t n, uint64_t file_size,
 		     const struct tfs_parse_opts *opts, struct tfs_table *out, struct tfs_diag *d);
 
 /* Reads the length prefix and the header from `src`, then parses them. */
-tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		    struct tfs_table *out, struct tfs_diag *d);
+tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		    struct tfs_diag *d);
 
 #endif

@@ -56,7 +56,8 @@ static tfs_err tensor(struct tfs_table_builder *b, const char *name, size_t nl, 
 	if (!json_object_is_type(v, json_type_object) || !json_object_object_get_ex(v, "dtype", &dt) ||
 	    !json_object_object_get_ex(v, "shape", &shape) ||
 	    !json_object_object_get_ex(v, "data_offsets", &offs))
-		return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: not an object with dtype, shape and data_offsets", q);
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"tensor %s: not an object with dtype, shape and data_offsets", q);
 	if (!json_object_is_type(dt, json_type_string))
 		return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: dtype is not a string", q);
 	t.dtype = (uint16_t)tfs_dtype_lookup_safetensors(json_object_get_string(dt),
@@ -76,7 +77,9 @@ static tfs_err tensor(struct tfs_table_builder *b, const char *name, size_t nl, 
 	for (size_t i = 0; i < nd; i++) {
 		json_object *x = json_object_array_get_idx(shape, i);
 		if (!json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0)
-			return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: shape holds something other than a non-negative integer", q);
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"tensor %s: shape holds something other than a non-negative integer",
+					q);
 		uint64_t v64 = (uint64_t)json_object_get_int64(x);
 		if (json_object_get_int64(x) == INT64_MAX)
 			v64 = json_object_get_uint64(x);
@@ -92,20 +95,24 @@ static tfs_err tensor(struct tfs_table_builder *b, const char *name, size_t nl, 
 	for (int i = 0; i < 2; i++) {
 		json_object *x = json_object_array_get_idx(offs, (size_t)i);
 		if (!json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0)
-			return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: data_offsets holds something other than a non-negative integer", q);
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"tensor %s: data_offsets holds something other than a non-negative integer",
+				q);
 		o[i] = json_object_get_int64(x) == INT64_MAX ? json_object_get_uint64(x)
-							       : (uint64_t)json_object_get_int64(x);
+							     : (uint64_t)json_object_get_int64(x);
 	}
 	if (o[0] < HEAD || o[1] < o[0] || o[1] > meta_start)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"tensor %s: data_offsets [%llu, %llu] are not within the data (bytes %u to %llu)", q,
-				(unsigned long long)o[0], (unsigned long long)o[1], HEAD,
-				(unsigned long long)meta_start);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"tensor %s: data_offsets [%llu, %llu] are not within the data (bytes %u to %llu)", q,
+			(unsigned long long)o[0], (unsigned long long)o[1], HEAD,
+			(unsigned long long)meta_start);
 	uint64_t bytes = overflow ? UINT64_MAX : tfs_dtype_bytes(t.dtype, elems);
 	if (bytes != o[1] - o[0])
 		return tfs_fail(d, TFS_ERR_FORMAT,
-				"tensor %s: %llu bytes between its offsets, but its shape and dtype need %s", q,
-				(unsigned long long)(o[1] - o[0]),
+				"tensor %s: %llu bytes between its offsets, but its shape and dtype need %s",
+				q, (unsigned long long)(o[1] - o[0]),
 				bytes == UINT64_MAX ? "more than 2^64" : "another size");
 	t.begin = o[0];
 	t.end = o[1];
@@ -115,8 +122,8 @@ static tfs_err tensor(struct tfs_table_builder *b, const char *name, size_t nl, 
 	return TFS_OK;
 }
 
-tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_start,
-			     uint64_t file_size, struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_start, uint64_t file_size,
+			     struct tfs_table *out, struct tfs_diag *d)
 {
 	struct tfs_table_builder b = {.t = out};
 	tfs_err e = TFS_OK;
@@ -142,7 +149,8 @@ tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_
 			     root ? "it ends early" : json_tokener_error_desc(je));
 		goto out;
 	}
-	while (used < n && (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
+	while (used < n &&
+	       (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
 		used++;
 	if (used != n) {
 		e = tfs_fail(d, TFS_ERR_FORMAT, "the metadata block has text after its JSON object");
@@ -152,7 +160,8 @@ tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_
 		e = tfs_fail(d, TFS_ERR_FORMAT, "the metadata block is not a JSON object");
 		goto out;
 	}
-	json_object_object_foreach(root, key, val) {
+	json_object_object_foreach(root, key, val)
+	{
 		size_t kl = strlen(key);
 		if (strcmp(key, "__metadata__") == 0) {
 			if (json_object_is_type(val, json_type_null))
@@ -162,12 +171,14 @@ tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_
 				goto out;
 			}
 			out->has_metadata = true;
-			json_object_object_foreach(val, mk, mv) {
+			json_object_object_foreach(val, mk, mv)
+			{
 				struct tfs_meta_pair mp;
 				if (!json_object_is_type(mv, json_type_string)) {
 					char q[160];
 					tfs_quote(q, sizeof q, mk, strlen(mk));
-					e = tfs_fail(d, TFS_ERR_FORMAT, "__metadata__ value of %s is not a string", q);
+					e = tfs_fail(d, TFS_ERR_FORMAT,
+						     "__metadata__ value of %s is not a string", q);
 					goto out;
 				}
 				mp.key_len = (uint32_t)strlen(mk);
@@ -213,8 +224,8 @@ out:
 	return e;
 }
 
-tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		       struct tfs_table *out, struct tfs_diag *d)
+tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		       struct tfs_diag *d)
 {
 	unsigned char head[HEAD], foot[FOOT];
 	uint64_t size = src->id.size;
@@ -224,37 +235,47 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 	if (size < HEAD + 2 + FOOT)
 		return tfs_fail(d, TFS_ERR_FORMAT, "the file is too short (%llu bytes) to be tensorsafe",
 				(unsigned long long)size);
-	if ((e = tfs_source_read(src, head, HEAD, 0, d)) || (e = tfs_source_read(src, foot, FOOT, size - FOOT, d)))
+	if ((e = tfs_source_read(src, head, HEAD, 0, d)) ||
+	    (e = tfs_source_read(src, foot, FOOT, size - FOOT, d)))
 		return e;
 	if (memcmp(head, "TNSRSAFE", 8) != 0)
-		return tfs_fail(d, TFS_ERR_FORMAT, "damaged: the file ends like tensorsafe but does not start with its magic");
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"damaged: the file ends like tensorsafe but does not start with its magic");
 	uint32_t version = (uint32_t)(le64(head + 8) & 0xffffffffu), flags = (uint32_t)(le64(head + 8) >> 32);
 	if (version != 1)
-		return tfs_fail(d, TFS_ERR_FORMAT, "tensorsafe version %u is not supported (version 1 is)", version);
+		return tfs_fail(d, TFS_ERR_FORMAT, "tensorsafe version %u is not supported (version 1 is)",
+				version);
 	if (flags)
-		return tfs_fail(d, TFS_ERR_FORMAT, "tensorsafe flags 0x%x are not supported (none are defined)", flags);
-	if (memcmp(foot + 24, "TSAFEEND", 8) != 0)
 		return tfs_fail(d, TFS_ERR_FORMAT,
-				"damaged or incomplete: the file does not end with a tensorsafe footer (a write or append that stopped early?)");
+				"tensorsafe flags 0x%x are not supported (none are defined)", flags);
+	if (memcmp(foot + 24, "TSAFEEND", 8) != 0)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"damaged or incomplete: the file does not end with a tensorsafe footer (a write or append that stopped early?)");
 	uint64_t len = le64(foot), prev = le64(foot + 8), sum = le64(foot + 16);
 	if (len > META_MAX)
-		return tfs_fail(d, TFS_ERR_FORMAT, "the metadata block's length %llu is over the 100000000-byte limit",
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"the metadata block's length %llu is over the 100000000-byte limit",
 				(unsigned long long)len);
 	if (len > size - FOOT - HEAD)
-		return tfs_fail(d, TFS_ERR_FORMAT, "damaged: the footer gives a metadata block of %llu bytes, more than the file holds",
-				(unsigned long long)len);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"damaged: the footer gives a metadata block of %llu bytes, more than the file holds",
+			(unsigned long long)len);
 	uint64_t meta_start = size - FOOT - len;
 	unsigned char *text = malloc((size_t)len + 1);
 	if (!text)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte metadata block", (unsigned long long)len);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte metadata block",
+				(unsigned long long)len);
 	if ((e = tfs_source_read(src, text, (size_t)len, meta_start, d))) {
 		free(text);
 		return e;
 	}
 	if (tfs_fnv1a64(text, (size_t)len) != sum) {
 		free(text);
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"damaged: the metadata block's checksum does not match the footer's (overwritten or cut?)");
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"damaged: the metadata block's checksum does not match the footer's (overwritten or cut?)");
 	}
 	/* Earlier footers: each must be one, before the block that follows. */
 	uint64_t appends = 0, limit = meta_start, p = prev;
@@ -262,9 +283,10 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 		unsigned char f2[FOOT];
 		if (appends >= CHAIN_MAX || p > limit || p < HEAD + 2 + FOOT) {
 			free(text);
-			return tfs_fail(d, TFS_ERR_FORMAT,
-					"damaged: a footer's link to the previous one (byte %llu) points outside the file's earlier part",
-					(unsigned long long)p);
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"damaged: a footer's link to the previous one (byte %llu) points outside the file's earlier part",
+				(unsigned long long)p);
 		}
 		if ((e = tfs_source_read(src, f2, FOOT, p - FOOT, d))) {
 			free(text);
@@ -272,9 +294,10 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 		}
 		if (memcmp(f2 + 24, "TSAFEEND", 8) != 0 || le64(f2) > p - FOOT - HEAD) {
 			free(text);
-			return tfs_fail(d, TFS_ERR_FORMAT,
-					"damaged: a footer's link to the previous one (byte %llu) does not point at a footer",
-					(unsigned long long)p);
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"damaged: a footer's link to the previous one (byte %llu) does not point at a footer",
+				(unsigned long long)p);
 		}
 		appends++;
 		limit = p - FOOT - le64(f2);

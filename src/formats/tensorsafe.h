@@ -12,10 +12,10 @@ uint64_t tfs_fnv1a64(const unsigned char *p, size_t n);
 
 /* Parses a metadata block that starts at `meta_start` of a file of
  * `file_size` bytes. */
-tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_start,
-			     uint64_t file_size, struct tfs_table *out, struct tfs_diag *d);
+tfs_err tfs_tsafe_parse_meta(const unsigned char *text, size_t n, uint64_t meta_start, uint64_t file_size,
+			     struct tfs_table *out, struct tfs_diag *d);
 
-tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
-		       struct tfs_table *out, struct tfs_diag *d);
+tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
+		       struct tfs_diag *d);
 
 #endif

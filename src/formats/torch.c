@@ -27,8 +27,18 @@
 #define HIDDEN_NAMED 8
 
 enum gid {
-	G_ORDEREDDICT, G_REBUILD_V2, G_REBUILD_V3, G_PARAMETER, G_PARAMETER_STATE,
-	G_FROM_TYPE, G_TENSOR_TYPE, G_SIZE, G_ENCODE, G_STORAGE, G_DTYPE, G_QUANT,
+	G_ORDEREDDICT,
+	G_REBUILD_V2,
+	G_REBUILD_V3,
+	G_PARAMETER,
+	G_PARAMETER_STATE,
+	G_FROM_TYPE,
+	G_TENSOR_TYPE,
+	G_SIZE,
+	G_ENCODE,
+	G_STORAGE,
+	G_DTYPE,
+	G_QUANT,
 };
 
 /* What each allowed global is. Storages and dtypes map to a dtype; the
@@ -128,9 +138,9 @@ struct ctx {
 	struct tfs_zip *z;
 	const char *top;
 	size_t toplen;
-	uint32_t storages;   /* distinct records referred to */
+	uint32_t storages;      /* distinct records referred to */
 	uint32_t tensors, dims; /* made, for reserving the table */
-	unsigned char *seen; /* per zip entry */
+	unsigned char *seen;    /* per zip entry */
 };
 
 static int global(void *c, const char *mod, size_t ml, const char *name, size_t nl)
@@ -145,9 +155,10 @@ static int global(void *c, const char *mod, size_t ml, const char *name, size_t 
 
 static tfs_err quantized(struct tfs_diag *d, int gid)
 {
-	return tfs_fail(d, TFS_ERR_FORMAT,
-			"quantized tensor (%s.%s): PyTorch's quantized storages have no safetensors dtype; not supported",
-			allowed[gid].mod, allowed[gid].name);
+	return tfs_fail(
+		d, TFS_ERR_FORMAT,
+		"quantized tensor (%s.%s): PyTorch's quantized storages have no safetensors dtype; not supported",
+		allowed[gid].mod, allowed[gid].name);
 }
 
 static int as_uint(const struct tfs_pk_obj *o, uint64_t *v)
@@ -170,26 +181,31 @@ static struct tfs_pk_obj *user(struct tfs_pk *vm, int kind, void *p)
 
 static tfs_err nomem(struct tfs_diag *d)
 {
-	return tfs_fail(d, TFS_ERR_FORMAT, "pickle: over tensorfs's memory bound (a hostile or damaged file)");
+	return tfs_fail(d, TFS_ERR_FORMAT,
+			"pickle: over tensorfs's memory bound (a hostile or damaged file)");
 }
 
 /* ('storage', <storage type>, key, location, numel) */
-static tfs_err persid(void *cv, struct tfs_pk *vm, const struct tfs_pk_obj *pid,
-		      struct tfs_pk_obj **out, struct tfs_diag *d)
+static tfs_err persid(void *cv, struct tfs_pk *vm, const struct tfs_pk_obj *pid, struct tfs_pk_obj **out,
+		      struct tfs_diag *d)
 {
 	struct ctx *c = cv;
 	uint64_t numel;
 	if (pid->kind != TFS_PK_TUPLE || pid->n != 5 || pid->u.v[0]->kind != TFS_PK_STR ||
 	    pid->u.v[0]->u.str.len != 7 || memcmp(pid->u.v[0]->u.str.s, "storage", 7) != 0)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"pickle: a persistent id that is not a storage reference ('storage', type, key, location, numel)");
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"pickle: a persistent id that is not a storage reference ('storage', type, key, location, numel)");
 	const struct tfs_pk_obj *ty = pid->u.v[1], *key = pid->u.v[2];
-	if (ty->kind != TFS_PK_GLOBAL || (allowed[ty->u.gid].gid != G_STORAGE && allowed[ty->u.gid].gid != G_QUANT))
-		return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a storage reference whose type is not a storage class");
+	if (ty->kind != TFS_PK_GLOBAL ||
+	    (allowed[ty->u.gid].gid != G_STORAGE && allowed[ty->u.gid].gid != G_QUANT))
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"pickle: a storage reference whose type is not a storage class");
 	if (allowed[ty->u.gid].gid == G_QUANT)
 		return quantized(d, ty->u.gid);
 	if (key->kind != TFS_PK_STR || as_uint(pid->u.v[4], &numel))
-		return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a storage reference with a bad key or element count");
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"pickle: a storage reference with a bad key or element count");
 	struct storage *s = tfs_pk_alloc(vm, sizeof *s);
 	char name[4096], q[160];
 	if (!s)
@@ -214,14 +230,16 @@ static tfs_err persid(void *cv, struct tfs_pk *vm, const struct tfs_pk_obj *pid,
 	if (!e)
 		return tfs_fail(d, TFS_ERR_FORMAT, "storage %s: the archive has no record data/%s", q, Q);
 	if (e->method != 0)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"storage %s: record data/%s is compressed (zip method %u); only stored records can be mapped (the archive was re-zipped?)",
-				Q, q, e->method);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"storage %s: record data/%s is compressed (zip method %u); only stored records can be mapped (the archive was re-zipped?)",
+			Q, q, e->method);
 	if (e->csize != s->nbytes)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"storage %s: record data/%s holds %llu bytes, but the storage is %llu elements of %s (%llu bytes)",
-				Q, q, (unsigned long long)e->csize, (unsigned long long)numel,
-				tfs_dtype_name(s->dt), (unsigned long long)s->nbytes);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"storage %s: record data/%s holds %llu bytes, but the storage is %llu elements of %s (%llu bytes)",
+			Q, q, (unsigned long long)e->csize, (unsigned long long)numel, tfs_dtype_name(s->dt),
+			(unsigned long long)s->nbytes);
 #undef Q
 	s->data = e->data;
 	if (!c->seen[e - c->z->e]) {
@@ -238,12 +256,13 @@ static tfs_err dims_of(const struct tfs_pk_obj *t, uint32_t want, struct tfs_dia
 {
 	int neg_ok = strcmp(what, "stride") == 0;
 	if (t->kind != TFS_PK_TUPLE || t->n > DIMS_MAX || (want != UINT32_MAX && t->n != want))
-		return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a tensor whose %s is not a tuple of up to %d integers",
-				what, DIMS_MAX);
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"pickle: a tensor whose %s is not a tuple of up to %d integers", what,
+				DIMS_MAX);
 	for (uint32_t i = 0; i < t->n; i++)
 		if (t->u.v[i]->kind != TFS_PK_INT || (t->u.v[i]->u.i < 0 && !neg_ok))
-			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: a tensor with a negative or non-integer %s",
-					what);
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"pickle: a tensor with a negative or non-integer %s", what);
 	return TFS_OK;
 }
 
@@ -281,8 +300,8 @@ static tfs_err rebuild(struct ctx *c, struct tfs_pk *vm, int v3, const struct tf
 	return *out ? TFS_OK : nomem(d);
 }
 
-static tfs_err call(void *cv, struct tfs_pk *vm, int gid, const struct tfs_pk_obj *a,
-		    struct tfs_pk_obj **out, struct tfs_diag *d)
+static tfs_err call(void *cv, struct tfs_pk *vm, int gid, const struct tfs_pk_obj *a, struct tfs_pk_obj **out,
+		    struct tfs_diag *d)
 {
 	struct ctx *c = cv;
 	switch (allowed[gid].gid) {
@@ -297,14 +316,16 @@ static tfs_err call(void *cv, struct tfs_pk *vm, int gid, const struct tfs_pk_ob
 	case G_PARAMETER:
 	case G_PARAMETER_STATE:
 		if (a->n < 1 || a->u.v[0]->kind != TFS_PK_USER || a->u.v[0]->ukind != U_TENSOR)
-			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: _rebuild_parameter of something that is not a tensor");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"pickle: _rebuild_parameter of something that is not a tensor");
 		*out = a->u.v[0];
 		return TFS_OK;
 	case G_FROM_TYPE: {
 		/* (func, type, args, state): func(*args) for a plain tensor type */
 		if (a->n != 4 || a->u.v[0]->kind != TFS_PK_GLOBAL || a->u.v[1]->kind != TFS_PK_GLOBAL ||
 		    allowed[a->u.v[1]->u.gid].gid != G_TENSOR_TYPE || a->u.v[2]->kind != TFS_PK_TUPLE)
-			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: _rebuild_from_type_v2 with unexpected arguments");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"pickle: _rebuild_from_type_v2 with unexpected arguments");
 		int f = allowed[a->u.v[0]->u.gid].gid;
 		if (f != G_REBUILD_V2 && f != G_REBUILD_V3)
 			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: _rebuild_from_type_v2 of %s.%s",
@@ -313,13 +334,15 @@ static tfs_err call(void *cv, struct tfs_pk *vm, int gid, const struct tfs_pk_ob
 	}
 	case G_SIZE: {
 		if (a->n != 1 || a->u.v[0]->kind != TFS_PK_TUPLE)
-			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: torch.Size of something that is not a tuple");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"pickle: torch.Size of something that is not a tuple");
 		*out = a->u.v[0];
 		return TFS_OK;
 	}
 	case G_ENCODE: /* _codecs.encode(text, 'latin1'): how protocol 2 writes bytes */
 		if (a->n < 1 || a->u.v[0]->kind != TFS_PK_STR)
-			return tfs_fail(d, TFS_ERR_FORMAT, "pickle: _codecs.encode of something that is not a string");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"pickle: _codecs.encode of something that is not a string");
 		*out = tfs_pk_new(vm, TFS_PK_BYTES);
 		if (!*out)
 			return nomem(d);
@@ -410,9 +433,10 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 		/* The key is pickle bytes: not NUL-terminated, maybe hostile. */
 		char qk[60];
 		tfs_quote(qk, sizeof qk, s->key, s->klen);
-		return tfs_fail(w->d, TFS_ERR_FORMAT,
-				"tensor %s: the elements its size, strides and storage offset %llu reach run past its storage %s (%llu bytes)",
-				Q, (unsigned long long)t->offset, qk, (unsigned long long)s->nbytes);
+		return tfs_fail(
+			w->d, TFS_ERR_FORMAT,
+			"tensor %s: the elements its size, strides and storage offset %llu reach run past its storage %s (%llu bytes)",
+			Q, (unsigned long long)t->offset, qk, (unsigned long long)s->nbytes);
 	}
 	if (numel) {
 		/* C-contiguous: strides are the running products, size-1 dims aside */
@@ -427,9 +451,10 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 				if (w->hlen >= sizeof w->hidden_names)
 					w->hlen = sizeof w->hidden_names - 1;
 				char msg[TFS_DIAG_MAX];
-				snprintf(msg, sizeof msg,
-					 "tensor %s is not contiguous in its storage (a saved view, e.g. a transpose); hidden: a file maps one byte range",
-					 q);
+				snprintf(
+					msg, sizeof msg,
+					"tensor %s is not contiguous in its storage (a saved view, e.g. a transpose); hidden: a file maps one byte range",
+					q);
 				warn(w, msg);
 				return TFS_OK;
 			}
@@ -452,7 +477,9 @@ static tfs_err put_tensor(struct walk *w, const struct tensor *t)
 	if (tfs_table_text(&w->b, w->path, w->plen, &x.name_off) || tfs_table_put(&w->b, &x, 0, &dup))
 		return tfs_fail(w->d, TFS_ERR_NOMEM, "out of memory");
 	if (dup)
-		return tfs_fail(w->d, TFS_ERR_FORMAT, "two tensors are both named %s (nested keys that join to the same dotted name)", Q);
+		return tfs_fail(
+			w->d, TFS_ERR_FORMAT,
+			"two tensors are both named %s (nested keys that join to the same dotted name)", Q);
 	return TFS_OK;
 }
 #undef Q
@@ -465,10 +492,20 @@ static tfs_err put_meta(struct walk *w, const struct tfs_pk_obj *v)
 	const char *s = buf;
 	size_t len, cut = 0;
 	switch (v->kind) {
-	case TFS_PK_NONE: s = "None"; len = 4; break;
-	case TFS_PK_BOOL: s = v->u.i ? "True" : "False"; len = strlen(s); break;
-	case TFS_PK_INT: len = (size_t)snprintf(buf, sizeof buf, "%lld", (long long)v->u.i); break;
-	case TFS_PK_FLOAT: len = tfs_float_repr(buf, sizeof buf, v->u.f); break;
+	case TFS_PK_NONE:
+		s = "None";
+		len = 4;
+		break;
+	case TFS_PK_BOOL:
+		s = v->u.i ? "True" : "False";
+		len = strlen(s);
+		break;
+	case TFS_PK_INT:
+		len = (size_t)snprintf(buf, sizeof buf, "%lld", (long long)v->u.i);
+		break;
+	case TFS_PK_FLOAT:
+		len = tfs_float_repr(buf, sizeof buf, v->u.f);
+		break;
 	case TFS_PK_STR:
 		s = v->u.str.s;
 		len = v->u.str.len;
@@ -495,11 +532,14 @@ static tfs_err put_meta(struct walk *w, const struct tfs_pk_obj *v)
 		char q[160], msg[TFS_DIAG_MAX];
 		ml = (size_t)snprintf(mark, sizeof mark, " [... cut by tensorfs: %zu bytes in all]", cut);
 		tfs_quote(q, sizeof q, w->path, w->plen);
-		snprintf(msg, sizeof msg, "metadata value %s has %zu bytes: __metadata__.json shows its first %zu, marked as cut",
-			 q, cut, len);
+		snprintf(
+			msg, sizeof msg,
+			"metadata value %s has %zu bytes: __metadata__.json shows its first %zu, marked as cut",
+			q, cut, len);
 		warn(w, msg);
 	}
-	if (tfs_table_text(&w->b, w->path, w->plen, &m.key_off) || tfs_table_text2(&w->b, s, len, mark, ml, &m.val_off))
+	if (tfs_table_text(&w->b, w->path, w->plen, &m.key_off) ||
+	    tfs_table_text2(&w->b, s, len, mark, ml, &m.val_off))
 		return tfs_fail(w->d, TFS_ERR_NOMEM, "out of memory");
 	m.key_len = (uint32_t)w->plen;
 	m.val_len = (uint32_t)(len + ml);
@@ -527,15 +567,17 @@ static tfs_err walk(struct walk *w, const struct tfs_pk_obj *o, int depth)
 {
 	if (depth > DEPTH_MAX)
 		return tfs_fail(w->d, TFS_ERR_FORMAT,
-				"the checkpoint nests containers more than %d deep (or refers to itself)", DEPTH_MAX);
+				"the checkpoint nests containers more than %d deep (or refers to itself)",
+				DEPTH_MAX);
 	/* A tree visits each object once; tied weights add a few paths. More
 	 * visits than objects and pickle bytes together is shared structure
 	 * that would never be walked to its end (2^60 paths from 60 memo
 	 * references of x = (x, x)). */
 	if (++w->visits > w->visit_max)
-		return tfs_fail(w->d, TFS_ERR_FORMAT,
-				"the checkpoint's objects are shared so often that walking them would not end (over %llu paths through %llu objects): refused",
-				(unsigned long long)w->visit_max, (unsigned long long)w->objects);
+		return tfs_fail(
+			w->d, TFS_ERR_FORMAT,
+			"the checkpoint's objects are shared so often that walking them would not end (over %llu paths through %llu objects): refused",
+			(unsigned long long)w->visit_max, (unsigned long long)w->objects);
 	char num[24];
 	tfs_err e = TFS_OK;
 	switch (o->kind) {
@@ -597,14 +639,16 @@ static tfs_err record(struct tfs_source *src, const struct tfs_zip *z, const cha
 	if (!e)
 		return TFS_OK;
 	if (e->method != 0)
-		return tfs_fail(d, TFS_ERR_FORMAT, "record %s is compressed (zip method %u); torch.save stores every record",
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"record %s is compressed (zip method %u); torch.save stores every record",
 				name, e->method);
 	if (e->csize > max)
 		return tfs_fail(d, TFS_ERR_FORMAT, "record %s is %llu bytes, over the %zu-byte limit", name,
 				(unsigned long long)e->csize, max);
 	*out = malloc(e->csize ? (size_t)e->csize : 1);
 	if (!*out)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for the %llu-byte %s", (unsigned long long)e->csize, name);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for the %llu-byte %s",
+				(unsigned long long)e->csize, name);
 	tfs_err r = tfs_source_read(src, *out, (size_t)e->csize, e->data, d);
 	if (r) {
 		free(*out);
@@ -638,18 +682,22 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 	if ((e = tfs_source_read(src, head, hn, 0, d)))
 		return e;
 	if (is_legacy(head, hn))
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"a PyTorch checkpoint in the legacy format (torch.save before 1.6, or _use_new_zipfile_serialization=False): tensors and pickles interleaved in one stream, which tensorfs cannot map; re-save it with a current torch.save");
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"a PyTorch checkpoint in the legacy format (torch.save before 1.6, or _use_new_zipfile_serialization=False): tensors and pickles interleaved in one stream, which tensorfs cannot map; re-save it with a current torch.save");
 	if (hn >= 2 && head[0] == 0x80 && head[1] <= 5)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"a bare pickle, not a torch.save zip archive: tensorfs reads PyTorch checkpoints only in the zip format of PyTorch 1.6 and later");
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"a bare pickle, not a torch.save zip archive: tensorfs reads PyTorch checkpoints only in the zip format of PyTorch 1.6 and later");
 	if ((e = tfs_zip_open(src, &z, d)))
 		return e;
 	const char *top = NULL, *slash = NULL;
 	if (z.n)
 		slash = memchr(z.e[0].name, '/', z.e[0].nlen);
 	if (!slash) {
-		e = tfs_fail(d, TFS_ERR_FORMAT, "a zip archive but not a PyTorch checkpoint: its entries are not under one directory holding data.pkl");
+		e = tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"a zip archive but not a PyTorch checkpoint: its entries are not under one directory holding data.pkl");
 		goto out;
 	}
 	top = z.e[0].name;
@@ -658,7 +706,10 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 		if (z.e[i].nlen <= tl || memcmp(z.e[i].name, top, tl + 1) != 0) {
 			char q[160];
 			tfs_quote(q, sizeof q, z.e[i].name, z.e[i].nlen);
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s is outside the archive's top directory (not a torch.save archive)", q);
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"zip entry %s is outside the archive's top directory (not a torch.save archive)",
+				q);
 			goto out;
 		}
 	if ((e = record(src, &z, top, tl, "data.pkl", PKL_MAX, &pkl, &pl, d)) ||
@@ -666,17 +717,22 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 	    (e = record(src, &z, top, tl, "version", 64, &ver, &vl, d)))
 		goto out;
 	if (!pkl) {
-		e = tfs_fail(d, TFS_ERR_FORMAT, "a zip archive but not a PyTorch checkpoint: no data.pkl under its top directory");
+		e = tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"a zip archive but not a PyTorch checkpoint: no data.pkl under its top directory");
 		goto out;
 	}
 	if (bo) {
 		bl = trim(bo, bl);
 		if (bl == 3 && memcmp(bo, "big", 3) == 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "written on a big-endian machine (byteorder \"big\"): tensorfs serves stored bytes as they are and does not swap them");
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"written on a big-endian machine (byteorder \"big\"): tensorfs serves stored bytes as they are and does not swap them");
 			goto out;
 		}
 		if (bl != 6 || memcmp(bo, "little", 6) != 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the byteorder record is neither \"little\" nor \"big\"");
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "the byteorder record is neither \"little\" nor \"big\"");
 			goto out;
 		}
 	}
@@ -739,7 +795,8 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 			goto out;
 	}
 	if (w->meta_dropped) {
-		n = snprintf(tmp, sizeof tmp, "%u plain values beyond the first %d not shown", w->meta_dropped, META_MAX);
+		n = snprintf(tmp, sizeof tmp, "%u plain values beyond the first %d not shown",
+			     w->meta_dropped, META_MAX);
 		if ((e = tfs_table_fact(out, "metadata", tmp, (size_t)n)))
 			goto out;
 	}
@@ -771,7 +828,8 @@ static int detect(const struct tfs_probe *p)
 		return 0;
 	size_t rest = nl - (size_t)(slash + 1 - name);
 	const char *r = slash + 1;
-	if ((rest == 8 && memcmp(r, "data.pkl", 8) == 0) || (rest == 15 && memcmp(r, ".format_version", 15) == 0))
+	if ((rest == 8 && memcmp(r, "data.pkl", 8) == 0) ||
+	    (rest == 15 && memcmp(r, ".format_version", 15) == 0))
 		return 2;
 	return 1;
 }

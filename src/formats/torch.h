@@ -6,7 +6,7 @@
 
 extern const struct tfs_format tfs_format_torch;
 
-tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o,
-		       struct tfs_table *out, struct tfs_diag *d);
+tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, struct tfs_table *out,
+		       struct tfs_diag *d);
 
 #endif

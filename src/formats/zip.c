@@ -15,12 +15,18 @@
 #define CD_MAX (512u << 20)
 #define LOCAL_WINDOW (256u << 10) /* a directory of about five million entries */
 
-static uint16_t u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint16_t u16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
 static uint32_t u32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t u64(const unsigned char *p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
+static uint64_t u64(const unsigned char *p)
+{
+	return u32(p) | (uint64_t)u32(p + 4) << 32;
+}
 
 int tfs_zip_sniff(const unsigned char *head, size_t n, const char **name, uint32_t *nlen)
 {
@@ -40,7 +46,8 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 		       uint64_t *count, uint64_t *cd_end, struct tfs_diag *d)
 {
 	if (size < EOCD_LEN)
-		return tfs_fail(d, TFS_ERR_FORMAT, "not a zip archive: %llu bytes is shorter than its end record",
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"not a zip archive: %llu bytes is shorter than its end record",
 				(unsigned long long)size);
 	size_t tl = size < EOCD_LEN + 65535 ? (size_t)size : EOCD_LEN + 65535;
 	unsigned char *tail = malloc(tl);
@@ -60,8 +67,9 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 		}
 	if (at == (size_t)-1) {
 		free(tail);
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"no zip end-of-central-directory record: the file is truncated or not a zip archive");
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"no zip end-of-central-directory record: the file is truncated or not a zip archive");
 	}
 	const unsigned char *r = tail + at;
 	uint64_t eocd = size - tl + at;
@@ -71,8 +79,8 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 	*cd_len = u32(r + 12);
 	*cd_off = u32(r + 16);
 	*cd_end = eocd;
-	int z64 = *count == 0xffff || *cd_len == 0xffffffffu || *cd_off == 0xffffffffu ||
-		  disk == 0xffff || cdisk == 0xffff || n_disk == 0xffff;
+	int z64 = *count == 0xffff || *cd_len == 0xffffffffu || *cd_off == 0xffffffffu || disk == 0xffff ||
+		  cdisk == 0xffff || n_disk == 0xffff;
 	if (eocd >= 20 && (at >= 20 ? u32(r - 20) == SIG_LOC64 : 0)) {
 		const unsigned char *l = r - 20;
 		uint64_t off64 = u64(l + 8);
@@ -87,7 +95,8 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 		}
 		if (u32(rec) != SIG_EOCD64) {
 			free(tail);
-			return tfs_fail(d, TFS_ERR_FORMAT, "the ZIP64 locator does not point at a ZIP64 end record");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"the ZIP64 locator does not point at a ZIP64 end record");
 		}
 		disk = cdisk = 0;
 		if (u32(rec + 16) != 0 || u32(rec + 20) != 0 || u32(l + 16) > 1)
@@ -101,25 +110,29 @@ static tfs_err find_cd(struct tfs_source *src, uint64_t size, uint64_t *cd_off, 
 	}
 	free(tail);
 	if (z64)
-		return tfs_fail(d, TFS_ERR_FORMAT, "a ZIP64 archive without its ZIP64 end record (truncated?)");
-	if (disk || cdisk || n_disk != *count)
-		return tfs_fail(d, TFS_ERR_FORMAT, "a multi-part (spanned) zip archive, which is not supported");
-	if (*cd_off > *cd_end || *cd_len > *cd_end - *cd_off)
 		return tfs_fail(d, TFS_ERR_FORMAT,
-				"the zip central directory (%llu bytes at %llu) is not inside the file before its end record",
-				(unsigned long long)*cd_len, (unsigned long long)*cd_off);
+				"a ZIP64 archive without its ZIP64 end record (truncated?)");
+	if (disk || cdisk || n_disk != *count)
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"a multi-part (spanned) zip archive, which is not supported");
+	if (*cd_off > *cd_end || *cd_len > *cd_end - *cd_off)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"the zip central directory (%llu bytes at %llu) is not inside the file before its end record",
+			(unsigned long long)*cd_len, (unsigned long long)*cd_off);
 	if (*cd_len > CD_MAX)
 		return tfs_fail(d, TFS_ERR_FORMAT, "the zip central directory is over %u bytes", CD_MAX);
 	if (*count > *cd_len / 46)
-		return tfs_fail(d, TFS_ERR_FORMAT,
-				"the zip end record counts %llu entries, more than its %llu-byte directory can hold",
-				(unsigned long long)*count, (unsigned long long)*cd_len);
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"the zip end record counts %llu entries, more than its %llu-byte directory can hold",
+			(unsigned long long)*count, (unsigned long long)*cd_len);
 	return TFS_OK;
 }
 
 /* ZIP64 extended information: the saturated fields, in this order. */
-static int zip64_extra(const unsigned char *x, size_t xl, struct tfs_zip_entry *t, int need_u,
-		       int need_c, int need_o)
+static int zip64_extra(const unsigned char *x, size_t xl, struct tfs_zip_entry *t, int need_u, int need_c,
+		       int need_o)
 {
 	while (xl >= 4) {
 		uint16_t id = u16(x), len = u16(x + 2);
@@ -206,7 +219,8 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 		}
 		size_t nl = u16(c + 28), xl = u16(c + 30), cl = u16(c + 32);
 		if (46 + nl + xl + cl > cd_len - pos) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip central directory entry %llu runs past the directory",
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "zip central directory entry %llu runs past the directory",
 				     (unsigned long long)i);
 			goto out;
 		}
@@ -224,7 +238,8 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 			goto out;
 		}
 		if (u16(c + 34) != 0 && u16(c + 34) != 0xffff) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s is on another disk of a spanned archive", Q);
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "zip entry %s is on another disk of a spanned archive", Q);
 			goto out;
 		}
 		if (t->flags & 1) {
@@ -232,8 +247,9 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 			goto out;
 		}
 		if (t->lho > cd_off || cd_off - t->lho < 30) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header offset %llu is past the data area",
-				     Q, (unsigned long long)t->lho);
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "zip entry %s: its local header offset %llu is past the data area", Q,
+				     (unsigned long long)t->lho);
 			goto out;
 		}
 		pos += 46 + nl + xl + cl;
@@ -284,17 +300,20 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 		uint64_t nl = u16(lh + 26), xl = u16(lh + 28);
 		t->data = t->lho + 30 + nl + xl;
 		if (nl != t->nlen || 30 + nl > want) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry", Q);
+			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry",
+				     Q);
 			goto out;
 		}
 		if (t->data > cd_off || t->csize > cd_off - t->data) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "zip entry %s: its %llu bytes at offset %llu run past the data area (truncated file?)",
-				     Q, (unsigned long long)t->csize, (unsigned long long)t->data);
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"zip entry %s: its %llu bytes at offset %llu run past the data area (truncated file?)",
+				Q, (unsigned long long)t->csize, (unsigned long long)t->data);
 			goto out;
 		}
 		if (memcmp(lh + 30, t->name, (size_t)nl) != 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry", Q);
+			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry",
+				     Q);
 			goto out;
 		}
 		prev_end = t->data + t->csize;
@@ -325,7 +344,8 @@ const struct tfs_zip_entry *tfs_zip_find(const struct tfs_zip *z, const char *na
 {
 	if (!z->nslots)
 		return NULL;
-	for (size_t i = (size_t)name_hash(name, len) & (z->nslots - 1); z->slots[i]; i = (i + 1) & (z->nslots - 1)) {
+	for (size_t i = (size_t)name_hash(name, len) & (z->nslots - 1); z->slots[i];
+	     i = (i + 1) & (z->nslots - 1)) {
 		const struct tfs_zip_entry *t = &z->e[z->slots[i] - 1];
 		if (t->nlen == len && memcmp(t->name, name, len) == 0)
 			return t;

@@ -13,21 +13,21 @@
 #include "core/source.h"
 
 struct tfs_zip_entry {
-	const char *name;      /* into the archive's directory copy, not NUL-terminated */
+	const char *name; /* into the archive's directory copy, not NUL-terminated */
 	uint32_t nlen;
-	uint16_t method;       /* 0: stored */
+	uint16_t method; /* 0: stored */
 	uint16_t flags;
 	uint64_t csize, usize;
-	uint64_t lho;          /* local header offset */
-	uint64_t data;         /* absolute offset of the entry's bytes */
+	uint64_t lho;  /* local header offset */
+	uint64_t data; /* absolute offset of the entry's bytes */
 };
 
 struct tfs_zip {
 	struct tfs_zip_entry *e; /* in central directory order */
 	uint32_t n;
-	unsigned char *cd;       /* the central directory's bytes */
-	uint32_t *slots;         /* entry index + 1, hashed by name */
-	size_t nslots;           /* a power of two */
+	unsigned char *cd; /* the central directory's bytes */
+	uint32_t *slots;   /* entry index + 1, hashed by name */
+	size_t nslots;     /* a power of two */
 };
 
 /* Cheap test on a file's first bytes: a zip's first local header. */

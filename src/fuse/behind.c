@@ -43,8 +43,7 @@ static void *run(void *arg)
 		pthread_mutex_unlock(&b->lock);
 		/* Fails only when the mount is going away; the pages then go
 		 * with it. */
-		(void)fuse_lowlevel_notify_inval_inode(b->se, (fuse_ino_t)d.ino, (off_t)d.off,
-						       (off_t)d.len);
+		(void)fuse_lowlevel_notify_inval_inode(b->se, (fuse_ino_t)d.ino, (off_t)d.off, (off_t)d.len);
 		pthread_mutex_lock(&b->lock);
 	}
 	pthread_mutex_unlock(&b->lock);
@@ -134,8 +133,7 @@ void tfs_behind_close(struct tfs_behind *b, struct tfs_stream *s)
 	free(s);
 }
 
-void tfs_behind_read(struct tfs_behind *b, struct tfs_stream *s, uint64_t ino, uint64_t off,
-		     size_t len)
+void tfs_behind_read(struct tfs_behind *b, struct tfs_stream *s, uint64_t ino, uint64_t off, size_t len)
 {
 	if (!b || !s || !len)
 		return;

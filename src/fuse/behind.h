@@ -33,8 +33,8 @@ struct tfs_behind;
 
 /* One open file's sequential run. */
 struct tfs_stream {
-	uint64_t end;     /* the furthest byte the run has read */
-	uint64_t dropped; /* the run began here, or was dropped up to here */
+	uint64_t end;                   /* the furthest byte the run has read */
+	uint64_t dropped;               /* the run began here, or was dropped up to here */
 	struct tfs_stream *prev, *next; /* open streams, freed with b */
 };
 
@@ -56,7 +56,6 @@ void tfs_behind_close(struct tfs_behind *b, struct tfs_stream *s);
 
 /* A read of [off, off + len) of inode ino through stream s: extends or
  * restarts the run, and queues a drop when enough lies behind it. */
-void tfs_behind_read(struct tfs_behind *b, struct tfs_stream *s, uint64_t ino, uint64_t off,
-		     size_t len);
+void tfs_behind_read(struct tfs_behind *b, struct tfs_stream *s, uint64_t ino, uint64_t off, size_t len);
 
 #endif

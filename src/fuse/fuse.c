@@ -18,9 +18,12 @@
 int tfs_errno(tfs_err e)
 {
 	switch (e) {
-	case TFS_OK: return 0;
-	case TFS_ERR_NOMEM: return ENOMEM;
-	case TFS_ERR_INVAL: return EINVAL;
+	case TFS_OK:
+		return 0;
+	case TFS_ERR_NOMEM:
+		return ENOMEM;
+	case TFS_ERR_INVAL:
+		return EINVAL;
 	case TFS_ERR_IO:
 	case TFS_ERR_SHORT:
 	case TFS_ERR_OPEN:
@@ -32,13 +35,11 @@ int tfs_errno(tfs_err e)
 	return EIO;
 }
 
-static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
-		      const struct tfs_node *n, struct stat *st)
+static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino, const struct tfs_node *n, struct stat *st)
 {
 	/* A tensor carries its shard's times; the rest, the source's. */
-	const struct tfs_identity *id = n->kind == TFS_NODE_TENSOR
-						? &fs->m->shards[n->shard].src->id
-						: &fs->m->id;
+	const struct tfs_identity *id =
+		n->kind == TFS_NODE_TENSOR ? &fs->m->shards[n->shard].src->id : &fs->m->id;
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
 	st->st_uid = fs->uid;
@@ -66,8 +67,8 @@ static void fill_stat(const struct tfs_fs *fs, fuse_ino_t ino,
 	}
 }
 
-static void fill_entry(const struct tfs_fs *fs, fuse_ino_t ino,
-		       const struct tfs_node *n, struct fuse_entry_param *e)
+static void fill_entry(const struct tfs_fs *fs, fuse_ino_t ino, const struct tfs_node *n,
+		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
 	e->ino = ino;
@@ -204,8 +205,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* Offsets: 1 is ".", 2 is "..", 3 + i is child i. They index the static
  * child array, so they stay valid for the life of the mount. */
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       int plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct tfs_fs *fs = tfs_fs_of(req);
 	const struct tfs_node *dir = tfs_node_of(fs, ino);
@@ -241,15 +241,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (plus) {
 			struct fuse_entry_param e;
 			fill_entry(fs, cino, cn, &e);
-			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
-						      (off_t)(o + 1));
+			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, (off_t)(o + 1));
 		} else {
 			struct stat st;
 			memset(&st, 0, sizeof st);
 			st.st_ino = cino;
 			st.st_mode = cn->kind == TFS_NODE_DIR ? S_IFDIR : S_IFREG;
-			need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-						 (off_t)(o + 1));
+			need = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(o + 1));
 		}
 		if (need > size - used)
 			break;
@@ -259,15 +257,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
 	do_readdir(req, ino, size, off, 0);
 }
 
-static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
 	do_readdir(req, ino, size, off, 1);
@@ -418,8 +414,7 @@ static char *scratch_grow(size_t need)
  * files' pieces). */
 static void reply_with(fuse_req_t req, const struct tfs_fs *fs, struct tfs_pieces *p)
 {
-	if (p->n == 1 && !p->v[0].mem &&
-	    reply_spliced(req, fs, p->v[0].src, p->v[0].off, p->v[0].len))
+	if (p->n == 1 && !p->v[0].mem && reply_spliced(req, fs, p->v[0].src, p->v[0].off, p->v[0].len))
 		return;
 	struct tfs_iov part[PIECES_MAX + 8];
 	struct iovec iov[PIECES_MAX + 8];
@@ -468,8 +463,7 @@ static void reply_with(fuse_req_t req, const struct tfs_fs *fs, struct tfs_piece
 			p->v[i].src->ops->unmap(p->v[i].src, token[i]);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = tfs_fs_of(req);
 	const struct tfs_node *n = tfs_node_of(fs, ino);
@@ -488,8 +482,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (v->flags & TFS_VIEWF_GENERATED)
 		tfs_behind_read(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh, ino, (uint64_t)off, len);
 	static _Thread_local struct tfs_piece pv[PIECES_MAX];
-	struct tfs_pieces p = {.v = pv, .max = PIECES_MAX, .out = thread_buf(0, len), .cap = len,
-			       .grow = scratch_grow};
+	struct tfs_pieces p = {
+		.v = pv, .max = PIECES_MAX, .out = thread_buf(0, len), .cap = len, .grow = scratch_grow};
 	if (!p.out) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -521,78 +515,110 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	(void)ino; (void)attr; (void)to_set; (void)fi;
+	(void)ino;
+	(void)attr;
+	(void)to_set;
+	(void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode, dev_t rdev)
 {
-	(void)p; (void)name; (void)mode; (void)rdev;
+	(void)p;
+	(void)name;
+	(void)mode;
+	(void)rdev;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode)
 {
-	(void)p; (void)name; (void)mode;
+	(void)p;
+	(void)name;
+	(void)mode;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *name)
 {
-	(void)p; (void)name;
+	(void)p;
+	(void)name;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t p, const char *name)
 {
-	(void)link; (void)p; (void)name;
+	(void)link;
+	(void)p;
+	(void)name;
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_rename(fuse_req_t req, fuse_ino_t p, const char *name, fuse_ino_t np,
-		      const char *nn, unsigned int flags)
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *name, fuse_ino_t np, const char *nn,
+		      unsigned int flags)
 {
-	(void)p; (void)name; (void)np; (void)nn; (void)flags;
+	(void)p;
+	(void)name;
+	(void)np;
+	(void)nn;
+	(void)flags;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t np, const char *nn)
 {
-	(void)ino; (void)np; (void)nn;
+	(void)ino;
+	(void)np;
+	(void)nn;
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		     off_t off, struct fuse_file_info *fi)
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
 {
-	(void)ino; (void)buf; (void)size; (void)off; (void)fi;
+	(void)ino;
+	(void)buf;
+	(void)size;
+	(void)off;
+	(void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			const char *value, size_t size, int flags)
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags)
 {
-	(void)ino; (void)name; (void)value; (void)size; (void)flags;
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
 	fuse_reply_err(req, EROFS);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino; (void)name;
+	(void)ino;
+	(void)name;
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode,
-		      struct fuse_file_info *fi)
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode, struct fuse_file_info *fi)
 {
-	(void)p; (void)name; (void)mode; (void)fi;
+	(void)p;
+	(void)name;
+	(void)mode;
+	(void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
-			 off_t len, struct fuse_file_info *fi)
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
 {
-	(void)ino; (void)mode; (void)off; (void)len; (void)fi;
+	(void)ino;
+	(void)mode;
+	(void)off;
+	(void)len;
+	(void)fi;
 	fuse_reply_err(req, EROFS);
 }
 

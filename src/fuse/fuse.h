@@ -16,8 +16,8 @@ struct tfs_fs {
 	uid_t uid;
 	gid_t gid;
 	bool direct_io;
-	bool nosplice;  /* asked for by the user */
-	bool splice;    /* granted by the kernel at INIT */
+	bool nosplice; /* asked for by the user */
+	bool splice;   /* granted by the kernel at INIT */
 	/* Called once, by the first request after INIT: the kernel sends no
 	 * request before INIT is complete, which is when mount-wide settings
 	 * (readahead) stop being overwritten. */

@@ -11,14 +11,11 @@
 /* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
 #define TFS_XATTR_MAX 65536
 
-enum {
-	XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION,
-	XA_COUNT
-};
+enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION, XA_COUNT };
 static const char *const xa_names[XA_COUNT] = {
-	"user.dtype", "user.shape", "user.name", "user.offsets", "user.source",
-	"user.source_dtype", /* only on tensors served converted */
-	"user.etag", "user.revision", /* only where the source pins a version */
+	"user.dtype",   "user.shape",    "user.name",
+	"user.offsets", "user.source",   "user.source_dtype", /* only on tensors served converted */
+	"user.etag",    "user.revision",                      /* only where the source pins a version */
 };
 
 /* Whether a tensor has the attribute. */
@@ -26,10 +23,14 @@ static int xa_present(const struct tfs_fs *fs, const struct tfs_node *n, int whi
 {
 	const struct tfs_source *src = fs->m->shards[n->shard].src;
 	switch (which) {
-	case XA_SOURCE_DTYPE: return tfs_node_converted(fs->tree, n);
-	case XA_ETAG: return src->etag != NULL;
-	case XA_REVISION: return src->revision != NULL;
-	default: return 1;
+	case XA_SOURCE_DTYPE:
+		return tfs_node_converted(fs->tree, n);
+	case XA_ETAG:
+		return src->etag != NULL;
+	case XA_REVISION:
+		return src->revision != NULL;
+	default:
+		return 1;
 	}
 }
 
@@ -71,7 +72,8 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 			fuse_reply_err(req, ENODATA);
 			return;
 		}
-		int k = snprintf(v, sizeof v, "%llu %llu", (unsigned long long)done, (unsigned long long)total);
+		int k = snprintf(v, sizeof v, "%llu %llu", (unsigned long long)done,
+				 (unsigned long long)total);
 		reply_value(req, size, v, (size_t)k);
 		return;
 	}

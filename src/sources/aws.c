@@ -36,11 +36,13 @@ tfs_err tfs_ini_parse(const char *text, size_t n, tfs_ini_fn entry, void *ctx, s
 			return tfs_fail(d, TFS_ERR_FORMAT, "line %zu holds a NUL byte", line);
 		if (*a == '[') {
 			if (b[-1] != ']')
-				return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: a section without its ']'", line);
+				return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: a section without its ']'",
+						line);
 			const char *sa = a + 1, *sb = b - 1;
 			trim(&sa, &sb);
 			if (sb == sa || (size_t)(sb - sa) >= sizeof section)
-				return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: an empty or too long section name", line);
+				return tfs_fail(d, TFS_ERR_FORMAT,
+						"line %zu: an empty or too long section name", line);
 			memcpy(section, sa, (size_t)(sb - sa));
 			section[sb - sa] = 0;
 			continue;
@@ -52,7 +54,8 @@ tfs_err tfs_ini_parse(const char *text, size_t n, tfs_ini_fn entry, void *ctx, s
 		trim(&ka, &kb);
 		trim(&va, &vb);
 		if (kb == ka || (size_t)(kb - ka) >= sizeof key || (size_t)(vb - va) >= sizeof val)
-			return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: an empty or too long key or value", line);
+			return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: an empty or too long key or value",
+					line);
 		if (!*section)
 			return tfs_fail(d, TFS_ERR_FORMAT, "line %zu: a key before any [section]", line);
 		memcpy(key, ka, (size_t)(kb - ka));
@@ -70,7 +73,7 @@ tfs_err tfs_ini_parse(const char *text, size_t n, tfs_ini_fn entry, void *ctx, s
 
 struct want {
 	struct tfs_aws_creds *c;
-	const char *section;     /* the profile's section in this file */
+	const char *section; /* the profile's section in this file */
 	int found;
 	char key[256], secret[256], token[4096], region[64];
 };
@@ -166,7 +169,8 @@ tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_di
 	if (env_keys) {
 		snprintf(c->key, sizeof c->key, "%s", env("AWS_ACCESS_KEY_ID"));
 		snprintf(c->secret, sizeof c->secret, "%s", env("AWS_SECRET_ACCESS_KEY"));
-		snprintf(c->token, sizeof c->token, "%s", env("AWS_SESSION_TOKEN") ? env("AWS_SESSION_TOKEN") : "");
+		snprintf(c->token, sizeof c->token, "%s",
+			 env("AWS_SESSION_TOKEN") ? env("AWS_SESSION_TOKEN") : "");
 		c->from_env = 1;
 	} else if (need_key) {
 		/* The credentials file first, then keys in the config file. */
@@ -187,17 +191,20 @@ tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_di
 		snprintf(c->region, sizeof c->region, "us-east-1");
 	for (const char *p = c->region; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-			return tfs_fail(d, TFS_ERR_INVAL, "the AWS region '%s' is not a region name", c->region);
+			return tfs_fail(d, TFS_ERR_INVAL, "the AWS region '%s' is not a region name",
+					c->region);
 	if (!need_key)
 		return TFS_OK;
 	if (!*c->key || !*c->secret)
-		return tfs_fail(d, TFS_ERR_OPEN,
-				"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, give profile '%s' keys in ~/.aws/credentials, or pass -o no_sign_request for a public bucket",
-				profile);
+		return tfs_fail(
+			d, TFS_ERR_OPEN,
+			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, give profile '%s' keys in ~/.aws/credentials, or pass -o no_sign_request for a public bucket",
+			profile);
 	/* They go into headers and a user:password pair: nothing that could
 	 * end a header or the pair. */
 	if (!printable(c->key) || !printable(c->secret) || !printable(c->token) || strchr(c->key, ':'))
-		return tfs_fail(d, TFS_ERR_INVAL, "the AWS credentials of profile '%s' hold spaces or control characters",
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"the AWS credentials of profile '%s' hold spaces or control characters",
 				profile);
 	return TFS_OK;
 }
@@ -233,8 +240,10 @@ static int decode(const char *a, const char *b, char *out, size_t outsz)
 				memcpy(num, p + 2, k - 1);
 				num[k - 1] = 0;
 				char *end;
-				unsigned long v = num[0] == 'x' ? strtoul(num + 1, &end, 16) : strtoul(num, &end, 10);
-				if (*end || end == num || v == 0 || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+				unsigned long v =
+					num[0] == 'x' ? strtoul(num + 1, &end, 16) : strtoul(num, &end, 10);
+				if (*end || end == num || v == 0 || v > 0x10ffff ||
+				    (v >= 0xd800 && v <= 0xdfff))
 					return -1;
 				cp = (unsigned)v;
 			} else {
@@ -252,7 +261,8 @@ static int decode(const char *a, const char *b, char *out, size_t outsz)
 				u[2] = (char)(0x80 | (cp & 63)), ul = 3;
 			} else {
 				u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63));
-				u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63)), ul = 4;
+				u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63)),
+				ul = 4;
 			}
 			if (o + ul >= outsz)
 				return -1;
@@ -269,8 +279,7 @@ static int decode(const char *a, const char *b, char *out, size_t outsz)
 }
 
 /* Finds <tag>text</tag> in [a, b): -1 malformed, 0 absent, 1 found. */
-static int element(const char *a, const char *b, const char *tag, char *out, size_t outsz,
-		   const char **after)
+static int element(const char *a, const char *b, const char *tag, char *out, size_t outsz, const char **after)
 {
 	char open[64], close[64];
 	snprintf(open, sizeof open, "<%s>", tag);
@@ -287,8 +296,8 @@ static int element(const char *a, const char *b, const char *tag, char *out, siz
 	return decode(s, e, out, outsz);
 }
 
-tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb *cb,
-			  int *truncated, char *next, size_t nextsz, struct tfs_diag *d)
+tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb *cb, int *truncated,
+			  char *next, size_t nextsz, struct tfs_diag *d)
 {
 	const char *end = xml + n;
 	char v[2048];
@@ -316,14 +325,18 @@ tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb
 		int s = element(c, ce, "Size", v, sizeof v, NULL);
 		int t = element(c, ce, "ETag", etag, sizeof etag, NULL);
 		if (k != 1 || s != 1)
-			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing has an object without a key or a size");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"the bucket listing has an object without a key or a size");
 		if (t < 0)
-			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing has an ETag that is malformed or over 1024 bytes");
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"the bucket listing has an ETag that is malformed or over 1024 bytes");
 		char *se;
 		errno = 0;
 		unsigned long long size = strtoull(v, &se, 10);
 		if (errno || *se || se == v || v[0] == '-')
-			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing gives a size that is not a number");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"the bucket listing gives a size that is not a number");
 		tfs_err e = cb->object(cb->ctx, key, size, t == 1 ? etag : "");
 		if (e)
 			return e;
@@ -336,7 +349,8 @@ tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb
 	if (*truncated) {
 		r = element(root, end, "NextContinuationToken", next, nextsz, NULL);
 		if (r != 1 || !*next)
-			return tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing is truncated but gives no continuation token");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"the bucket listing is truncated but gives no continuation token");
 	}
 	return TFS_OK;
 }

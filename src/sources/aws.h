@@ -21,7 +21,7 @@ tfs_err tfs_ini_parse(const char *text, size_t n, tfs_ini_fn entry, void *ctx, s
 struct tfs_aws_creds {
 	char key[256], secret[256], token[4096];
 	char region[64];
-	char profile[128];         /* where they came from, for messages */
+	char profile[128]; /* where they came from, for messages */
 	int from_env;
 };
 
@@ -43,8 +43,8 @@ struct tfs_s3_list_cb {
 	tfs_err (*object)(void *ctx, const char *key, uint64_t size, const char *etag);
 	void *ctx;
 };
-tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb *cb,
-			  int *truncated, char *next, size_t nextsz, struct tfs_diag *d);
+tfs_err tfs_s3_parse_list(const char *xml, size_t n, const struct tfs_s3_list_cb *cb, int *truncated,
+			  char *next, size_t nextsz, struct tfs_diag *d);
 
 /* The text of the first <Code> of an S3 error body, or "". */
 void tfs_s3_error_code(const char *xml, size_t n, char *out, size_t outsz);

@@ -23,7 +23,6 @@ struct tfs_cache_state tfs_cache_g = {
 	.work = PTHREAD_COND_INITIALIZER,
 };
 
-
 /* ---- configuration ---- */
 
 static int parse_size(const char *s, uint64_t *v)
@@ -53,20 +52,25 @@ tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
 		   *cm = tfs_opts_get(o, "cache_max"), *cc = tfs_opts_get(o, "concurrency"),
 		   *ps = tfs_opts_get(o, "part_size");
-	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B, conc = WORKERS_DEFAULT;
+	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B,
+		 conc = WORKERS_DEFAULT;
 	int warm = tfs_opts_get(o, "warm") != NULL;
 	if (cs && (parse_size(cs, &mem) || mem < 4 * B))
-		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
 	if (cm && parse_size(cm, &disk))
 		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_max= takes a size (as 10G), not '%s'", cm);
 	if (cc && (parse_size(cc, &conc) || conc < 1 || conc > WORKERS_MAX || strpbrk(cc, "KkMmGgTt")))
-		return tfs_fail(d, TFS_ERR_INVAL, "-o concurrency= takes a number of requests from 1 to %d, not '%s'",
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o concurrency= takes a number of requests from 1 to %d, not '%s'",
 				WORKERS_MAX, cc);
 	if (ps && (parse_size(ps, &part) || part < B || part > RUN_MAX * B || part % B))
 		return tfs_fail(d, TFS_ERR_INVAL,
-				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'", ps);
+				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'",
+				ps);
 	if (warm && !(dir && *dir))
-		return tfs_fail(d, TFS_ERR_INVAL, "-o warm needs -o cache_dir=DIR: the warm-up fills the disk cache");
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o warm needs -o cache_dir=DIR: the warm-up fills the disk cache");
 	pthread_mutex_lock(&C.lock);
 	if (C.configured) {
 		pthread_mutex_unlock(&C.lock);
@@ -90,7 +94,7 @@ tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	C.fds_max = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > mem / B ? (unsigned)(mem / B)
-									: (unsigned)(rl.rlim_cur / 2);
+									      : (unsigned)(rl.rlim_cur / 2);
 	C.warm = warm;
 	C.nslots = 64;
 	while (C.nslots < 2 * (mem / B + 64))
@@ -283,7 +287,7 @@ int64_t tfs_cache_now_ns(void)
 struct landing {
 	struct blk **b;
 	uint64_t n, published;
-	uint64_t end;             /* bytes of the published blocks */
+	uint64_t end; /* bytes of the published blocks */
 };
 
 static void landed(void *arg, uint64_t got)
@@ -357,8 +361,9 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durab
 			len += blocks[k]->len;
 		}
 		struct landing l = {blocks + i, j - i, 0, 0};
-		tfs_err e = iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len, landed, &l)
-				: TFS_ERR_NOMEM;
+		tfs_err e =
+			iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len, landed, &l)
+			    : TFS_ERR_NOMEM;
 		/* A block served as it landed stays served: its bytes were
 		 * whole and of the pinned version. */
 		for (uint64_t k = i + l.published; k < j; k++) {
@@ -662,8 +667,8 @@ struct tfs_cmap {
 	struct blk *b[];
 };
 
-tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
-		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
+		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
 	*niov = 0;
 	*token = NULL;
@@ -765,7 +770,8 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		 * cache never writes one in place) would reach the reader as
 		 * an early end of file. */
 		struct stat st;
-		if (!b->data && (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len)) {
+		if (!b->data &&
+		    (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len)) {
 			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
 			break;
 		}
@@ -835,8 +841,7 @@ struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fet
 	f->ctx = ctx;
 	f->refs = 1;
 	uint64_t h1 = tfs_hash(key, strlen(key), DISK_SEED), h2 = tfs_hash(key, strlen(key), ~DISK_SEED);
-	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1,
-		 (unsigned long long)h2);
+	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
 	pthread_mutex_lock(&C.lock);
 	struct tfs_cfile **pp = &C.files;
 	while (*pp)
@@ -904,4 +909,3 @@ void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next)
 	}
 	pthread_mutex_unlock(&C.lock);
 }
-

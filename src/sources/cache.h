@@ -29,9 +29,9 @@
 #define TFS_CACHE_DEFAULT_DISK (10ull << 30)
 
 struct tfs_cache_cfg {
-	uint64_t mem_bytes;      /* -o cache_size= */
-	const char *dir;         /* -o cache_dir=, or NULL */
-	uint64_t disk_bytes;     /* -o cache_max= */
+	uint64_t mem_bytes;  /* -o cache_size= */
+	const char *dir;     /* -o cache_dir=, or NULL */
+	uint64_t disk_bytes; /* -o cache_max= */
 };
 
 /* Fetches bytes [off, off + len) of the file from the network into the
@@ -39,9 +39,8 @@ struct tfs_cache_cfg {
  * progress(arg, n) whenever the first n bytes are in place and final
  * (of the pinned version), so that a reader waiting for the start of a
  * part is served before its end arrives. */
-typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov,
-				uint64_t off, uint64_t len, void (*progress)(void *arg, uint64_t n),
-				void *arg);
+typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off,
+				uint64_t len, void (*progress)(void *arg, uint64_t n), void *arg);
 
 struct tfs_cfile;
 
@@ -72,8 +71,8 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
  * needs room for len / TFS_CACHE_BLOCK + 2 entries, and len must be under
  * 4 MiB. For a reply written straight from the cache, with no copy. */
 struct tfs_cmap;
-tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit,
-		      struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
+		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
 void tfs_cfile_unmap(struct tfs_cmap *token);
 
 /* The mount is up (in the process that serves it): prefetching may start.

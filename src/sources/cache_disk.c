@@ -69,7 +69,6 @@ static const char *untrusted_dir(const char *dir, const char *own)
 	return NULL;
 }
 
-
 /* DIR/tensorfs-v1, made and checked (under C.lock). */
 tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
 {
@@ -84,11 +83,12 @@ tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
 			const char *why = NULL;
 			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
 			    (why = untrusted_dir(dir, C.dir))) {
-				e = why ? tfs_fail(d, TFS_ERR_INVAL,
-						   "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
-						   dir, why)
-					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", dir,
-						   strerror(errno));
+				e = why ? tfs_fail(
+						  d, TFS_ERR_INVAL,
+						  "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
+						  dir, why)
+					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s",
+						   dir, strerror(errno));
 				free(C.dir);
 				C.dir = NULL;
 			} else {
@@ -104,12 +104,12 @@ tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
 
 /* A block file: this header, the key, then the data. */
 struct disk_hdr {
-	char magic[8];            /* "TFSBLK02" */
+	char magic[8]; /* "TFSBLK02" */
 	uint32_t key_len, data_len;
 	uint64_t idx;
 	uint64_t data_hash;
-	uint64_t flags;           /* DURABLE */
-	uint64_t hdr_hash;        /* of the fields above and the key */
+	uint64_t flags;    /* DURABLE */
+	uint64_t hdr_hash; /* of the fields above and the key */
 };
 /* Its data reached the disk before the file got its name (the warm-up's
  * blocks): a crash cannot have left it torn, so a read checks the header,
@@ -150,7 +150,8 @@ static int data_ok(int fd, uint64_t doff, uint32_t len, uint64_t want)
 	int ok = st && XXH3_64bits_reset_withSeed(st, DISK_SEED) == XXH_OK;
 	for (uint32_t at = 0; ok && at < len;) {
 		size_t n = len - at < sizeof buf ? len - at : sizeof buf;
-		ok = pread(fd, buf, n, (off_t)(doff + at)) == (ssize_t)n && XXH3_64bits_update(st, buf, n) == XXH_OK;
+		ok = pread(fd, buf, n, (off_t)(doff + at)) == (ssize_t)n &&
+		     XXH3_64bits_update(st, buf, n) == XXH_OK;
 		at += (uint32_t)n;
 	}
 	ok = ok && XXH3_64bits_digest(st) == want;
@@ -328,7 +329,6 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 		disk_evict();
 }
 
-
 /* ---- the warm-up ---- */
 
 static int on_disk(const struct tfs_cfile *f, uint64_t idx)
@@ -418,7 +418,7 @@ void *tfs_cache_warm_up(void *arg)
 				nf->refs++;
 			tfs_cache_file_unref(f);
 			if (nf)
-				nf->refs--; /* taken again at the loop's top */
+				nf->refs--;                 /* taken again at the loop's top */
 			pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
 			f = nf;
 		}

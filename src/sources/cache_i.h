@@ -17,8 +17,8 @@
  * gcsfuse 16 per file, mountpoint-s3 8 MiB parts). */
 #define WORKERS_DEFAULT 32
 #define WORKERS_MAX 256
-#define RUN_DEFAULT 16           /* 4 MiB: see README, "Loading a model fast" */
-#define RUN_MAX 256              /* 64 MiB */
+#define RUN_DEFAULT 16 /* 4 MiB: see README, "Loading a model fast" */
+#define RUN_MAX 256    /* 64 MiB */
 /* The in-flight limit starts here and grows by one with every part that
  * arrives without a retry, halving on one (a 503, SlowDown, a reset). */
 #define ALLOWED_START 4
@@ -51,26 +51,26 @@ struct blk {
 	tfs_err err;
 	unsigned pins;
 	int in_table;
-	int64_t failed_at;        /* FAILED: when a reader received it (ns) */
-	int held;                 /* FAILED and received by a reader */
-	int unread;               /* prefetched, not read yet */
+	int64_t failed_at; /* FAILED: when a reader received it (ns) */
+	int held;          /* FAILED and received by a reader */
+	int unread;        /* prefetched, not read yet */
 	uint32_t len;
-	char *data;               /* NULL when the bytes are in the disk cache: */
-	int fd;                   /* its block file, open (else -1) */
-	uint32_t doff;            /* where the data starts in it */
+	char *data;    /* NULL when the bytes are in the disk cache: */
+	int fd;        /* its block file, open (else -1) */
+	uint32_t doff; /* where the data starts in it */
 	struct blk *hnext, *lprev, *lnext;
-	char msg[200];            /* why it failed */
+	char msg[200]; /* why it failed */
 };
 
 struct stream {
-	uint64_t next;            /* where the reader stopped */
-	unsigned hits;            /* reads in a row that continued it */
-	uint64_t window;          /* bytes to keep fetched ahead of it */
-	uint64_t ahead;           /* first block not yet scheduled */
-	uint64_t spill;           /* ... and of the file after this one */
+	uint64_t next;   /* where the reader stopped */
+	unsigned hits;   /* reads in a row that continued it */
+	uint64_t window; /* bytes to keep fetched ahead of it */
+	uint64_t ahead;  /* first block not yet scheduled */
+	uint64_t spill;  /* ... and of the file after this one */
 	uint64_t used;
-	uint64_t limit;           /* the end of the object it reads in */
-	int crossed;              /* it went on from one object into the next */
+	uint64_t limit; /* the end of the object it reads in */
+	int crossed;    /* it went on from one object into the next */
 };
 
 struct tfs_cfile {
@@ -78,44 +78,44 @@ struct tfs_cfile {
 	uint64_t size, nblocks;
 	tfs_fetch_fn fetch;
 	void *ctx;
-	char hex[33];             /* its directory in the disk cache */
+	char hex[33]; /* its directory in the disk cache */
 	int dir_made;
 	struct stream st[STREAMS];
 	uint64_t clock;
-	unsigned refs;            /* the owner's, and one per queued job */
+	unsigned refs; /* the owner's, and one per queued job */
 	/* The file a loader reads after this one (the next shard), where a
 	 * stream's read-ahead goes on past this file's end. */
 	struct tfs_cfile *next, *prev;
 	struct tfs_cfile *all_next; /* every file, for the warm-up */
-	uint64_t warmed;          /* of its bytes, counted in C.warm_done */
-	int64_t last_seq;         /* when a stream last moved forward in it */
+	uint64_t warmed;            /* of its bytes, counted in C.warm_done */
+	int64_t last_seq;           /* when a stream last moved forward in it */
 };
 
 struct job {
 	struct tfs_cfile *f;
 	uint64_t first, n;
-	int warm;                 /* the warm-up's: recyclable once on disk */
+	int warm; /* the warm-up's: recyclable once on disk */
 	struct job *next;
 };
 
 struct tfs_cache_state {
 	pthread_mutex_t lock;
-	pthread_cond_t changed;   /* a block left LOADING */
-	pthread_cond_t work;      /* a job was queued */
+	pthread_cond_t changed; /* a block left LOADING */
+	pthread_cond_t work;    /* a job was queued */
 	int configured, started;
 	uint64_t mem, used;
 	struct blk **tab;
 	size_t nslots;
-	struct blk lru;           /* lnext: most recent; lprev: least */
-	struct job *jh, *jt;      /* read-ahead, first come first served */
-	struct job *wh, *wt;      /* the warm-up's, when no read-ahead waits */
-	unsigned nwarm_jobs;      /* queued or running */
+	struct blk lru;      /* lnext: most recent; lprev: least */
+	struct job *jh, *jt; /* read-ahead, first come first served */
+	struct job *wh, *wt; /* the warm-up's, when no read-ahead waits */
+	unsigned nwarm_jobs; /* queued or running */
 	unsigned nworkers, want_workers, run;
 	unsigned allowed, active; /* in-flight limit and jobs running */
 	uint64_t window_max;
-	int warm;                 /* -o warm */
+	int warm; /* -o warm */
 	uint64_t warm_total, warm_done;
-	struct tfs_cfile *files;  /* all_next list, in the order they opened */
+	struct tfs_cfile *files; /* all_next list, in the order they opened */
 	/* Block buffers are cut from 8 MiB chunks asking for huge pages, and
 	 * a freed block's buffer is kept for the next one: a fresh 256 KiB
 	 * malloc is an mmap whose 64 pages each fault in, which cost a
@@ -124,7 +124,7 @@ struct tfs_cache_state {
 	char **pool;
 	size_t npool, cpool;
 	char *chunk, *chunk_end;
-	char *dir;                /* DIR/tensorfs-v1, or NULL */
+	char *dir; /* DIR/tensorfs-v1, or NULL */
 	uint64_t disk_max, disk_used;
 	uint64_t disk_written; /* ever, by this process: what a scan may miss */
 	/* Blocks served from their files in the disk cache hold them open:

@@ -159,8 +159,7 @@ static char *path_in(const struct dir_store *ds, const char *name)
 	return *ds->root ? join(ds->root, name) : strdup(name);
 }
 
-static tfs_err dir_open(struct tfs_store *st, const char *name, struct tfs_source **out,
-			struct tfs_diag *d)
+static tfs_err dir_open(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d)
 {
 	char *path = path_in((struct dir_store *)st, name);
 	if (!path)
@@ -170,8 +169,7 @@ static tfs_err dir_open(struct tfs_store *st, const char *name, struct tfs_sourc
 	return e;
 }
 
-static tfs_err dir_list(struct tfs_store *st, const char *sub, struct tfs_dirlist *out,
-			struct tfs_diag *d)
+static tfs_err dir_list(struct tfs_store *st, const char *sub, struct tfs_dirlist *out, struct tfs_diag *d)
 {
 	struct dir_store *ds = (struct dir_store *)st;
 	char *path = *sub ? path_in(ds, sub) : strdup(*ds->root ? ds->root : ".");
@@ -219,8 +217,8 @@ static int claims(const char *spec)
 	return 1;
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out,
-		       char **target, struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
+		       struct tfs_diag *d)
 {
 	struct stat st;
 	(void)o;

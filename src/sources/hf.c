@@ -23,22 +23,22 @@
 #include "core/json.h"
 #include "sources/remote.h"
 
-#define LISTING_PAGE_MAX (32u << 20)   /* bytes of one page of the tree listing */
+#define LISTING_PAGE_MAX (32u << 20) /* bytes of one page of the tree listing */
 #define REDIRECTS_MAX 5
 
 struct hf_store {
 	struct tfs_store base;
 	struct tfs_hub_ref ref;
-	char *endpoint;      /* without a trailing '/' */
-	char origin[512];    /* scheme://host[:port] of the endpoint */
-	char *auth;          /* "Authorization: Bearer ...", or NULL */
+	char *endpoint;   /* without a trailing '/' */
+	char origin[512]; /* scheme://host[:port] of the endpoint */
+	char *auth;       /* "Authorization: Bearer ...", or NULL */
 	char commit[41];
 	int offline;
-	char *snapshot;      /* the cache's snapshots/<commit>, when it exists */
-	char *root;          /* the directory PATH named ("" or "sub/") */
+	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
+	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
-	pthread_mutex_t lock;      /* relocations (files open in parallel) */
+	pthread_mutex_t lock; /* relocations (files open in parallel) */
 	struct relocation *relocations;
 };
 
@@ -133,7 +133,8 @@ static char *resolve_url(const struct hf_store *hs, const char *rev, const char 
 	char *u = NULL;
 	size_t len = 0, cap = 0;
 	int ds = strcmp(hs->ref.type, "datasets") == 0;
-	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) || tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
+	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) ||
+	    tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
 	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_puts(&u, &len, &cap, "/resolve/") ||
 	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) || tfs_json_put(&u, &len, &cap, "/", 1) ||
 	    put_path(&u, &len, &cap, path)) {
@@ -165,14 +166,17 @@ static tfs_err hub_status(const struct hf_store *hs, long status, const char *wh
 {
 	switch (status) {
 	case 401:
-		return tfs_fail(d, TFS_ERR_OPEN, hs->auth
-			? "the Hub refuses the token for %s (HTTP 401): is it valid?"
-			: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
+		return tfs_fail(
+			d, TFS_ERR_OPEN,
+			hs->auth
+				? "the Hub refuses the token for %s (HTTP 401): is it valid?"
+				: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
 			what);
 	case 403:
-		return tfs_fail(d, TFS_ERR_OPEN,
-				"the Hub denies access to %s (HTTP 403: a gated repository whose terms this account has not accepted?)",
-				what);
+		return tfs_fail(
+			d, TFS_ERR_OPEN,
+			"the Hub denies access to %s (HTTP 403: a gated repository whose terms this account has not accepted?)",
+			what);
 	case 404:
 		return tfs_fail(d, TFS_ERR_NOENT, "%s is not on the Hub (HTTP 404)", what);
 	default:
@@ -233,7 +237,7 @@ static char *cached(const struct hf_store *hs, const char *full, int *has_size, 
 
 struct head {
 	long status;
-	char *url;           /* where the bytes are: the CDN, or the Hub */
+	char *url; /* where the bytes are: the CDN, or the Hub */
 	char etag[TFS_HTTP_ETAG_MAX + 1];
 	char commit[64];
 	int has_size;
@@ -250,7 +254,8 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	for (int hop = 0;; hop++) {
-		struct tfs_http_req rq = {.url = url, .head = 1, .auth = same_origin(hs, url) ? hs->auth : NULL};
+		struct tfs_http_req rq = {
+			.url = url, .head = 1, .auth = same_origin(hs, url) ? hs->auth : NULL};
 		struct tfs_http_resp rs;
 		enum tfs_http_fail f;
 		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
@@ -267,7 +272,8 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 			if (!*rs.location || hop >= REDIRECTS_MAX) {
 				free(url);
 				return tfs_fail(d, TFS_ERR_OPEN, "%s: %s", full,
-						*rs.location ? "too many redirects from the Hub" : "a redirect without a Location");
+						*rs.location ? "too many redirects from the Hub"
+							     : "a redirect without a Location");
 			}
 			char *next;
 			if (rs.location[0] == '/') {
@@ -280,7 +286,10 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 				next = strdup(rs.location);
 			} else {
 				free(url);
-				return tfs_fail(d, TFS_ERR_OPEN, "%s: the Hub redirects to something that is not an http(s) URL", full);
+				return tfs_fail(
+					d, TFS_ERR_OPEN,
+					"%s: the Hub redirects to something that is not an http(s) URL",
+					full);
 			}
 			if (!next) {
 				free(url);
@@ -322,8 +331,12 @@ static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, c
 		       char *next, size_t nextsz, struct tfs_diag *d)
 {
 	struct tfs_http_req rq = {
-		.url = url, .follow = 0, .auth = same_origin(hs, url) ? hs->auth : NULL,
-		.body = body, .bodylen = len, .body_max = LISTING_PAGE_MAX,
+		.url = url,
+		.follow = 0,
+		.auth = same_origin(hs, url) ? hs->auth : NULL,
+		.body = body,
+		.bodylen = len,
+		.body_max = LISTING_PAGE_MAX,
 	};
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
@@ -362,7 +375,8 @@ static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 		char *body;
 		size_t len;
 		if (page >= TFS_LISTING_PAGES_MAX) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages", TFS_LISTING_PAGES_MAX);
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages",
+				     TFS_LISTING_PAGES_MAX);
 			break;
 		}
 		e = api_get(hs, url, "the repository listing", &body, &len, next, sizeof next, d);
@@ -371,7 +385,8 @@ static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 		free(body);
 		bytes += len;
 		if (!e && (hs->files.n > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %s (%u pages so far)",
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "the Hub's tree listing goes on past %s (%u pages so far)",
 				     hs->files.n > TFS_LISTING_ENTRIES_MAX ? "1,000,000 files" : "512 MiB",
 				     page + 1);
 		free(url);
@@ -380,7 +395,8 @@ static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 			/* Pages come from the Hub itself: a next link elsewhere
 			 * would take the token with it. */
 			if (!same_origin(hs, next))
-				e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's listing points its next page at another host");
+				e = tfs_fail(d, TFS_ERR_FORMAT,
+					     "the Hub's listing points its next page at another host");
 			else if (!(url = strdup(next)))
 				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		}
@@ -410,8 +426,7 @@ static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 	return e;
 }
 
-static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out,
-			  struct tfs_diag *d)
+static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct hf_store *hs = (struct hf_store *)st;
 	size_t n = strlen(hs->root) + strlen(name) + 1;
@@ -454,16 +469,17 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		}
 	} else if (hs->offline) {
 		e = tfs_fail(d, TFS_ERR_NOENT,
-			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s", full,
-			     hs->commit);
+			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s",
+			     full, hs->commit);
 	} else {
 		struct head h;
 		e = head_file(hs, hs->commit, full, &h, d);
 		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s", h.commit, full,
-				     hs->commit);
+			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s",
+				     h.commit, full, hs->commit);
 		if (!e && has_size && h.has_size && h.size != size)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s", full);
+			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s",
+				     full);
 		struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
 		if (!e && (!rl || !(rl->full = strdup(full))))
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
@@ -501,8 +517,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	return e;
 }
 
-static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
-			  struct tfs_diag *d)
+static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out, struct tfs_diag *d)
 {
 	struct hf_store *hs = (struct hf_store *)st;
 	char prefix[4200];
@@ -513,13 +528,16 @@ static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirl
 		snprintf(path, sizeof path, "%s/%s", hs->snapshot ? hs->snapshot : "/nonexistent", prefix);
 		DIR *dd = opendir(path);
 		if (!dd)
-			return tfs_fail(d, TFS_ERR_NOENT,
-					"HF_HUB_OFFLINE=1, and the Hugging Face cache has no snapshot of commit %s", hs->commit);
+			return tfs_fail(
+				d, TFS_ERR_NOENT,
+				"HF_HUB_OFFLINE=1, and the Hugging Face cache has no snapshot of commit %s",
+				hs->commit);
 		struct dirent *de;
 		tfs_err e = TFS_OK;
 		while (!e && (de = readdir(dd))) {
 			struct stat s;
-			if (de->d_name[0] == '.' || fstatat(dirfd(dd), de->d_name, &s, 0) != 0 || !S_ISREG(s.st_mode))
+			if (de->d_name[0] == '.' || fstatat(dirfd(dd), de->d_name, &s, 0) != 0 ||
+			    !S_ISREG(s.st_mode))
 				continue;
 			if (tfs_dirlist_add(out, de->d_name, (uint64_t)s.st_size))
 				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
@@ -589,9 +607,10 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 		}
 		sha[strcspn(sha, "\r\n")] = 0;
 		if (!tfs_hub_is_commit(sha))
-			return tfs_fail(d, TFS_ERR_NOENT,
-					"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
-					rev, hs->ref.repo);
+			return tfs_fail(
+				d, TFS_ERR_NOENT,
+				"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
+				rev, hs->ref.repo);
 		memcpy(hs->commit, sha, 41);
 		return TFS_OK;
 	}
@@ -626,8 +645,8 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 	return e;
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out,
-		       char **target, struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
+		       struct tfs_diag *d)
 {
 	tfs_err e = tfs_remote_configure(o, d);
 	if (e)

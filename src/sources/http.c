@@ -13,8 +13,8 @@
 
 struct http_store {
 	struct tfs_store base;
-	char *dir;     /* the URL up to its last '/', credentials included */
-	char *target;  /* the name SOURCE gave in it, used as written */
+	char *dir;    /* the URL up to its last '/', credentials included */
+	char *target; /* the name SOURCE gave in it, used as written */
 };
 
 static int claims(const char *spec)
@@ -22,8 +22,7 @@ static int claims(const char *spec)
 	return strncasecmp(spec, "http://", 7) == 0 || strncasecmp(spec, "https://", 8) == 0;
 }
 
-static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out,
-			  struct tfs_diag *d)
+static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct http_store *hs = (struct http_store *)st;
 	char *url = NULL, loc[TFS_HTTP_URL_MAX];
@@ -63,8 +62,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	return e;
 }
 
-static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out,
-			  struct tfs_diag *d)
+static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out, struct tfs_diag *d)
 {
 	(void)st;
 	(void)dir;
@@ -89,8 +87,8 @@ static const struct tfs_store_ops http_store_ops = {
 	.close = store_close,
 };
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out,
-		       char **target, struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
+		       struct tfs_diag *d)
 {
 	tfs_err e = tfs_remote_configure(o, d);
 	if (e)
@@ -100,8 +98,9 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		return tfs_fail(d, TFS_ERR_INVAL, "the URL is too long");
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)spec[i] <= 0x20 || spec[i] == 0x7f)
-			return tfs_fail(d, TFS_ERR_INVAL,
-					"a URL cannot hold spaces or control characters (escape them as %%20...)");
+			return tfs_fail(
+				d, TFS_ERR_INVAL,
+				"a URL cannot hold spaces or control characters (escape them as %%20...)");
 	const char *host = strstr(spec, "://") + 3;
 	size_t path_at = strcspn(host, "/?#");
 	if (path_at == 0)

@@ -15,9 +15,9 @@
 #define TFS_VERSION "0.2.0"
 #endif
 
-#define HEADERS_MAX (256u << 10)  /* all response headers of one transfer */
-#define ERRBODY_MAX 4096           /* what is kept of an error body */
-#define RETRY_AFTER_MAX 30.0       /* seconds: a server cannot make us wait longer */
+#define HEADERS_MAX (256u << 10) /* all response headers of one transfer */
+#define ERRBODY_MAX 4096         /* what is kept of an error body */
+#define RETRY_AFTER_MAX 30.0     /* seconds: a server cannot make us wait longer */
 #define MAX_REDIRECTS 5
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -132,8 +132,8 @@ tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t
 		unsigned char c = (unsigned char)s[i];
 		char e[3];
 		size_t k = 1;
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~') {
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+		    c == '.' || c == '_' || c == '~') {
 			e[0] = (char)c;
 		} else {
 			e[0] = '%';
@@ -155,18 +155,18 @@ tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t
 struct xfer {
 	const struct tfs_http_req *rq;
 	struct tfs_http_resp *rs;
-	size_t got;              /* body bytes taken */
-	unsigned iv;             /* iov being filled, and how far */
+	size_t got;  /* body bytes taken */
+	unsigned iv; /* iov being filled, and how far */
 	size_t ivoff;
 	size_t header_bytes;
-	enum tfs_http_fail why;  /* set by a callback that stopped the transfer */
+	enum tfs_http_fail why; /* set by a callback that stopped the transfer */
 	char errbody[ERRBODY_MAX + 1];
 	size_t errlen;
-	const char *overlong;    /* of any response of the transfer */
+	const char *overlong; /* of any response of the transfer */
 	unsigned overlong_max;
-	size_t kept;             /* iov bytes in place from an earlier try */
-	int checked;             /* the range and accept() passed */
-	int other_range;         /* ... and the range did not */
+	size_t kept;     /* iov bytes in place from an earlier try */
+	int checked;     /* the range and accept() passed */
+	int other_range; /* ... and the range did not */
 };
 
 static int starts(const char *line, size_t n, const char *name)
@@ -559,8 +559,9 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x->why)) {
 		switch (x->why) {
 		case TFS_HTTP_NORANGE:
-			tfs_fail(d, TFS_ERR_IO,
-				 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
+			tfs_fail(
+				d, TFS_ERR_IO,
+				"the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
 			return TFS_HTTP_NORANGE;
 		case TFS_HTTP_TOOBIG:
 			tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
@@ -570,10 +571,13 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 			return TFS_HTTP_REFUSED;
 		default:
 			if (x->other_range)
-				tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
-					 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1));
+				tfs_fail(d, TFS_ERR_IO,
+					 "asked for bytes %llu-%llu, the server answered another range",
+					 (unsigned long long)rq->off,
+					 (unsigned long long)(rq->off + rq->len - 1));
 			else
-				tfs_fail(d, TFS_ERR_IO, "the server sent more bytes than the range asked for");
+				tfs_fail(d, TFS_ERR_IO,
+					 "the server sent more bytes than the range asked for");
 			return TFS_HTTP_BADRANGE;
 		}
 	}
@@ -582,8 +586,10 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		return TFS_HTTP_TOOBIG;
 	}
 	if (x->overlong) {
-		tfs_fail(d, TFS_ERR_IO, "the server's %s header is longer than tensorfs takes (%u bytes): refused rather than cut",
-			 x->overlong, x->overlong_max);
+		tfs_fail(
+			d, TFS_ERR_IO,
+			"the server's %s header is longer than tensorfs takes (%u bytes): refused rather than cut",
+			x->overlong, x->overlong_max);
 		return TFS_HTTP_TOOBIG;
 	}
 	long hops = 0;
@@ -612,7 +618,8 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 
 /* What the answer says: its status, and for a body the range and length
  * it promised against what came. */
-static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_http_resp *rs, struct tfs_diag *d)
+static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_http_resp *rs,
+					 struct tfs_diag *d)
 {
 	const struct tfs_http_req *rq = x->rq;
 	if (rs->status < 200 || rs->status > 399 || (rs->status > 299 && rq->follow)) {
@@ -628,7 +635,8 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 		if (rq->range_clip && rs->has_range == 1 && rs->range_total && want_end >= rs->range_total)
 			want_end = rs->range_total - 1;
 		if (rs->has_range != 1 || rs->range_start != rq->off || rs->range_end != want_end) {
-			tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu, the server answered another range",
+			tfs_fail(d, TFS_ERR_IO,
+				 "asked for bytes %llu-%llu, the server answered another range",
 				 (unsigned long long)rq->off, (unsigned long long)want_end);
 			return TFS_HTTP_BADRANGE;
 		}
@@ -639,8 +647,9 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 		}
 	} else if (rq->has_range && !rq->head && rs->status == 200) {
 		/* A body short enough to arrive before we could stop it. */
-		tfs_fail(d, TFS_ERR_IO,
-			 "the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
+		tfs_fail(
+			d, TFS_ERR_IO,
+			"the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
 		return TFS_HTTP_NORANGE;
 	} else if (!rq->head && rs->has_length && rs->status == 200 && x->got != rs->length &&
 		   (rq->buf || rq->iov || rq->body)) {
@@ -651,8 +660,7 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 	return TFS_HTTP_OK;
 }
 
-static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
-				  struct tfs_diag *d)
+static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs, struct tfs_diag *d)
 {
 	CURL *h = handle();
 	struct xfer x;
@@ -699,8 +707,8 @@ static int retryable(enum tfs_http_fail f, long status)
 		return 1;
 	if (f != TFS_HTTP_STATUS)
 		return 0;
-	return status == 408 || status == 429 || status == 500 || status == 502 ||
-	       status == 503 || status == 504;
+	return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+	       status == 504;
 }
 
 /* Sleeps up to `secs`, waking early when the mount goes away. */
@@ -714,8 +722,8 @@ static void nap(double secs)
 	}
 }
 
-tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
-		       enum tfs_http_fail *fail, struct tfs_diag *d)
+tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, enum tfs_http_fail *fail,
+		       struct tfs_diag *d)
 {
 	double backoff = 0.2;
 	for (unsigned n = 0;; n++) {

@@ -25,22 +25,22 @@ struct tfs_http_resp;
 
 struct tfs_http_req {
 	const char *url;
-	int head;                /* HEAD instead of GET */
+	int head; /* HEAD instead of GET */
 	/* Follow redirects (at most 5). A request that carries more than
 	 * `auth` (headers, a SigV4 signature) is never followed: libcurl
 	 * would take those headers to any origin. It gets the 3xx instead. */
 	int follow;
-	int has_range;           /* ask for bytes [off, off + len) exactly */
+	int has_range; /* ask for bytes [off, off + len) exactly */
 	uint64_t off, len;
-	int range_clip;          /* or fewer, ending at the file's last byte */
-	const char *if_match;    /* the pinned ETag, or NULL */
+	int range_clip;       /* or fewer, ending at the file's last byte */
+	const char *if_match; /* the pinned ETag, or NULL */
 	/* "Authorization: Bearer ..." etc., sent only to the host of `url`:
 	 * libcurl drops it when a redirect changes host or port. */
 	const char *auth;
 	const char *const *headers; /* more "Name: value" lines, NULL-ended */
-	const char *aws_sigv4;   /* CURLOPT_AWS_SIGV4 provider, with userpwd */
+	const char *aws_sigv4;      /* CURLOPT_AWS_SIGV4 provider, with userpwd */
 	const char *userpwd;
-	int netrc;               /* credentials from ~/.netrc for url's host */
+	int netrc; /* credentials from ~/.netrc for url's host */
 	/* Where the body goes: into `buf` (exactly buflen bytes expected for
 	 * a range), or spread over iov[0..niov) in order, or into a growing
 	 * *body of at most body_max bytes. */
@@ -66,43 +66,43 @@ struct tfs_http_req {
 
 struct tfs_http_resp {
 	long status;
-	int has_range;           /* Content-Range: bytes a-b/total (or * /total) */
+	int has_range; /* Content-Range: bytes a-b/total (or * /total) */
 	uint64_t range_start, range_end, range_total;
 	int has_length;
-	uint64_t length;         /* Content-Length */
+	uint64_t length; /* Content-Length */
 	char etag[TFS_HTTP_ETAG_MAX + 1];
 	char last_modified[128];
 	char location[TFS_HTTP_URL_MAX];
-	char next_link[TFS_HTTP_URL_MAX]; /* Link: <...>; rel="next" */
-	char repo_commit[64];    /* X-Repo-Commit */
+	char next_link[TFS_HTTP_URL_MAX];        /* Link: <...>; rel="next" */
+	char repo_commit[64];                    /* X-Repo-Commit */
 	char linked_etag[TFS_HTTP_ETAG_MAX + 1]; /* X-Linked-Etag */
 	int has_linked_size;
-	uint64_t linked_size;    /* X-Linked-Size */
-	double retry_after;      /* seconds, or -1 */
-	char error_code[64];     /* S3's <Code> of an error body, if read */
+	uint64_t linked_size; /* X-Linked-Size */
+	double retry_after;   /* seconds, or -1 */
+	char error_code[64];  /* S3's <Code> of an error body, if read */
 	/* The first header whose value did not fit its field above ("ETag",
 	 * "Location", ...), or NULL: such an answer is refused, not cut. */
 	const char *overlong;
-	unsigned overlong_max;   /* its field's limit */
+	unsigned overlong_max; /* its field's limit */
 };
 
 /* What went wrong, finer than tfs_err, for messages and retry decisions. */
 enum tfs_http_fail {
 	TFS_HTTP_OK,
-	TFS_HTTP_NET,            /* connect, reset, timeout, truncated: retried */
-	TFS_HTTP_STATUS,         /* an HTTP status: resp.status says which */
-	TFS_HTTP_NORANGE,        /* 200 with the whole body to a Range request */
-	TFS_HTTP_BADRANGE,       /* 206 with another Content-Range or length */
-	TFS_HTTP_TOOBIG,         /* a body over body_max, or headers too large */
-	TFS_HTTP_REDIRECTS,      /* a redirect loop, or a redirect to another scheme */
-	TFS_HTTP_NOTHTTP,        /* the answer is not HTTP at all */
-	TFS_HTTP_ABORTED,        /* tfs_http_abort() was called */
-	TFS_HTTP_REFUSED,        /* req.accept refused the answer */
+	TFS_HTTP_NET,       /* connect, reset, timeout, truncated: retried */
+	TFS_HTTP_STATUS,    /* an HTTP status: resp.status says which */
+	TFS_HTTP_NORANGE,   /* 200 with the whole body to a Range request */
+	TFS_HTTP_BADRANGE,  /* 206 with another Content-Range or length */
+	TFS_HTTP_TOOBIG,    /* a body over body_max, or headers too large */
+	TFS_HTTP_REDIRECTS, /* a redirect loop, or a redirect to another scheme */
+	TFS_HTTP_NOTHTTP,   /* the answer is not HTTP at all */
+	TFS_HTTP_ABORTED,   /* tfs_http_abort() was called */
+	TFS_HTTP_REFUSED,   /* req.accept refused the answer */
 };
 
 struct tfs_http_policy {
-	unsigned retries;        /* after the first attempt */
-	unsigned stall_seconds;  /* no byte for this long: the attempt fails */
+	unsigned retries;       /* after the first attempt */
+	unsigned stall_seconds; /* no byte for this long: the attempt fails */
 	unsigned connect_seconds;
 };
 
@@ -115,8 +115,8 @@ void tfs_http_get_policy(struct tfs_http_policy *p);
  * capped), anything else is returned at once. `fail` says what happened;
  * the diag line, for anything but TFS_HTTP_OK, says it for people (no
  * credentials in it). */
-tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs,
-		       enum tfs_http_fail *fail, struct tfs_diag *d);
+tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, enum tfs_http_fail *fail,
+		       struct tfs_diag *d);
 
 /* Ends every transfer and backoff in progress and every later one. */
 void tfs_http_abort(void);

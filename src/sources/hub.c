@@ -8,14 +8,16 @@
 
 static int hexval(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 static int is_name_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '_' || c == '.';
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+	       c == '_' || c == '.';
 }
 
 tfs_err tfs_hub_parse_ref(const char *spec, struct tfs_hub_ref *r, struct tfs_diag *d)
@@ -157,8 +159,7 @@ static int get_size(json_object *e, uint64_t *v)
 	return -1;
 }
 
-tfs_err tfs_hub_parse_tree(const char *json, size_t n, struct tfs_dirlist *out,
-			   struct tfs_diag *d)
+tfs_err tfs_hub_parse_tree(const char *json, size_t n, struct tfs_dirlist *out, struct tfs_diag *d)
 {
 	json_object *a = parse(json, n, "tree listing", d);
 	if (!a)
@@ -176,7 +177,8 @@ tfs_err tfs_hub_parse_tree(const char *json, size_t n, struct tfs_dirlist *out,
 		    !json_object_object_get_ex(ent, "path", &path) ||
 		    !json_object_is_type(type, json_type_string) ||
 		    !json_object_is_type(path, json_type_string)) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing has an entry without type and path");
+			e = tfs_fail(d, TFS_ERR_FORMAT,
+				     "the Hub's tree listing has an entry without type and path");
 			break;
 		}
 		const char *p = json_object_get_string(path);

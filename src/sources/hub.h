@@ -11,10 +11,10 @@
 #include "core/source.h"
 
 struct tfs_hub_ref {
-	char type[16];       /* "models" or "datasets" */
-	char repo[256];      /* ORG/REPO */
-	char rev[256];       /* as given (decoded), "main" by default */
-	char path[4096];     /* in the repository, "" for none */
+	char type[16];   /* "models" or "datasets" */
+	char repo[256];  /* ORG/REPO */
+	char rev[256];   /* as given (decoded), "main" by default */
+	char path[4096]; /* in the repository, "" for none */
 };
 
 /* hf://[models/|datasets/]ORG/REPO[@REV][/PATH], REV percent-decoded
@@ -29,8 +29,7 @@ int tfs_hub_safe_path(const char *p, size_t n);
 /* One page of GET /api/{type}/{repo}/tree/{rev}?recursive=true: a JSON
  * array of entries; every file's path and size (its LFS size when it has
  * one) is added to out. A path that is not safe refuses the page. */
-tfs_err tfs_hub_parse_tree(const char *json, size_t n, struct tfs_dirlist *out,
-			   struct tfs_diag *d);
+tfs_err tfs_hub_parse_tree(const char *json, size_t n, struct tfs_dirlist *out, struct tfs_diag *d);
 
 /* GET /api/{type}/{repo}/revision/{rev}: its "sha", 40 hex digits. */
 tfs_err tfs_hub_parse_revision(const char *json, size_t n, char sha[41], struct tfs_diag *d);

@@ -8,9 +8,5 @@ extern const struct tfs_source_driver tfs_source_http;
 extern const struct tfs_source_driver tfs_source_file;
 
 const struct tfs_source_driver *const tfs_source_drivers[] = {
-	&tfs_source_hf,
-	&tfs_source_s3,
-	&tfs_source_http,
-	&tfs_source_file,
-	NULL,
+	&tfs_source_hf, &tfs_source_s3, &tfs_source_http, &tfs_source_file, NULL,
 };

@@ -49,7 +49,7 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 
 struct remote {
 	struct tfs_source base;
-	pthread_mutex_t lock;       /* url, when it can be relocated */
+	pthread_mutex_t lock; /* url, when it can be relocated */
 	char *url;
 	char *auth;
 	char **headers;
@@ -59,7 +59,7 @@ struct remote {
 	 * is the CDN, not the Hub), or NULL: every later 206 must carry the
 	 * same, since a server or cache may ignore If-Match. */
 	char *served_etag;
-	unsigned char *probe;       /* bytes [0, nprobe) */
+	unsigned char *probe; /* bytes [0, nprobe) */
 	size_t nprobe;
 	struct tfs_cfile *cache;
 	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
@@ -182,8 +182,7 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 	}
 }
 
-static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off,
-				   uint64_t limit)
+static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
 {
 	struct remote *r = (struct remote *)s;
 	struct tfs_diag d;
@@ -201,8 +200,8 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 	return tfs_cfile_read(r->cache, buf, len, off, limit, &d);
 }
 
-static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit,
-			  struct tfs_iov *iov, unsigned max, unsigned *n, void **token)
+static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
+			  unsigned max, unsigned *n, void **token)
 {
 	struct remote *r = (struct remote *)s;
 	struct tfs_diag d;
@@ -219,8 +218,8 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 		off += part;
 	}
 	unsigned m = 0;
-	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, limit, iov + k, &m,
-					(struct tfs_cmap **)token, &d) : TFS_OK;
+	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, limit, iov + k, &m, (struct tfs_cmap **)token, &d)
+			: TFS_OK;
 	*n = k + m;
 	return e;
 }
@@ -299,8 +298,7 @@ static int64_t http_time(const char *s)
 	return end && !*end ? (int64_t)timegm(&tm) : 0;
 }
 
-tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out,
-			struct tfs_diag *d)
+tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct remote *r = calloc(1, sizeof *r);
 	int bad = 0;

@@ -21,16 +21,16 @@
 #define TFS_LISTING_PAGES_MAX 10000u
 
 struct tfs_remote_spec {
-	const char *url;           /* where the bytes are */
-	const char *location;      /* user.source and messages: no credentials */
-	const char *auth;          /* "Authorization: ..." for url's host only */
+	const char *url;      /* where the bytes are */
+	const char *location; /* user.source and messages: no credentials */
+	const char *auth;     /* "Authorization: ..." for url's host only */
 	const char *const *headers;
 	const char *aws_sigv4, *userpwd;
-	int netrc;                 /* credentials from ~/.netrc (http only) */
-	const char *etag;          /* the version, when known (Hub, S3 listing) */
-	const char *revision;      /* user.revision */
+	int netrc;            /* credentials from ~/.netrc (http only) */
+	const char *etag;     /* the version, when known (Hub, S3 listing) */
+	const char *revision; /* user.revision */
 	int has_size;
-	uint64_t size;             /* the size, when known */
+	uint64_t size; /* the size, when known */
 	/* Called when the data URL stops working (403/410: a signed CDN URL
 	 * that expired) to get a fresh one; NULL if the URL cannot expire. */
 	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
@@ -40,8 +40,7 @@ struct tfs_remote_spec {
 	tfs_err (*explain)(long status, const char *code, struct tfs_diag *d);
 };
 
-tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out,
-			struct tfs_diag *d);
+tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d);
 
 /* The HTTP layer's policy and the cache, from the drivers' options
  * (retries=, timeout=, cache_size=, cache_dir=, cache_max=). */

@@ -20,13 +20,13 @@
 
 struct s3_store {
 	struct tfs_store base;
-	char *endpoint;          /* scheme://host[:port], no trailing '/' */
+	char *endpoint; /* scheme://host[:port], no trailing '/' */
 	int path_style;
 	char bucket[64];
-	char *root;              /* "" or "prefix/" */
-	char *sigv4;             /* NULL without signing */
+	char *root;  /* "" or "prefix/" */
+	char *sigv4; /* NULL without signing */
 	char *userpwd;
-	char *hdr[3];            /* x-amz-content-sha256, x-amz-security-token */
+	char *hdr[3]; /* x-amz-content-sha256, x-amz-security-token */
 	/* The listed directory: its objects' names, sizes and ETags. */
 	char *listed_dir;
 	struct tfs_dirlist files;
@@ -56,13 +56,16 @@ static tfs_err bucket_url(const struct s3_store *st, char **u, size_t *len, size
 {
 	if (st->path_style)
 		return tfs_json_puts(u, len, cap, st->endpoint) || tfs_json_put(u, len, cap, "/", 1) ||
-		       tfs_json_puts(u, len, cap, st->bucket) || tfs_json_put(u, len, cap, "/", 1)
-			       ? TFS_ERR_NOMEM : TFS_OK;
+				       tfs_json_puts(u, len, cap, st->bucket) ||
+				       tfs_json_put(u, len, cap, "/", 1)
+			       ? TFS_ERR_NOMEM
+			       : TFS_OK;
 	const char *host = strstr(st->endpoint, "://") + 3;
 	return tfs_json_put(u, len, cap, st->endpoint, (size_t)(host - st->endpoint)) ||
-	       tfs_json_puts(u, len, cap, st->bucket) || tfs_json_put(u, len, cap, ".", 1) ||
-	       tfs_json_puts(u, len, cap, host) || tfs_json_put(u, len, cap, "/", 1)
-		       ? TFS_ERR_NOMEM : TFS_OK;
+			       tfs_json_puts(u, len, cap, st->bucket) || tfs_json_put(u, len, cap, ".", 1) ||
+			       tfs_json_puts(u, len, cap, host) || tfs_json_put(u, len, cap, "/", 1)
+		       ? TFS_ERR_NOMEM
+		       : TFS_OK;
 }
 
 /* What S3's error codes mean, in one line. */
@@ -72,17 +75,25 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
 		const char *code, *what;
 		tfs_err e;
 	} known[] = {
-		{"SignatureDoesNotMatch", "the signature does not match (SignatureDoesNotMatch): is the secret key right?", TFS_ERR_OPEN},
+		{"SignatureDoesNotMatch",
+		 "the signature does not match (SignatureDoesNotMatch): is the secret key right?",
+		 TFS_ERR_OPEN},
 		{"InvalidAccessKeyId", "the access key is not known (InvalidAccessKeyId)", TFS_ERR_OPEN},
-		{"ExpiredToken", "the session token has expired (ExpiredToken): get new credentials", TFS_ERR_OPEN},
+		{"ExpiredToken", "the session token has expired (ExpiredToken): get new credentials",
+		 TFS_ERR_OPEN},
 		{"InvalidToken", "the session token is not valid (InvalidToken)", TFS_ERR_OPEN},
-		{"TokenRefreshRequired", "the session token must be refreshed (TokenRefreshRequired)", TFS_ERR_OPEN},
-		{"AccessDenied", "access denied (AccessDenied): the credentials may not read this", TFS_ERR_OPEN},
+		{"TokenRefreshRequired", "the session token must be refreshed (TokenRefreshRequired)",
+		 TFS_ERR_OPEN},
+		{"AccessDenied", "access denied (AccessDenied): the credentials may not read this",
+		 TFS_ERR_OPEN},
 		{"NoSuchBucket", "the bucket does not exist (NoSuchBucket)", TFS_ERR_NOENT},
 		{"NoSuchKey", "not found (NoSuchKey)", TFS_ERR_NOENT},
 		{"SlowDown", "the store asks to slow down (SlowDown), still after the retries", TFS_ERR_OPEN},
-		{"PermanentRedirect", "the bucket is in another region (PermanentRedirect): set AWS_REGION", TFS_ERR_OPEN},
-		{"AuthorizationHeaderMalformed", "the request's region is not the bucket's (AuthorizationHeaderMalformed): set AWS_REGION", TFS_ERR_OPEN},
+		{"PermanentRedirect", "the bucket is in another region (PermanentRedirect): set AWS_REGION",
+		 TFS_ERR_OPEN},
+		{"AuthorizationHeaderMalformed",
+		 "the request's region is not the bucket's (AuthorizationHeaderMalformed): set AWS_REGION",
+		 TFS_ERR_OPEN},
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (code && strcmp(code, known[i].code) == 0)
@@ -90,9 +101,10 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
 	if (status == 404)
 		return tfs_fail(d, TFS_ERR_NOENT, "not found (HTTP 404)");
 	if (status >= 300 && status <= 399)
-		return tfs_fail(d, TFS_ERR_OPEN,
-				"the endpoint answers with a redirect (HTTP %ld), which tensorfs does not follow: a credential must not reach another host, and S3 redirects only when the region or the endpoint is wrong (set AWS_REGION, or -o endpoint= to the bucket's own)",
-				status);
+		return tfs_fail(
+			d, TFS_ERR_OPEN,
+			"the endpoint answers with a redirect (HTTP %ld), which tensorfs does not follow: a credential must not reach another host, and S3 redirects only when the region or the endpoint is wrong (set AWS_REGION, or -o endpoint= to the bucket's own)",
+			status);
 	if (status == 403)
 		return tfs_fail(d, TFS_ERR_OPEN, "access denied (HTTP 403%s%s)", code && *code ? ": " : "",
 				code ? code : "");
@@ -115,7 +127,7 @@ struct collect {
 	const char *prefix;
 	size_t plen;
 	tfs_err bad;
-	uint64_t seen;           /* keys over all pages, this directory's or not */
+	uint64_t seen; /* keys over all pages, this directory's or not */
 };
 
 static tfs_err on_object(void *ctx, const char *key, uint64_t size, const char *etag)
@@ -166,14 +178,16 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 		char *u = NULL, *body = NULL;
 		size_t len = 0, cap = 0, blen = 0;
 		if (page >= TFS_LISTING_PAGES_MAX) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %u pages", TFS_LISTING_PAGES_MAX);
+			e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %u pages",
+				     TFS_LISTING_PAGES_MAX);
 			break;
 		}
 		if (bucket_url(st, &u, &len, &cap) ||
 		    (*token && (tfs_json_puts(&u, &len, &cap, "?continuation-token=") ||
 				tfs_http_escape(token, strlen(token), &u, &len, &cap))) ||
-		    tfs_json_puts(&u, &len, &cap, *token ? "&delimiter=%2F&list-type=2&prefix=" :
-							    "?delimiter=%2F&list-type=2&prefix=") ||
+		    tfs_json_puts(&u, &len, &cap,
+				  *token ? "&delimiter=%2F&list-type=2&prefix="
+					 : "?delimiter=%2F&list-type=2&prefix=") ||
 		    tfs_http_escape(prefix, strlen(prefix), &u, &len, &cap)) {
 			free(u);
 			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
@@ -196,9 +210,11 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 			c.bad = TFS_OK;
 			struct tfs_diag pd;
 			pd.msg[0] = 0;
-			e = tfs_s3_parse_list(body ? body : "", blen, &cb, &truncated, token, sizeof token, &pd);
+			e = tfs_s3_parse_list(body ? body : "", blen, &cb, &truncated, token, sizeof token,
+					      &pd);
 			if (c.bad)
-				e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing holds a key outside the prefix '%s'",
+				e = tfs_fail(d, TFS_ERR_FORMAT,
+					     "the bucket listing holds a key outside the prefix '%s'",
 					     prefix);
 			else if (e)
 				tfs_fail(d, e, "%s", *pd.msg ? pd.msg : "out of memory");
@@ -206,8 +222,9 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 		free(body);
 		bytes += blen;
 		if (!e && truncated && (c.seen > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the bucket listing goes on past %s (%u pages so far)",
-				     c.seen > TFS_LISTING_ENTRIES_MAX ? "1,000,000 keys" : "512 MiB", page + 1);
+			e = tfs_fail(
+				d, TFS_ERR_FORMAT, "the bucket listing goes on past %s (%u pages so far)",
+				c.seen > TFS_LISTING_ENTRIES_MAX ? "1,000,000 keys" : "512 MiB", page + 1);
 		if (!e && !truncated)
 			break;
 	}
@@ -238,8 +255,12 @@ static tfs_err store_open(struct tfs_store *base, const char *name, struct tfs_s
 	/* What the listing said (when this file's directory was listed):
 	 * its ETag is then pinned from the first request on. */
 	struct tfs_remote_spec s = {
-		.url = u, .location = loc, .headers = (const char *const *)st->hdr,
-		.aws_sigv4 = st->sigv4, .userpwd = st->userpwd, .explain = explain,
+		.url = u,
+		.location = loc,
+		.headers = (const char *const *)st->hdr,
+		.aws_sigv4 = st->sigv4,
+		.userpwd = st->userpwd,
+		.explain = explain,
 	};
 	const char *slash = strrchr(name, '/');
 	size_t dl = slash ? (size_t)(slash - name) + 1 : 0;
@@ -304,13 +325,14 @@ static int bucket_ok(const char *b, size_t n)
 	if (n < 3 || n > 63)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' || b[i] == '-'))
+		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
+		      b[i] == '-'))
 			return 0;
 	return b[0] != '.' && b[0] != '-';
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out,
-		       char **target, struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
+		       struct tfs_diag *d)
 {
 	tfs_err e = tfs_remote_configure(o, d);
 	if (e)
@@ -319,7 +341,9 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	const char *b = spec + 5, *slash = strchr(b, '/');
 	size_t bl = slash ? (size_t)(slash - b) : strlen(b);
 	if (!bucket_ok(b, bl))
-		return tfs_fail(d, TFS_ERR_INVAL, "expected s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (a bucket name is 3 to 63 of a-z, 0-9, '.', '-')");
+		return tfs_fail(
+			d, TFS_ERR_INVAL,
+			"expected s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (a bucket name is 3 to 63 of a-z, 0-9, '.', '-')");
 	const char *key = slash ? slash + 1 : "";
 	for (const char *p = key; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)

@@ -21,13 +21,13 @@
 /* A file's header and tensor order, as made. */
 struct built {
 	uint32_t slot;
-	uint32_t n;            /* tensors */
-	uint32_t *order;       /* tensor nodes in file order */
-	uint64_t *start;       /* file offset of each one's data; [n]: the size */
-	char *hdr;             /* the 8-byte length and the header */
+	uint32_t n;      /* tensors */
+	uint32_t *order; /* tensor nodes in file order */
+	uint64_t *start; /* file offset of each one's data; [n]: the size */
+	char *hdr;       /* the 8-byte length and the header */
 	size_t hdr_len;
-	size_t bytes;          /* memory held, for the budget */
-	int refs;              /* reads using it now */
+	size_t bytes;              /* memory held, for the budget */
+	int refs;                  /* reads using it now */
 	struct built *prev, *next; /* most recently used first */
 };
 
@@ -35,16 +35,16 @@ enum { UNKNOWN, READY, CANNOT };
 
 struct slot {
 	int state;
-	tfs_err why;           /* CANNOT: the reason */
+	tfs_err why; /* CANNOT: the reason */
 	uint64_t size;
-	struct built *b;       /* NULL when not held */
+	struct built *b; /* NULL when not held */
 };
 
 struct tfs_exports {
 	pthread_mutex_t lock;
 	int meta_done;
 	tfs_err meta_err;
-	char *meta;            /* "\"__metadata__\":{...}" or empty; build() adds the comma */
+	char *meta; /* "\"__metadata__\":{...}" or empty; build() adds the comma */
 	size_t meta_len;
 	size_t held, budget;
 	struct built *head, *tail;
@@ -132,7 +132,8 @@ uint64_t tfs_export_left_out(const struct tfs_tree *t, char *first, size_t first
 			const char *dt = tfs_node_dtype(t, n, &dl);
 			tfs_quote(q, sizeof q, tfs_tensor_name(h, ts), ts->name_len);
 			if (reserved_name(tfs_tensor_name(h, ts), ts->name_len))
-				snprintf(first, firstsz, "%s: the name safetensors keeps for its metadata", q);
+				snprintf(first, firstsz, "%s: the name safetensors keeps for its metadata",
+					 q);
 			else if (export_dtype(t, n) < TFS_DT_SAFETENSORS_END)
 				snprintf(first, firstsz, "%s: its name is not UTF-8", q);
 			else
@@ -157,20 +158,20 @@ struct kv {
 struct merge {
 	struct kv *kv;
 	size_t n, cap;
-	uint32_t *slots;     /* kv index + 1 keyed by key */
+	uint32_t *slots; /* kv index + 1 keyed by key */
 	size_t nslots;
 	const struct tfs_model *m;
-	uint32_t disagree;   /* keys whose shards disagree */
+	uint32_t disagree; /* keys whose shards disagree */
 };
 
-static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *v, size_t vl,
-			 uint32_t shard)
+static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *v, size_t vl, uint32_t shard)
 {
 	if (tfs_utf8_check((const unsigned char *)k, kl) != kl ||
 	    tfs_utf8_check((const unsigned char *)v, vl) != vl) {
 		char q[80];
 		tfs_quote(q, sizeof q, k, kl);
-		tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", g->m->shards[shard].path, q);
+		tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out",
+			g->m->shards[shard].path, q);
 		return TFS_OK;
 	}
 	if ((g->n + 1) * 2 > g->nslots) {
@@ -222,14 +223,16 @@ static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 {
 	if (!json_object_is_type(root, json_type_object))
 		return TFS_OK;
-	json_object_object_foreach(root, key, val) {
+	json_object_object_foreach(root, key, val)
+	{
 		const char *v;
 		size_t vl;
 		if (json_object_is_type(val, json_type_string)) {
 			v = json_object_get_string(val);
 			vl = (size_t)json_object_get_string_len(val);
 		} else {
-			v = json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+			v = json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN |
+									JSON_C_TO_STRING_NOSLASHESCAPE);
 			vl = strlen(v);
 		}
 		tfs_err e = merge_put(g, key, strlen(key), v, vl, shard);
@@ -249,7 +252,8 @@ static void skipped(void *ctx, const char *key, size_t kl)
 	const struct skip_ctx *c = ctx;
 	char q[80];
 	tfs_quote(q, sizeof q, key, kl);
-	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path, q);
+	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path,
+		q);
 }
 
 static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
@@ -280,7 +284,8 @@ static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 		any = 1;
 		for (uint32_t i = 0; !e && i < h->nmeta; i++) {
 			const struct tfs_meta_pair *p = &h->meta[i];
-			e = merge_put(&g, h->arena + p->key_off, p->key_len, h->arena + p->val_off, p->val_len, s);
+			e = merge_put(&g, h->arena + p->key_off, p->key_len, h->arena + p->val_off,
+				      p->val_len, s);
 		}
 	}
 	char *b = NULL;
@@ -499,8 +504,7 @@ static void trim(struct tfs_exports *x)
 
 /* Under x->lock: the file's header and order, made when not held. With
  * `pin`, held until unpin(). */
-static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pin,
-		     struct built **out)
+static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pin, struct built **out)
 {
 	struct tfs_exports *x = t->exports;
 	struct slot *s = &x->slots[en->ref];
@@ -563,8 +567,8 @@ tfs_err tfs_export_check(const struct tfs_tree *t, const struct tfs_node *n)
 	return e;
 }
 
-tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off,
-			size_t len, tfs_export_fn fn, void *ctx)
+tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			tfs_export_fn fn, void *ctx)
 {
 	struct tfs_exports *x = t->exports;
 	struct built *b;
@@ -597,7 +601,8 @@ tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint
 			if (te <= off)
 				continue;
 			uint64_t stop = end < te ? end : te;
-			p = (struct tfs_export_piece){NULL, b->order[i], off - b->start[i], (size_t)(stop - off)};
+			p = (struct tfs_export_piece){NULL, b->order[i], off - b->start[i],
+						      (size_t)(stop - off)};
 			e = fn(ctx, &p);
 			off = stop;
 		}
@@ -615,7 +620,10 @@ tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint
  * the tensor's file. */
 static tfs_err piece_out(void *ctx, const struct tfs_export_piece *p)
 {
-	struct { const struct tfs_tree *t; struct tfs_pieces *out; } *c = ctx;
+	struct {
+		const struct tfs_tree *t;
+		struct tfs_pieces *out;
+	} *c = ctx;
 	if (p->mem) {
 		/* Copied now: the header may leave its bounded cache as soon
 		 * as the walk is over, before the reply is written. */
@@ -632,7 +640,10 @@ static tfs_err piece_out(void *ctx, const struct tfs_export_piece *p)
 static tfs_err export_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			     struct tfs_pieces *out)
 {
-	struct { const struct tfs_tree *t; struct tfs_pieces *out; } c = {t, out};
+	struct {
+		const struct tfs_tree *t;
+		struct tfs_pieces *out;
+	} c = {t, out};
 	return tfs_export_walk(t, n, off, len, piece_out, &c);
 }
 

@@ -56,7 +56,7 @@ typedef tfs_err (*tfs_export_fn)(void *ctx, const struct tfs_export_piece *p);
 
 /* Calls fn for the pieces of [off, off + len) in order (clipped to the
  * file); stops at the first error fn returns. */
-tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off,
-			size_t len, tfs_export_fn fn, void *ctx);
+tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+			tfs_export_fn fn, void *ctx);
 
 #endif

@@ -12,16 +12,16 @@
 #define HEADER_LINE "name\tdtype\tshape\tbytes\toffsets\n"
 
 struct table {
-	int ready;           /* size and marks are set (read with acquire) */
+	int ready; /* size and marks are set (read with acquire) */
 	uint64_t size;
-	uint64_t bytes;      /* of the tensors under the directory */
-	uint64_t *marks;     /* byte offset of line k * LINES_PER_MARK */
+	uint64_t bytes;  /* of the tensors under the directory */
+	uint64_t *marks; /* byte offset of line k * LINES_PER_MARK */
 	uint32_t nmarks;
 };
 
 struct tfs_listing {
 	pthread_mutex_t lock;
-	int sums_done;       /* every table's `bytes` is set */
+	int sums_done; /* every table's `bytes` is set */
 	uint32_t n;
 	struct table tables[];
 };
@@ -146,8 +146,8 @@ static uint32_t entries(const struct tfs_node *dir)
 	return dir->count;
 }
 
-static tfs_err put_entry(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t k,
-			 char **b, size_t *len, size_t *cap)
+static tfs_err put_entry(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t k, char **b,
+			 size_t *len, size_t *cap)
 {
 	if (k == 0)
 		return tfs_json_puts(b, len, cap, HEADER_LINE);
@@ -210,8 +210,8 @@ uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table
 	return tb ? tb->size : 0;
 }
 
-tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off,
-			 size_t len, char *dst, size_t *got)
+tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off, size_t len,
+			 char *dst, size_t *got)
 {
 	const struct table *tb = ready(t, table);
 	*got = 0;

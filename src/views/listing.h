@@ -27,7 +27,7 @@ uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table
 
 /* Bytes [off, off + len) of the table into dst; *got is how many there
  * were (fewer at the end). */
-tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off,
-			 size_t len, char *dst, size_t *got);
+tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off, size_t len,
+			 char *dst, size_t *got);
 
 #endif

@@ -7,19 +7,19 @@
 #include "core/names.h"
 
 struct orig {
-	char *name;            /* in the directory */
-	char *sname;           /* in the store */
+	char *name;  /* in the directory */
+	char *sname; /* in the store */
 	uint64_t size;
 	struct tfs_source *src; /* opened on first read, or a shard's */
-	int own;               /* src is ours to close */
-	tfs_err failed;        /* the open failed: every read fails so */
+	int own;                /* src is ours to close */
+	tfs_err failed;         /* the open failed: every read fails so */
 };
 
 struct tfs_originals {
 	const struct tfs_model *m;
 	struct orig *f;
 	uint32_t n;
-	pthread_mutex_t lock;  /* opens */
+	pthread_mutex_t lock; /* opens */
 };
 
 static tfs_err add(struct tfs_originals *o, const char *dir, size_t dl, const char *name, uint64_t size)
@@ -93,7 +93,8 @@ tfs_err tfs_originals_new(const struct tfs_model *m, struct tfs_originals **out,
 	}
 	/* What the checkpoint is made of: its shards and its index. */
 	for (uint32_t i = 0; !e && i < m->nshards; i++)
-		e = add(o, dir, dl, m->shards[i].sname + dl, m->shards[i].src ? m->shards[i].src->id.size : 0);
+		e = add(o, dir, dl, m->shards[i].sname + dl,
+			m->shards[i].src ? m->shards[i].src->id.size : 0);
 	if (!e && m->index_path) {
 		const char *b = strrchr(m->index_path, '/');
 		b = b ? b + 1 : m->index_path;

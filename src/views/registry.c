@@ -10,13 +10,13 @@ extern const struct tfs_view_ops tfs_view_original;
 
 /* Indexed by enum tfs_node_kind (a directory has none). */
 const struct tfs_view_ops *const tfs_views[] = {
-	NULL,                /* 0: no node */
-	NULL,                /* TFS_NODE_DIR */
-	&tfs_view_tensor,    /* TFS_NODE_TENSOR */
-	&tfs_view_blob,      /* TFS_NODE_BLOB */
-	&tfs_view_table,     /* TFS_NODE_TABLE */
-	&tfs_view_export,    /* TFS_NODE_EXPORT */
-	&tfs_view_original,  /* TFS_NODE_ORIGINAL */
+	NULL,               /* 0: no node */
+	NULL,               /* TFS_NODE_DIR */
+	&tfs_view_tensor,   /* TFS_NODE_TENSOR */
+	&tfs_view_blob,     /* TFS_NODE_BLOB */
+	&tfs_view_table,    /* TFS_NODE_TABLE */
+	&tfs_view_export,   /* TFS_NODE_EXPORT */
+	&tfs_view_original, /* TFS_NODE_ORIGINAL */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

@@ -32,7 +32,8 @@ static tfs_err converted(const struct tfs_shard *sh, const struct tfs_tensor *t,
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	return n->first + tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), t->view & TFS_VIEW_F32);
+	return n->first +
+	       tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), t->view & TFS_VIEW_F32);
 }
 
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,

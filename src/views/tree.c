@@ -16,8 +16,7 @@ static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 	return tfs_hash(name, len, tfs_hash_seed ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
 }
 
-uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
-			 const char *name, size_t len)
+uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len)
 {
 	if (!t->nslots)
 		return 0;
@@ -112,19 +111,19 @@ void tfs_tree_free(struct tfs_tree *t)
  * because their mapped names happen to meet). */
 struct build {
 	struct tfs_tree *t;
-	const char **raw;      /* per node: raw name bytes (not NUL-terminated) */
+	const char **raw; /* per node: raw name bytes (not NUL-terminated) */
 	uint32_t *raw_len;
-	uint8_t *conflict;     /* per node: tensor whose name a directory has */
+	uint8_t *conflict; /* per node: tensor whose name a directory has */
 	size_t cap;
-	uint32_t *dslots;      /* directory node keyed by (parent, raw) */
+	uint32_t *dslots; /* directory node keyed by (parent, raw) */
 	size_t ndslots, ndirs;
 	const struct tfs_model *m;
 	const struct tfs_tree_opts *o;
-	size_t npy_len;        /* of the .npy suffix, 0 without format=npy */
+	size_t npy_len; /* of the .npy suffix, 0 without format=npy */
 	uint32_t root, first_user;
-	uint64_t *foff;        /* per node: its name's offset in t->fnames */
+	uint64_t *foff; /* per node: its name's offset in t->fnames */
 	size_t fcap, flen;
-	uint32_t *late;        /* hashed names that met another */
+	uint32_t *late; /* hashed names that met another */
 	uint32_t nlate;
 };
 
@@ -173,8 +172,7 @@ static uint32_t *dir_slot(struct build *b, uint32_t parent, const char *raw, siz
 	return &b->dslots[j];
 }
 
-static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t len,
-		       uint32_t *out)
+static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t len, uint32_t *out)
 {
 	if ((b->ndirs + 1) * 2 > b->ndslots) {
 		size_t ns = b->ndslots ? b->ndslots * 2 : 1024;
@@ -316,7 +314,8 @@ static tfs_err add_tensors(struct build *b)
 				size_t need = tfs_npy_header_max(ts);
 				if (need > sizeof hb && !(hp = malloc(need)))
 					return TFS_ERR_NOMEM;
-				t->nodes[ni].first = (uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
+				t->nodes[ni].first =
+					(uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
 				if (hp != hb)
 					free(hp);
 			}
@@ -416,11 +415,13 @@ static tfs_err name_one(struct build *b, uint32_t i)
 	/* In the flat layout the root's generated file could meet a tensor
 	 * of its name: the tensor's '.' is escaped. */
 	if (b->o->export && layout == TFS_LAYOUT_FLAT && !b->npy_len && file &&
-	    b->raw_len[i] == strlen(TFS_EXPORT_ROOT) && memcmp(b->raw[i], TFS_EXPORT_ROOT, b->raw_len[i]) == 0) {
+	    b->raw_len[i] == strlen(TFS_EXPORT_ROOT) &&
+	    memcmp(b->raw[i], TFS_EXPORT_ROOT, b->raw_len[i]) == 0) {
 		static const char esc[] = "model%2Esafetensors";
 		return keep_name(b, i, esc, strlen(esc));
 	}
-	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) && tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
+	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) &&
+	    tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
 		n->fname = b->raw[i];
 		n->fname_len = b->raw_len[i];
 		return TFS_OK;
@@ -516,7 +517,8 @@ static tfs_err link_children(struct build *b)
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 2; i < t->nnodes; i++) {
-			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE ||
+			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB ||
+					t->nodes[i].kind == TFS_NODE_TABLE ||
 					t->nodes[i].kind == TFS_NODE_EXPORT;
 			if (synthetic != (pass == 0))
 				continue;
@@ -549,7 +551,8 @@ static tfs_err index_names(struct build *b, struct tfs_diag *d)
 			char q1[120], q2[120];
 			tfs_quote(q1, sizeof q1, n->fname, n->fname_len);
 			tfs_quote(q2, sizeof q2, t->nodes[other].fname, t->nodes[other].fname_len);
-			return tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)", q1, q2);
+			return tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)",
+					q1, q2);
 		}
 		if (!b->late && !(b->late = malloc((size_t)t->nnodes * sizeof *b->late)))
 			return TFS_ERR_NOMEM;
@@ -560,7 +563,8 @@ static tfs_err index_names(struct build *b, struct tfs_diag *d)
 		char buf[TFS_NAME_MAX + 32];
 		/* Read through the offset: an earlier append may have moved the
 		 * arena under the node's fname. */
-		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)t->nodes[i].fname_len, t->fnames + b->foff[i], i);
+		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)t->nodes[i].fname_len,
+				   t->fnames + b->foff[i], i);
 		if (keep_name(b, i, buf, (size_t)len))
 			return TFS_ERR_NOMEM;
 	}
@@ -571,7 +575,8 @@ static tfs_err index_names(struct build *b, struct tfs_diag *d)
 			t->nodes[i].fname = t->fnames + b->foff[i];
 	for (uint32_t k = 0; k < b->nlate; k++)
 		if (slot_insert(t, b->late[k]))
-			return tfs_fail(d, TFS_ERR_FORMAT, "file name collision after hashing (a bug in tensorfs)");
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"file name collision after hashing (a bug in tensorfs)");
 	return TFS_OK;
 }
 

@@ -34,33 +34,33 @@ enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
 /* How a tensor's file shows it (README, "Views for tools"). */
 enum {
-	TFS_VIEW_NPY = 1,     /* NAME.npy: an NPY header, then the data */
-	TFS_VIEW_F32 = 2,     /* narrow float dtypes decoded to float32 */
+	TFS_VIEW_NPY = 1, /* NAME.npy: an NPY header, then the data */
+	TFS_VIEW_F32 = 2, /* narrow float dtypes decoded to float32 */
 };
 #define TFS_NPY_SUFFIX ".npy"
 
 enum tfs_node_kind {
 	TFS_NODE_DIR = 1,
 	TFS_NODE_TENSOR,
-	TFS_NODE_BLOB, /* synthetic file with bytes held in memory */
-	TFS_NODE_TABLE, /* a directory's __tensors__.tsv, made when read */
-	TFS_NODE_EXPORT, /* -o export: a directory as one safetensors file */
+	TFS_NODE_BLOB,     /* synthetic file with bytes held in memory */
+	TFS_NODE_TABLE,    /* a directory's __tensors__.tsv, made when read */
+	TFS_NODE_EXPORT,   /* -o export: a directory as one safetensors file */
 	TFS_NODE_ORIGINAL, /* -o originals: one of the source's own files */
 };
 
 struct tfs_node {
-	const char *fname;  /* NUL-terminated; never holds '/' or NUL */
+	const char *fname; /* NUL-terminated; never holds '/' or NUL */
 	uint32_t fname_len;
 	uint32_t parent;
-	uint32_t shard;     /* tensor: which shard */
-	uint32_t ref;       /* tensor: index in the shard's header; blob: blob
+	uint32_t shard; /* tensor: which shard */
+	uint32_t ref;   /* tensor: index in the shard's header; blob: blob
 			     * index; dir: number of subdirectories; table:
 			     * its slot in the listing state; export: its slot
 			     * in the exports' state; original: its index */
-	uint32_t first;     /* dir: first index into children; tensor: the
+	uint32_t first; /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one);
 			     * export: the directory it holds */
-	uint32_t count;     /* dir: number of children */
+	uint32_t count; /* dir: number of children */
 	uint8_t kind;
 };
 
@@ -77,14 +77,14 @@ struct tfs_tree {
 	struct tfs_node *nodes; /* [0] unused, [1] root */
 	uint32_t nnodes;
 	uint32_t *children;
-	char *fnames;           /* mapped names that are not the tensor names */
-	uint32_t *slots;        /* node index keyed by (parent, fname); 0 empty */
+	char *fnames;    /* mapped names that are not the tensor names */
+	uint32_t *slots; /* node index keyed by (parent, fname); 0 empty */
 	size_t nslots;
 	struct tfs_blob blobs[2];
 	uint32_t nblobs;
 	pthread_mutex_t blob_lock;
-	uint64_t total_bytes;   /* sum of the tensor and blob sizes, for statfs */
-	unsigned view;          /* TFS_VIEW_* */
+	uint64_t total_bytes;        /* sum of the tensor and blob sizes, for statfs */
+	unsigned view;               /* TFS_VIEW_* */
 	struct tfs_listing *listing; /* the tables' state, or NULL without */
 	uint32_t ntables;
 	struct tfs_exports *exports; /* -o export's state, or NULL without */
@@ -94,19 +94,18 @@ struct tfs_tree {
 
 struct tfs_tree_opts {
 	enum tfs_layout layout;
-	unsigned view;      /* TFS_VIEW_* */
-	int tables;         /* a TFS_TABLE_NAME in every directory */
-	int export;         /* -o export: D.safetensors beside every directory */
-	int originals;      /* -o originals: the source's own files in __files__ */
+	unsigned view; /* TFS_VIEW_* */
+	int tables;    /* a TFS_TABLE_NAME in every directory */
+	int export;    /* -o export: D.safetensors beside every directory */
+	int originals; /* -o originals: the source's own files in __files__ */
 };
 
-tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
-		       struct tfs_tree *out, struct tfs_diag *d);
+tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *out,
+		       struct tfs_diag *d);
 void tfs_tree_free(struct tfs_tree *t);
 
 /* Returns the child's node index, or 0. */
-uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent,
-			 const char *name, size_t len);
+uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len);
 
 /* The size of the file that a node shows, through its view (views/view.h).
  * A table's is worked out the first time it is asked for. */
@@ -117,8 +116,7 @@ struct tfs_pieces;
 tfs_err tfs_node_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			struct tfs_pieces *out);
 
-static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
-						       const struct tfs_node *n)
+static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t, const struct tfs_node *n)
 {
 	return &t->m->shards[n->shard].h.t[n->ref];
 }

@@ -35,7 +35,8 @@ static tfs_err add(struct tfs_pieces *p, const struct tfs_piece *x)
 			l->len += x->len;
 			return TFS_OK;
 		}
-		if (!x->mem && !l->mem && l->src == x->src && l->off + l->len == x->off && l->limit == x->limit) {
+		if (!x->mem && !l->mem && l->src == x->src && l->off + l->len == x->off &&
+		    l->limit == x->limit) {
 			l->len += x->len;
 			return TFS_OK;
 		}
@@ -75,8 +76,7 @@ tfs_err tfs_pieces_mem(struct tfs_pieces *p, const void *mem, size_t len)
 	return add(p, &x);
 }
 
-tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len,
-		       uint64_t limit)
+tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len, uint64_t limit)
 {
 	struct tfs_piece x = {.src = src, .off = off, .limit = limit, .len = len};
 	return add(p, &x);

@@ -59,7 +59,7 @@ tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t of
 
 struct tfs_view_ops {
 	const char *name;
-	unsigned flags;           /* TFS_VIEWF_* */
+	unsigned flags; /* TFS_VIEWF_* */
 	uint64_t (*size)(const struct tfs_tree *t, const struct tfs_node *n);
 	/* The pieces of [off, off + len), a range inside the file. */
 	tfs_err (*pieces)(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
