@@ -18,7 +18,7 @@ typedef enum tfs_err {
 	TFS_ERR_OPEN,   /* the source could not be opened */
 	TFS_ERR_NOENT,  /* the source (or a file it names) does not exist */
 	TFS_ERR_NOTREG, /* the source is not a regular file */
-	TFS_ERR_FORMAT, /* the source is not a valid safetensors file */
+	TFS_ERR_FORMAT, /* the source is not a valid file of its format */
 	TFS_ERR_INVAL,  /* bad argument */
 } tfs_err;
 

@@ -38,6 +38,10 @@ struct tfs_probe {
 	uint64_t size;
 };
 
+/* The largest header (or metadata block) any reader accepts, and the
+ * largest header -o export writes: the safetensors reference's limit. */
+#define TFS_HEADER_CAP 100000000u
+
 struct tfs_format {
 	const char *name; /* -o input=NAME, and messages */
 	/* The file name ending of its files, for a directory without an

@@ -295,7 +295,7 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 			md, where, TFS_ERR_FORMAT,
 			"this is part %u of a %u-part split model; mount the first part or the directory",
 			h->part_no + 1, count);
-	const struct tfs_format *f = tfs_format_find(h->format);
+	const struct tfs_format *f = h->driver;
 	char **names = calloc(count - 1, sizeof *names);
 	char *slash = strrchr(m->shards[0].sname, '/');
 	size_t dl = slash ? (size_t)(slash - m->shards[0].sname) + 1 : 0;

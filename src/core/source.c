@@ -96,11 +96,10 @@ tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *l
 	char *buf = malloc(n + 1);
 	if (!buf)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = tfs_source_pread(s, buf, n, 0);
+	tfs_err e = tfs_source_read(s, buf, n, 0, d);
 	if (e) {
 		free(buf);
-		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "%s",
-				e == TFS_ERR_SHORT ? "the file shrank while being read" : "read error");
+		return e;
 	}
 	buf[n] = 0;
 	*out = buf;

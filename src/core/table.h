@@ -44,8 +44,14 @@ struct tfs_meta_writer {
 	void *state;
 };
 
+struct tfs_format;
+
 struct tfs_table {
 	const char *format; /* the driver's name, e.g. "safetensors" */
+	/* The driver that read it (set by tfs_format_read), for what the
+	 * model asks of the format after (the names of a split model's
+	 * parts); NULL for a table made otherwise. */
+	const struct tfs_format *driver;
 	uint64_t file_size;
 	struct tfs_tensor *t; /* in the order of first appearance */
 	uint32_t n;

@@ -17,7 +17,7 @@
 
 #include "core/jscan.h"
 
-#define HEADER_MAX 100000000u
+#define HEADER_MAX TFS_HEADER_CAP
 
 /* bintensors' Dtype enum, in its declaration order. */
 static const uint16_t dtypes[] = {
@@ -238,8 +238,8 @@ tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | pre[i];
 	if (n > HEADER_MAX)
-		return tfs_fail(d, TFS_ERR_FORMAT, "the header length %llu is over the 100000000-byte limit",
-				(unsigned long long)n);
+		return tfs_fail(d, TFS_ERR_FORMAT, "the header length %llu is over the %u-byte limit",
+				(unsigned long long)n, HEADER_MAX);
 	if (n > size - 8)
 		return tfs_fail(
 			d, TFS_ERR_FORMAT,

@@ -67,11 +67,9 @@ static tfs_err need(struct rd *r, uint64_t n, const char *what)
 		return tfs_fail(r->d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",
 				(unsigned long long)want);
 	r->buf = p;
-	tfs_err e = tfs_source_pread(r->src, p + r->len, (size_t)want - r->len, r->len);
-	if (e == TFS_ERR_SHORT)
-		return tfs_fail(r->d, TFS_ERR_IO, "the file shrank while being read");
+	tfs_err e = tfs_source_read(r->src, p + r->len, (size_t)want - r->len, r->len, r->d);
 	if (e)
-		return tfs_fail(r->d, e, "read error: %s", tfs_err_str(e));
+		return e;
 	r->len = (size_t)want;
 	return TFS_OK;
 }

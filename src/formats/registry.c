@@ -53,11 +53,9 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			.nhead = size < sizeof head ? (size_t)size : sizeof head,
 			.size = size,
 		};
-		tfs_err e = tfs_source_pread(src, head, p.nhead, 0);
-		if (e == TFS_ERR_SHORT)
-			return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
+		tfs_err e = tfs_source_read(src, head, p.nhead, 0, d);
 		if (e)
-			return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
+			return e;
 		int score = 0;
 		unsigned char tail[TFS_PROBE_TAIL];
 		for (int pass = 0; pass < 2 && !score; pass++) {
@@ -90,5 +88,8 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 		if (!best)
 			best = tfs_formats[0];
 	}
-	return best->read(src, o, out, d);
+	tfs_err e = best->read(src, o, out, d);
+	if (!e)
+		out->driver = best;
+	return e;
 }

@@ -600,11 +600,8 @@ tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 	memset(out, 0, sizeof *out);
 	if (size == 0)
 		return tfs_fail(d, TFS_ERR_FORMAT, "the file is empty");
-	e = tfs_source_pread(src, head, got, 0);
-	if (e == TFS_ERR_SHORT)
-		return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
-	if (e)
-		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
+	if ((e = tfs_source_read(src, head, got, 0, d)))
+		return e;
 	const char *what = sniff(head, got);
 	if (size < 8)
 		return tfs_fail(d, TFS_ERR_FORMAT, "%s",
@@ -615,10 +612,9 @@ tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 	if (n > TFS_HEADER_MAX) {
 		if (what)
 			return tfs_fail(d, TFS_ERR_FORMAT, "%s", what);
-		return tfs_fail(
-			d, TFS_ERR_FORMAT,
-			"the header length %llu is over the 100000000-byte limit (not a safetensors file?)",
-			(unsigned long long)n);
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"the header length %llu is over the %u-byte limit (not a safetensors file?)",
+				(unsigned long long)n, TFS_HEADER_MAX);
 	}
 	if (n > size - 8)
 		return tfs_fail(
@@ -630,12 +626,9 @@ tfs_err tfs_st_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",
 				(unsigned long long)n);
 	tfs_advise_huge(buf, (size_t)n + 1);
-	e = tfs_source_pread(src, buf, (size_t)n, 8);
-	if (e) {
+	if ((e = tfs_source_read(src, buf, (size_t)n, 8, d))) {
 		free(buf);
-		if (e == TFS_ERR_SHORT)
-			return tfs_fail(d, TFS_ERR_IO, "the file shrank while being read");
-		return tfs_fail(d, e, "read error: %s", tfs_err_str(e));
+		return e;
 	}
 	buf[n] = 0;
 	e = tfs_st_parse(buf, (size_t)n, size, opts, out, d);

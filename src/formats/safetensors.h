@@ -4,8 +4,8 @@
 
 #include "core/format.h"
 
-#define TFS_HEADER_MAX 100000000u /* N may equal this */
-#define TFS_NESTING_MAX 127       /* levels of arrays/objects, top included */
+#define TFS_HEADER_MAX TFS_HEADER_CAP /* N may equal this */
+#define TFS_NESTING_MAX 127           /* levels of arrays/objects, top included */
 
 extern const struct tfs_format tfs_format_safetensors;
 

@@ -14,7 +14,7 @@
 
 #define HEAD 16
 #define FOOT 32
-#define META_MAX 100000000u
+#define META_MAX TFS_HEADER_CAP
 #define CHAIN_MAX 4096
 
 static uint64_t le64(const unsigned char *p)
@@ -255,8 +255,8 @@ tfs_err tfs_tsafe_read(struct tfs_source *src, const struct tfs_parse_opts *opts
 	uint64_t len = le64(foot), prev = le64(foot + 8), sum = le64(foot + 16);
 	if (len > META_MAX)
 		return tfs_fail(d, TFS_ERR_FORMAT,
-				"the metadata block's length %llu is over the 100000000-byte limit",
-				(unsigned long long)len);
+				"the metadata block's length %llu is over the %u-byte limit",
+				(unsigned long long)len, META_MAX);
 	if (len > size - FOOT - HEAD)
 		return tfs_fail(
 			d, TFS_ERR_FORMAT,

@@ -8,6 +8,7 @@
 
 #include "core/convert.h"
 #include "core/dtype.h"
+#include "core/format.h"
 #include "core/hash.h"
 #include "core/jscan.h"
 #include "core/json.h"
@@ -16,7 +17,7 @@
 #include "views/view.h"
 
 /* safetensors' reader refuses a header over this (N, padding included). */
-#define HEADER_LIMIT 100000000ull
+#define HEADER_LIMIT ((uint64_t)TFS_HEADER_CAP)
 
 /* A file's header and tensor order, as made. */
 struct built {
