@@ -94,11 +94,19 @@ static void reply_pieces(fuse_req_t req, const struct tfs_iov *piece, unsigned n
 		fuse_reply_iov(req, iov, (int)np);
 		return;
 	}
-	/* A bufvec of up to 8 buffers (piece[] holds at most 8). */
-	_Alignas(struct fuse_bufvec) char room[sizeof(struct fuse_bufvec) + 8 * sizeof(struct fuse_buf)];
-	struct fuse_bufvec *v = (struct fuse_bufvec *)room;
-	memset(room, 0, sizeof room);
-	for (unsigned i = 0; i < np && i < 8; i++) {
+	/* A bufvec of np buffers: on the stack for a few, else allocated (a
+	 * generated file's read over many small tensors in the disk cache). */
+	enum { FEW = 8 };
+	_Alignas(struct fuse_bufvec) char room[sizeof(struct fuse_bufvec) + FEW * sizeof(struct fuse_buf)];
+	size_t need = sizeof(struct fuse_bufvec) + (np > FEW ? np : FEW) * sizeof(struct fuse_buf);
+	struct fuse_bufvec *v = np > FEW ? calloc(1, need) : (struct fuse_bufvec *)(void *)room;
+	if (!v) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (np <= FEW)
+		memset(room, 0, sizeof room);
+	for (unsigned i = 0; i < np; i++) {
 		struct fuse_buf *b = &v->buf[i];
 		b->size = piece[i].len;
 		if (piece[i].p) {
@@ -109,11 +117,13 @@ static void reply_pieces(fuse_req_t req, const struct tfs_iov *piece, unsigned n
 			b->pos = (off_t)piece[i].foff;
 		}
 	}
-	v->count = np < 8 ? np : 8;
+	v->count = np;
 	/* Memory in a spliced reply would be copied twice (into the pipe,
 	 * then out of it); a mixed reply (at the edge of what is in memory)
 	 * is copied once instead. */
 	fuse_reply_data(req, v, files == (int)np ? 0 : FUSE_BUF_NO_SPLICE);
+	if ((void *)v != (void *)room)
+		free(v);
 }
 
 /* The largest read request. With splice, a reply must fit the pipe's 256

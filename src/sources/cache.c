@@ -227,7 +227,7 @@ int tfs_cache_make_room(uint64_t need, int for_prefetch)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = C.lru.lprev; b != &C.lru && looked < 64; b = b->lprev, looked++) {
-		if (b->pins == 0 && (b->state == FAILED || (b->state == READY && !b->unread))) {
+		if (b->pins == 0 && (b->state == FAILED || (b->state == READY && !b->unread && b->served >= b->len))) {
 			table_remove(b);
 			blk_free(b);
 			return 1;
@@ -474,6 +474,7 @@ static void *worker(void *arg)
 			if (j->warm) {
 				/* On disk now (or failed): its memory may be reused. */
 				blocks[k]->unread = 0;
+				blocks[k]->served = blocks[k]->len;
 				C.warm_done += blocks[k]->len;
 				j->f->warmed += blocks[k]->len;
 			}
@@ -757,10 +758,13 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		uint64_t i = b->idx;
 		uint64_t start = i == b0 ? off - b0 * B : 0;
 		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
-		/* Read once its last byte is: a FUSE read is smaller than a
-		 * block, and the read of a block's second half would find it
-		 * recycled and fetch it again. */
-		if (end == b->len)
+		/* Read once as many bytes as it holds have been served: a
+		 * FUSE read is smaller than a block, the kernel's readahead
+		 * sends a block's two halves in two requests that may come in
+		 * either order, and the second would find the block recycled
+		 * and fetch it again. */
+		b->served += (uint32_t)(end - start);
+		if (b->served >= b->len)
 			b->unread = 0;
 		iov[k].p = b->data ? b->data + start : NULL;
 		iov[k].len = end - start;

@@ -53,7 +53,10 @@ struct blk {
 	int in_table;
 	int64_t failed_at; /* FAILED: when a reader received it (ns) */
 	int held;          /* FAILED and received by a reader */
-	int unread;        /* prefetched, not read yet */
+	int unread;        /* prefetched, not read through yet */
+	/* Bytes of it served so far: only a block read through is recycled
+	 * at once, others when the budget needs their room. */
+	uint32_t served;
 	uint32_t len;
 	char *data;    /* NULL when the bytes are in the disk cache: */
 	int fd;        /* its block file, open (else -1) */

@@ -291,3 +291,31 @@ def test_blocks_served_as_they_land(tmp):
                 t.join(60)
                 os.close(fd)
             assert not t.is_alive() and pos[0] == len(raw)
+
+
+@pytest.mark.parametrize("opts", [[], ["-o", "nosplice"]])
+def test_export_over_http_from_the_disk_cache(www, tmp, opts):
+    """A generated file over http whose reads span many small tensors held
+    in the disk cache's block files (a reply of many pieces, most of them
+    file ranges): byte for byte what a local mount generates."""
+    rng = random.Random(11)
+    ts = [(f"blk.{i:03d}.w", "U8", (rng.randrange(1000, 9000),), None) for i in range(300)]
+    ts = [(n, dt, sh, rng.randbytes(sh[0])) for n, dt, sh, _ in ts]
+    write_st(os.path.join(www.root, "small.safetensors"), ts)
+    os.chmod(os.path.join(www.root, "small.safetensors"), 0o644)
+    cache = os.path.join(tmp, "cache")
+    url = www.url("small.safetensors")
+    with mounted(os.path.join(www.root, "small.safetensors"), "-o", "export") as m:
+        want = open(os.path.join(m, "model.safetensors"), "rb").read()
+    warm_cache(www, cache, url)
+    with mounted(url, "-o", f"export,cache_dir={cache}", *opts) as m:
+        p = os.path.join(m, "model.safetensors")
+        assert open(p, "rb").read() == want
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            for _ in range(50):
+                off = rng.randrange(0, len(want))
+                size = rng.choice([4096, 131072, 524288])
+                assert os.pread(fd, size, off) == want[off:off + size], (off, size)
+        finally:
+            os.close(fd)
