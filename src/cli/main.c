@@ -15,7 +15,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "views/export.h"
+#include "views/view.h"
 #include "fuse/behind.h"
 #include "fuse/kinit.h"
 #include "core/mem.h"
@@ -356,6 +356,11 @@ static int check_settings(const struct cli *c, struct settings *s)
 	return EXIT_OK;
 }
 
+static void say_warning(void *shown, const char *line)
+{
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", (const char *)shown, line);
+}
+
 /* The checkpoint and its file tree; EXIT_OK, or the exit code with one
  * line said. */
 static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo, const struct settings *s,
@@ -378,14 +383,7 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
 		return exit_of(e);
 	}
-	if (c->export) {
-		char first[200];
-		uint64_t left = tfs_export_left_out(tree, first, sizeof first);
-		if (left)
-			fprintf(stderr,
-				"tensorfs: %s: warning: -o export leaves out %llu tensor%s that safetensors cannot hold (%s)\n",
-				c->shown, (unsigned long long)left, left == 1 ? "" : "s", first);
-	}
+	tfs_views_notice(tree, say_warning, (void *)c->shown);
 	return EXIT_OK;
 }
 

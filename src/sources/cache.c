@@ -227,7 +227,8 @@ int tfs_cache_make_room(uint64_t need, int for_prefetch)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = C.lru.lprev; b != &C.lru && looked < 64; b = b->lprev, looked++) {
-		if (b->pins == 0 && (b->state == FAILED || (b->state == READY && !b->unread && b->served >= b->len))) {
+		if (b->pins == 0 &&
+		    (b->state == FAILED || (b->state == READY && !b->unread && b->served >= b->len))) {
 			table_remove(b);
 			blk_free(b);
 			return 1;

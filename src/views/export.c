@@ -658,6 +658,16 @@ static void export_state_free(void *state)
 	tfs_exports_free(state);
 }
 
+static int export_notice(const struct tfs_tree *t, char *buf, size_t cap)
+{
+	char first[200];
+	uint64_t left = t->exports ? tfs_export_left_out(t, first, sizeof first) : 0;
+	if (left)
+		snprintf(buf, cap, "-o export leaves out %llu tensor%s that safetensors cannot hold (%s)",
+			 (unsigned long long)left, left == 1 ? "" : "s", first);
+	return left != 0;
+}
+
 const struct tfs_view_ops tfs_view_export = {
 	.name = "export",
 	.flags = TFS_VIEWF_GENERATED,
@@ -666,4 +676,5 @@ const struct tfs_view_ops tfs_view_export = {
 	.open = tfs_export_check,
 	.state_new = export_state_new,
 	.state_free = export_state_free,
+	.notice = export_notice,
 };

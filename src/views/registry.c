@@ -20,3 +20,11 @@ const struct tfs_view_ops *const tfs_views[] = {
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];
+
+void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx)
+{
+	char buf[400];
+	for (unsigned k = 0; k < tfs_nviews; k++)
+		if (tfs_views[k] && tfs_views[k]->notice && tfs_views[k]->notice(t, buf, sizeof buf))
+			say(ctx, buf);
+}

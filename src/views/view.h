@@ -71,7 +71,13 @@ struct tfs_view_ops {
 	 * its kind when the tree is built, freed with the tree. */
 	void *(*state_new)(uint32_t count);
 	void (*state_free)(void *state);
+	/* Optional: a warning about the tree to say once at mount (what the
+	 * view cannot show), into buf; 0 when there is none. */
+	int (*notice)(const struct tfs_tree *t, char *buf, size_t cap);
 };
+
+/* Every view's notice about the tree, one call of say() each. */
+void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx);
 
 /* The drivers by node kind (views/registry.c); NULL for a directory.
  * views/tree.h asks them (tfs_node_size, tfs_node_pieces). */
