@@ -213,13 +213,10 @@ static void usage(FILE *f)
 
 static int parse_id(const char *s, unsigned long *v)
 {
-	char *end;
-	if (!s || !*s)
+	uint64_t x;
+	if (tfs_opt_number(s, 0, 0xfffffffeul, &x))
 		return -1;
-	errno = 0;
-	*v = strtoul(s, &end, 10);
-	if (errno || *end || *v > 0xfffffffeul || s[0] == '-')
-		return -1;
+	*v = (unsigned long)x;
 	return 0;
 }
 

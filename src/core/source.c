@@ -1,5 +1,6 @@
 #include "core/source.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,28 @@ const char *tfs_opts_get(const struct tfs_opts *o, const char *key)
 		if (strcmp(o->key[i], key) == 0)
 			v = o->val[i]; /* the last one given wins, as with -o */
 	return v;
+}
+
+int tfs_opt_number(const char *s, int sizes, uint64_t max, uint64_t *v)
+{
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	uint64_t mul = 1;
+	static const char units[] = "KMGT";
+	const char *u = sizes && *end ? strchr(units, *end & ~0x20) : NULL;
+	if (u && *u) { /* (not the terminator: a space is 0x20) */
+		mul = 1ull << (10 * (u - units + 1));
+		end++;
+	}
+	if (*end || (x && mul > UINT64_MAX / x) || x * mul > max)
+		return -1;
+	*v = x * mul;
+	return 0;
 }
 
 tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val)

@@ -133,6 +133,11 @@ struct tfs_opts {
 
 /* The value of `key`, or NULL when it was not given. */
 const char *tfs_opts_get(const struct tfs_opts *o, const char *key);
+/* A number in an option's value: decimal digits only (no sign, no
+ * spaces), at most max; with sizes, a K, M, G or T after it (either case)
+ * multiplies it by 2^10, 2^20, 2^30 or 2^40. 0, or -1 for anything else.
+ * The one parser of every numeric option. */
+int tfs_opt_number(const char *s, int sizes, uint64_t max, uint64_t *v);
 tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val);
 void tfs_opts_free(struct tfs_opts *o);
 

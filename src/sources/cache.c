@@ -25,28 +25,6 @@ struct tfs_cache_state tfs_cache_g = {
 
 /* ---- configuration ---- */
 
-static int parse_size(const char *s, uint64_t *v)
-{
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	uint64_t mul = 1;
-	if (*end == 'K' || *end == 'k')
-		mul = 1ull << 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		mul = 1ull << 20, end++;
-	else if (*end == 'G' || *end == 'g')
-		mul = 1ull << 30, end++;
-	else if (*end == 'T' || *end == 't')
-		mul = 1ull << 40, end++;
-	if (*end || (x && mul > UINT64_MAX / x))
-		return -1;
-	*v = x * mul;
-	return 0;
-}
-
 tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
@@ -55,16 +33,16 @@ tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
 	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B,
 		 conc = WORKERS_DEFAULT;
 	int warm = tfs_opts_get(o, "warm") != NULL;
-	if (cs && (parse_size(cs, &mem) || mem < 4 * B))
+	if (cs && (tfs_opt_number(cs, 1, UINT64_MAX, &mem) || mem < 4 * B))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
-	if (cm && parse_size(cm, &disk))
+	if (cm && tfs_opt_number(cm, 1, UINT64_MAX, &disk))
 		return tfs_fail(d, TFS_ERR_INVAL, "-o cache_max= takes a size (as 10G), not '%s'", cm);
-	if (cc && (parse_size(cc, &conc) || conc < 1 || conc > WORKERS_MAX || strpbrk(cc, "KkMmGgTt")))
+	if (cc && (tfs_opt_number(cc, 0, WORKERS_MAX, &conc) || conc < 1))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o concurrency= takes a number of requests from 1 to %d, not '%s'",
 				WORKERS_MAX, cc);
-	if (ps && (parse_size(ps, &part) || part < B || part > RUN_MAX * B || part % B))
+	if (ps && (tfs_opt_number(ps, 1, RUN_MAX * B, &part) || part < B || part % B))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'",
 				ps);

@@ -23,10 +23,8 @@ const struct tfs_opt_spec tfs_remote_opts[] = {
 
 static int parse_uint(const char *s, unsigned max, unsigned *v)
 {
-	char *end;
-	errno = 0;
-	unsigned long x = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || x > max)
+	uint64_t x;
+	if (tfs_opt_number(s, 0, max, &x))
 		return -1;
 	*v = (unsigned)x;
 	return 0;

@@ -64,7 +64,9 @@ def data_ranges(seen, path):
 
 @pytest.mark.parametrize("opt,bad", [("concurrency", "0"), ("concurrency", "257"), ("concurrency", "many"),
                                      ("concurrency", "4K"), ("part_size", "100K"), ("part_size", "65M"),
-                                     ("part_size", "300K"), ("part_size", "-4M")])
+                                     ("part_size", "300K"), ("part_size", "-4M"), ("concurrency", "+4"),
+                                     ("concurrency", " 4"), ("part_size", "8M "), ("cache_size", "5 "),
+                                     ("cache_size", "64MB"), ("retries", "-1"), ("timeout", "+5")])
 def test_options_validated(www, opt, bad):
     sharded(www.root, nshards=1, per=1, size=1000)
     r = run(["--inspect", "-o", f"{opt}={bad}", www.url("model.safetensors.index.json")])
