@@ -151,22 +151,6 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	return TFS_OK;
 }
 
-/* scheme://user:PASSWORD@host/...: the password as stars, in place. */
-static void hide_password(char *spec)
-{
-	char *host = strstr(spec, "://");
-	if (!host)
-		return;
-	host += 3;
-	char *end = host + strcspn(host, "/?#"), *at = NULL;
-	for (char *p = host; p < end; p++)
-		if (*p == '@')
-			at = p;
-	char *colon = at ? memchr(host, ':', (size_t)(at - host)) : NULL;
-	for (char *p = colon ? colon + 1 : at; p && p < at; p++)
-		*p = '*';
-}
-
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
 	.claims = claims,
@@ -176,5 +160,5 @@ const struct tfs_source_driver tfs_source_http = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.redact = tfs_http_redact,
-	.hide = hide_password,
+	.hide = tfs_http_hide,
 };

@@ -105,24 +105,39 @@ uint64_t tfs_http_retried(void)
 	return __atomic_load_n(&nretried, __ATOMIC_RELAXED);
 }
 
-void tfs_http_redact(const char *url, char *out, size_t outsz)
+/* The '@' that ends a URL's user:password@ (the last one before the path),
+ * or NULL; *host is where the authority starts. */
+static const char *userinfo_at(const char *url, const char **host)
 {
 	const char *scheme = strstr(url, "://");
-	if (!scheme) {
-		snprintf(out, outsz, "%s", url); /* a path has no credentials */
-		return;
-	}
-	const char *host = scheme + 3;
-	const char *end = host + strcspn(host, "/?#");
-	const char *at = NULL;
-	for (const char *p = host; p < end; p++)
+	if (!scheme)
+		return NULL; /* a path has no credentials */
+	*host = scheme + 3;
+	const char *end = *host + strcspn(*host, "/?#"), *at = NULL;
+	for (const char *p = *host; p < end; p++)
 		if (*p == '@')
 			at = p;
-	if (!at) {
+	return at;
+}
+
+void tfs_http_redact(const char *url, char *out, size_t outsz)
+{
+	const char *host, *at = userinfo_at(url, &host);
+	if (!at)
 		snprintf(out, outsz, "%s", url);
+	else
+		snprintf(out, outsz, "%.*s%s", (int)(host - url), url, at + 1);
+}
+
+void tfs_http_hide(char *url)
+{
+	const char *host, *at = userinfo_at(url, &host);
+	if (!at)
 		return;
-	}
-	snprintf(out, outsz, "%.*s%s", (int)(host - url), url, at + 1);
+	const char *colon = memchr(host, ':', (size_t)(at - host));
+	/* user@ alone has no password: nothing to hide */
+	for (size_t i = colon ? (size_t)(colon + 1 - url) : 0; colon && i < (size_t)(at - url); i++)
+		url[i] = '*';
 }
 
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap)

@@ -134,6 +134,9 @@ uint64_t tfs_http_retried(void);
 int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n);
 
 /* `url` with any user:password@ removed, into out. */
+/* The URL with the password of its user:password@ overwritten by stars, in
+ * place (user:******@, as curl does for its argv). */
+void tfs_http_hide(char *url);
 void tfs_http_redact(const char *url, char *out, size_t outsz);
 
 /* Appends one path segment, percent-encoded (RFC 3986 unreserved kept). */
