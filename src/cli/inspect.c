@@ -238,6 +238,117 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 	return ferror(f) ? -1 : 0;
 }
 
+/* Column width for the names as shown (capped at 60). */
+static size_t name_width(const struct tfs_model *m)
+{
+	size_t w = 4;
+	char q[512];
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		const struct tfs_table *h = &m->shards[s].h;
+		for (uint32_t i = 0; i < h->n && w < 60; i++) {
+			table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
+			size_t dw = display_width(q);
+			if (dw > w)
+				w = dw;
+		}
+	}
+	return w > 60 ? 60 : w;
+}
+
+static void tensor_json(FILE *f, const struct tfs_shard *sh, const struct tfs_tensor *t, int first)
+{
+	const struct tfs_table *h = &sh->h;
+	size_t dl;
+	const char *dt = tfs_tensor_dtype(h, t, &dl);
+	fputs(first ? "\n  {\"name\": " : ",\n  {\"name\": ", f);
+	jstr(f, tfs_tensor_name(h, t), t->name_len);
+	fputs(", \"dtype\": ", f);
+	jstr(f, dt, dl);
+	fputs(", \"shape\": ", f);
+	shape_str(f, h, t, 1);
+	fprintf(f, ", \"bytes\": %llu, \"offsets\": [%llu,%llu], \"shard\": ",
+		(unsigned long long)tfs_tensor_size(t), (unsigned long long)t->begin,
+		(unsigned long long)t->end);
+	jstr(f, sh->name, strlen(sh->name));
+	fputc('}', f);
+}
+
+/* One row: printable, one line, whatever the name holds. */
+static void tensor_row(FILE *f, const struct tfs_shard *sh, const struct tfs_tensor *t, size_t w, int multi)
+{
+	const struct tfs_table *h = &sh->h;
+	size_t dl;
+	const char *dt = tfs_tensor_dtype(h, t, &dl);
+	char q[512], dq[80], shp[64];
+	table_name(q, sizeof q, tfs_tensor_name(h, t), t->name_len);
+	table_name(dq, sizeof dq, dt, dl);
+	put_padded(f, q, w);
+	fputs("  ", f);
+	put_padded(f, dq, 11);
+	fputs("  ", f);
+	FILE *sf = fmemopen(shp, sizeof shp, "w");
+	if (sf) {
+		shape_str(sf, h, t, 0);
+		fclose(sf);
+	}
+	shp[sizeof shp - 1] = 0;
+	fprintf(f, "%-20s  %14llu", shp, (unsigned long long)tfs_tensor_size(t));
+	if (multi)
+		fprintf(f, "  %s", sh->name);
+	fputc('\n', f);
+}
+
+static void totals_json(FILE *f, const struct tfs_model *m, const struct stats *st, const char *meta)
+{
+	fprintf(f, "%s], \"tensor_count\": %llu, \"parameters_per_dtype\": {", st->tensors ? "\n" : "",
+		(unsigned long long)st->tensors);
+	for (size_t i = 0; i < st->n; i++) {
+		fputs(i ? ", " : "", f);
+		jstr(f, st->d[i].name, strlen(st->d[i].name));
+		fprintf(f, ": %llu", (unsigned long long)st->d[i].params);
+	}
+	fputs("}, \"bytes_per_dtype\": {", f);
+	for (size_t i = 0; i < st->n; i++) {
+		fputs(i ? ", " : "", f);
+		jstr(f, st->d[i].name, strlen(st->d[i].name));
+		fprintf(f, ": %llu", (unsigned long long)st->d[i].bytes);
+	}
+	fprintf(f, "}, \"total_parameters\": %llu, \"total_bytes\": %llu, \"shards\": [",
+		(unsigned long long)st->params, (unsigned long long)st->bytes);
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		fputs(s ? ", " : "", f);
+		jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+	}
+	fputs("], \"format\": ", f);
+	jstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
+	fputs(", \"facts\": {", f);
+	put_facts(f, &m->shards[0].h, 1);
+	fprintf(f, "}, \"metadata\": %s}\n", meta);
+}
+
+static void totals_text(FILE *f, const struct tfs_model *m, const struct stats *st, const char *meta,
+			size_t ml, int multi)
+{
+	fprintf(f, "\n%llu tensors", (unsigned long long)st->tensors);
+	if (multi)
+		fprintf(f, " in %u shards", m->nshards);
+	fprintf(f, ", %llu parameters, %llu bytes\n", (unsigned long long)st->params,
+		(unsigned long long)st->bytes);
+	fprintf(f, "%-11s  %9s  %16s  %16s\n", "dtype", "tensors", "parameters", "bytes");
+	for (size_t i = 0; i < st->n; i++)
+		fprintf(f, "%-11s  %9llu  %16llu  %16llu\n", st->d[i].name,
+			(unsigned long long)st->d[i].tensors, (unsigned long long)st->d[i].params,
+			(unsigned long long)st->d[i].bytes);
+	fprintf(f, "format: %s\n", m->shards[0].h.format);
+	put_facts(f, &m->shards[0].h, 0);
+	/* A tokenizer's vocabulary is no reading for a terminal. */
+	if (ml > INSPECT_META_MAX)
+		fprintf(f, "__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
+			ml + 1);
+	else
+		fprintf(f, "__metadata__: %s\n", meta);
+}
+
 int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f)
 {
 	struct stats st = {0};
@@ -251,19 +362,7 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 		jstr(f, source, strlen(source));
 		fputs(", \"tensors\": [", f);
 	} else {
-		/* Column width from the names as shown (capped at 60). */
-		char q[512];
-		for (uint32_t s = 0; s < m->nshards; s++) {
-			const struct tfs_table *h = &m->shards[s].h;
-			for (uint32_t i = 0; i < h->n && w < 60; i++) {
-				table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
-				size_t dw = display_width(q);
-				if (dw > w)
-					w = dw;
-			}
-		}
-		if (w > 60)
-			w = 60;
+		w = name_width(m);
 		put_padded(f, "name", w);
 		fprintf(f, "  %-11s  %-20s  %14s%s\n", "dtype", "shape", "bytes", multi ? "  shard" : "");
 	}
@@ -274,98 +373,30 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 			const struct tfs_tensor *t = &h->t[i];
 			size_t dl;
 			const char *dt = tfs_tensor_dtype(h, t, &dl);
-			uint64_t params = tfs_tensor_elements(h, t), bytes = tfs_tensor_size(t);
-			if (count(&st, dt, dl, params, bytes))
+			if (count(&st, dt, dl, tfs_tensor_elements(h, t), tfs_tensor_size(t))) {
+				free(st.d);
 				return -1;
-			if (json) {
-				fputs(st.tensors > 1 ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
-				jstr(f, tfs_tensor_name(h, t), t->name_len);
-				fputs(", \"dtype\": ", f);
-				jstr(f, dt, dl);
-				fputs(", \"shape\": ", f);
-				shape_str(f, h, t, 1);
-				fprintf(f, ", \"bytes\": %llu, \"offsets\": [%llu,%llu], \"shard\": ",
-					(unsigned long long)bytes, (unsigned long long)t->begin,
-					(unsigned long long)t->end);
-				jstr(f, sh->name, strlen(sh->name));
-				fputc('}', f);
-			} else {
-				char q[512], dq[80];
-				/* Printable, one line, whatever the name holds. */
-				table_name(q, sizeof q, tfs_tensor_name(h, t), t->name_len);
-				table_name(dq, sizeof dq, dt, dl);
-				put_padded(f, q, w);
-				fputs("  ", f);
-				put_padded(f, dq, 11);
-				fputs("  ", f);
-				char shp[64];
-				FILE *sf = fmemopen(shp, sizeof shp, "w");
-				if (sf) {
-					shape_str(sf, h, t, 0);
-					fclose(sf);
-				}
-				shp[sizeof shp - 1] = 0;
-				fprintf(f, "%-20s  %14llu", shp, (unsigned long long)bytes);
-				if (multi)
-					fprintf(f, "  %s", sh->name);
-				fputc('\n', f);
 			}
+			if (json)
+				tensor_json(f, sh, t, st.tensors == 1);
+			else
+				tensor_row(f, sh, t, w, multi);
 		}
 	}
 	if (st.n)
 		qsort(st.d, st.n, sizeof *st.d, dt_cmp);
 	char *meta = NULL;
 	size_t ml = 0;
-	if (tfs_model_meta_json(m, &meta, &ml))
+	if (tfs_model_meta_json(m, &meta, &ml)) {
+		free(st.d);
 		return -1;
+	}
 	while (ml && meta[ml - 1] == '\n')
 		meta[--ml] = 0;
-	if (json) {
-		fprintf(f, "%s], \"tensor_count\": %llu, \"parameters_per_dtype\": {", st.tensors ? "\n" : "",
-			(unsigned long long)st.tensors);
-		for (size_t i = 0; i < st.n; i++) {
-			fputs(i ? ", " : "", f);
-			jstr(f, st.d[i].name, strlen(st.d[i].name));
-			fprintf(f, ": %llu", (unsigned long long)st.d[i].params);
-		}
-		fputs("}, \"bytes_per_dtype\": {", f);
-		for (size_t i = 0; i < st.n; i++) {
-			fputs(i ? ", " : "", f);
-			jstr(f, st.d[i].name, strlen(st.d[i].name));
-			fprintf(f, ": %llu", (unsigned long long)st.d[i].bytes);
-		}
-		fprintf(f, "}, \"total_parameters\": %llu, \"total_bytes\": %llu, \"shards\": [",
-			(unsigned long long)st.params, (unsigned long long)st.bytes);
-		for (uint32_t s = 0; s < m->nshards; s++) {
-			fputs(s ? ", " : "", f);
-			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
-		}
-		fputs("], \"format\": ", f);
-		jstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
-		fputs(", \"facts\": {", f);
-		put_facts(f, &m->shards[0].h, 1);
-		fprintf(f, "}, \"metadata\": %s}\n", meta);
-	} else {
-		fprintf(f, "\n%llu tensors", (unsigned long long)st.tensors);
-		if (multi)
-			fprintf(f, " in %u shards", m->nshards);
-		fprintf(f, ", %llu parameters, %llu bytes\n", (unsigned long long)st.params,
-			(unsigned long long)st.bytes);
-		fprintf(f, "%-11s  %9s  %16s  %16s\n", "dtype", "tensors", "parameters", "bytes");
-		for (size_t i = 0; i < st.n; i++)
-			fprintf(f, "%-11s  %9llu  %16llu  %16llu\n", st.d[i].name,
-				(unsigned long long)st.d[i].tensors, (unsigned long long)st.d[i].params,
-				(unsigned long long)st.d[i].bytes);
-		fprintf(f, "format: %s\n", m->shards[0].h.format);
-		put_facts(f, &m->shards[0].h, 0);
-		/* A tokenizer's vocabulary is no reading for a terminal. */
-		if (ml > INSPECT_META_MAX)
-			fprintf(f,
-				"__metadata__: %zu bytes of JSON (in __metadata__.json of a mount, or --json)\n",
-				ml + 1);
-		else
-			fprintf(f, "__metadata__: %s\n", meta);
-	}
+	if (json)
+		totals_json(f, m, &st, meta);
+	else
+		totals_text(f, m, &st, meta, ml, multi);
 	free(meta);
 	free(st.d);
 	return ferror(f) ? -1 : 0;

@@ -201,9 +201,9 @@ static void usage(FILE *f)
 		"                          0 keeps the kernel's 128; needs root)\n"
 		"       max_threads=N      worker threads (default 10)\n",
 		tfs_format_names());
-	for (size_t i = 0; tfs_source_drivers[i]; i++)
-		for (const struct tfs_opt_spec *o = tfs_source_drivers[i]->opts; o && o->name; o++)
-			fprintf(f, "       %-18s %s\n", o->name, o->help);
+	const struct tfs_opt_spec *o;
+	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++)
+		fprintf(f, "       %-18s %s\n", o->name, o->help);
 	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
 		   "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"

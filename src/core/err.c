@@ -43,9 +43,11 @@ const char *tfs_err_str(tfs_err e)
 	case TFS_ERR_NOTREG:
 		return "not a regular file";
 	case TFS_ERR_FORMAT:
-		return "invalid safetensors file";
+		return "not a valid file of its format";
 	case TFS_ERR_INVAL:
 		return "invalid argument";
+	case TFS_ERR_UNHANDLED:
+		return "not handled";
 	}
 	return "unknown error";
 }

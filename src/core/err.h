@@ -19,7 +19,10 @@ typedef enum tfs_err {
 	TFS_ERR_NOENT,  /* the source (or a file it names) does not exist */
 	TFS_ERR_NOTREG, /* the source is not a regular file */
 	TFS_ERR_FORMAT, /* the source is not a valid file of its format */
-	TFS_ERR_INVAL,  /* bad argument */
+	TFS_ERR_INVAL,  /* bad argument: a source, option or value that cannot be right */
+	/* Not handled here: the caller goes another way (reads instead of
+	 * mapping, tries another naming). Never reaches a user. */
+	TFS_ERR_UNHANDLED,
 } tfs_err;
 
 const char *tfs_err_str(tfs_err e);

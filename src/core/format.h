@@ -56,7 +56,7 @@ struct tfs_format {
 			struct tfs_diag *d);
 	/* For a format whose models may be split over several files (the
 	 * table's part_count): the file name of part k (0-based) of `count`
-	 * from the name of any part, or TFS_ERR_INVAL when `name` does not
+	 * from the name of any part, or TFS_ERR_UNHANDLED when `name` does not
 	 * follow the format's naming. Optional. */
 	tfs_err (*part_name)(const char *name, uint32_t k, uint32_t count, char *out, size_t cap);
 };

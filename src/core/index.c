@@ -440,12 +440,80 @@ static tfs_err index_only(struct tfs_model *m, const struct idx *x, const char *
 	return TFS_OK;
 }
 
+/* The entries of the index text into x. */
+static tfs_err scan(struct idx *x, const char *text, size_t got, const char *path, struct tfs_model_diag *md)
+{
+	/* The entries' names and records cannot outgrow the index text. */
+	x->acap = got + 1;
+	x->cap = got / 8 + 16;
+	x->arena = tfs_malloc_big(x->acap);
+	x->e = tfs_malloc_big(x->cap * sizeof *x->e);
+	if (!x->arena || !x->e)
+		return tfs_mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	struct tfs_index_cb cb = {.entry = idx_entry, .other = idx_other, .ctx = x};
+	x->wm_pos = SIZE_MAX;
+	tfs_err e = tfs_index_scan(text, got, &cb, &md->d);
+	if (e) {
+		snprintf(md->where, sizeof md->where, "%s", path);
+		return e;
+	}
+	if (x->wm_pos == SIZE_MAX)
+		x->wm_pos = x->no; /* an empty weight_map: keep it last */
+	return TFS_OK;
+}
+
+/* Shards in name order (*sorted); entries renumbered to match. */
+static tfs_err shards_in_name_order(struct idx *x, char ***sorted, const char *path,
+				    struct tfs_model_diag *md)
+{
+	uint32_t *remap = malloc((x->nsn ? x->nsn : 1) * sizeof *remap);
+	*sorted = malloc((x->nsn ? x->nsn : 1) * sizeof **sorted);
+	if (!*sorted || !remap) {
+		free(remap);
+		return tfs_mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	}
+	memcpy(*sorted, x->snames, x->nsn * sizeof **sorted);
+	qsort(*sorted, x->nsn, sizeof **sorted, name_cmp);
+	for (uint32_t i = 0; i < x->nsn; i++)
+		remap[*sname_slot(x, (*sorted)[i], strlen((*sorted)[i])) - 1] = i;
+	for (size_t k = 0; k < x->n; k++)
+		x->e[k].shard = remap[x->e[k].shard];
+	free(remap);
+	return TFS_OK;
+}
+
+/* metadata.total_size only informs (loaders go by weight_map): a wrong one
+ * is worth a warning, not a refusal. */
+static void warn_total_size(const struct tfs_model *m, const char *meta_text, const struct tfs_model_opts *o,
+			    const char *path)
+{
+	json_object *meta = json_tokener_parse(meta_text), *ts;
+	if (meta && json_object_is_type(meta, json_type_object) &&
+	    json_object_object_get_ex(meta, "total_size", &ts) &&
+	    (json_object_is_type(ts, json_type_int) || json_object_is_type(ts, json_type_double))) {
+		uint64_t sum = 0;
+		for (uint32_t s = 0; s < m->nshards; s++)
+			for (uint32_t i = 0; i < m->shards[s].h.n; i++)
+				sum += tfs_tensor_size(&m->shards[s].h.t[i]);
+		uint64_t want = json_object_is_type(ts, json_type_int) ? (uint64_t)json_object_get_uint64(ts)
+								       : (uint64_t)json_object_get_double(ts);
+		if (want != sum) {
+			char msg[256];
+			snprintf(msg, sizeof msg,
+				 "metadata.total_size is %llu but the shards' tensors hold %llu bytes",
+				 (unsigned long long)want, (unsigned long long)sum);
+			o->warn(o->warn_ctx, path, msg);
+		}
+	}
+	json_object_put(meta);
+}
+
 tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *path,
 			     const struct tfs_model_opts *o, struct tfs_model_diag *md)
 {
 	tfs_err e = TFS_OK;
 	char *text = NULL, *dir = NULL, **sorted = NULL;
-	uint32_t *remap = NULL, *first = NULL, *last = NULL;
+	uint32_t *first = NULL, *last = NULL;
 	uint64_t *eg = NULL;
 	struct names nt = {0};
 	struct idx x;
@@ -464,38 +532,8 @@ tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *
 		return tfs_mfail(md, path, e, "%s", d.msg);
 	}
 	tfs_source_close(src);
-	/* The entries' names and records cannot outgrow the index text. */
-	x.acap = got + 1;
-	x.cap = got / 8 + 16;
-	x.arena = tfs_malloc_big(x.acap);
-	x.e = tfs_malloc_big(x.cap * sizeof *x.e);
-	if (!x.arena || !x.e) {
-		e = tfs_mfail(md, path, TFS_ERR_NOMEM, "out of memory");
+	if ((e = scan(&x, text, got, path, md)) || (e = shards_in_name_order(&x, &sorted, path, md)))
 		goto out;
-	}
-	struct tfs_index_cb cb = {.entry = idx_entry, .other = idx_other, .ctx = &x};
-	x.wm_pos = SIZE_MAX;
-	e = tfs_index_scan(text, got, &cb, &md->d);
-	if (e) {
-		snprintf(md->where, sizeof md->where, "%s", path);
-		goto out;
-	}
-	if (x.wm_pos == SIZE_MAX)
-		x.wm_pos = x.no; /* an empty weight_map: keep it last */
-
-	/* Shards in name order; entries renumbered to match. */
-	sorted = malloc((x.nsn ? x.nsn : 1) * sizeof *sorted);
-	remap = malloc((x.nsn ? x.nsn : 1) * sizeof *remap);
-	if (!sorted || !remap) {
-		e = tfs_mfail(md, path, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	memcpy(sorted, x.snames, x.nsn * sizeof *sorted);
-	qsort(sorted, x.nsn, sizeof *sorted, name_cmp);
-	for (uint32_t i = 0; i < x.nsn; i++)
-		remap[*sname_slot(&x, sorted[i], strlen(sorted[i])) - 1] = i;
-	for (size_t k = 0; k < x.n; k++)
-		x.e[k].shard = remap[x.e[k].shard];
 
 	/* Shards sit beside the index, in the store. */
 	const char *slash = strrchr(name, '/');
@@ -530,29 +568,8 @@ tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *
 	if ((e = check_index(m, &x, &nt, first, last, eg, path, md)))
 		goto out;
 
-	if (x.meta_text && o && o->warn) {
-		json_object *meta = json_tokener_parse(x.meta_text), *ts;
-		if (meta && json_object_is_type(meta, json_type_object) &&
-		    json_object_object_get_ex(meta, "total_size", &ts) &&
-		    (json_object_is_type(ts, json_type_int) || json_object_is_type(ts, json_type_double))) {
-			uint64_t sum = 0;
-			for (uint32_t s = 0; s < m->nshards; s++)
-				for (uint32_t i = 0; i < m->shards[s].h.n; i++)
-					sum += tfs_tensor_size(&m->shards[s].h.t[i]);
-			uint64_t want = json_object_is_type(ts, json_type_int)
-						? (uint64_t)json_object_get_uint64(ts)
-						: (uint64_t)json_object_get_double(ts);
-			if (want != sum) {
-				char msg[256];
-				snprintf(
-					msg, sizeof msg,
-					"metadata.total_size is %llu but the shards' tensors hold %llu bytes",
-					(unsigned long long)want, (unsigned long long)sum);
-				o->warn(o->warn_ctx, path, msg);
-			}
-		}
-		json_object_put(meta);
-	}
+	if (x.meta_text && o && o->warn)
+		warn_total_size(m, x.meta_text, o, path);
 	if (index_json(m, &x, first, last, eg))
 		e = tfs_mfail(md, path, TFS_ERR_NOMEM, "out of memory");
 out:
@@ -561,7 +578,6 @@ out:
 	free(last);
 	free(nt.slots);
 	free(sorted);
-	free(remap);
 	free(dir);
 	free(text);
 	idx_free(&x);

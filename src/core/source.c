@@ -210,12 +210,35 @@ tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tf
 	return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
 }
 
+static int shared_seen(size_t i, const struct tfs_opt_spec *t)
+{
+	for (size_t j = 0; j < i; j++)
+		if (tfs_source_drivers[j]->shared_opts == t)
+			return 1;
+	return 0;
+}
+
+const struct tfs_opt_spec *tfs_source_opt_at(size_t k)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++) {
+		const struct tfs_opt_spec *t[2] = {tfs_source_drivers[i]->opts,
+						   tfs_source_drivers[i]->shared_opts};
+		if (t[1] && shared_seen(i, t[1]))
+			t[1] = NULL;
+		for (int h = 0; h < 2; h++)
+			for (const struct tfs_opt_spec *s = t[h]; s && s->name; s++)
+				if (k-- == 0)
+					return s;
+	}
+	return NULL;
+}
+
 const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
 {
-	for (size_t i = 0; tfs_source_drivers[i]; i++)
-		for (const struct tfs_opt_spec *s = tfs_source_drivers[i]->opts; s && s->name; s++)
-			if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
-				return s;
+	const struct tfs_opt_spec *s;
+	for (size_t k = 0; (s = tfs_source_opt_at(k)); k++)
+		if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+			return s;
 	return NULL;
 }
 

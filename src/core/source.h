@@ -49,7 +49,7 @@ struct tfs_source_ops {
 	/* The bytes of [off, off + len) where the source holds them, in at
 	 * most `max` pieces, kept in place until unmap(token): a reply can
 	 * be written from them with no copy (pieces may be file ranges, see
-	 * struct tfs_iov). Optional; TFS_ERR_INVAL means
+	 * struct tfs_iov). Optional; TFS_ERR_UNHANDLED means
 	 * "not this way" (the caller reads instead), any other error is the
 	 * read's. */
 	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
@@ -89,6 +89,16 @@ static inline tfs_err tfs_source_pread_within(struct tfs_source *s, void *buf, s
 {
 	return s->ops->pread_within ? s->ops->pread_within(s, buf, len, off, limit)
 				    : s->ops->pread(s, buf, len, off);
+}
+
+/* A read that serves a reader: the bytes of [off, off + len) or an error,
+ * never fewer bytes (a file that shrank is TFS_ERR_IO: a short reply
+ * would pass for the end of the file). */
+static inline tfs_err tfs_source_serve(struct tfs_source *s, void *buf, size_t len, uint64_t off,
+				       uint64_t limit)
+{
+	tfs_err e = tfs_source_pread_within(s, buf, len, off, limit);
+	return e == TFS_ERR_SHORT ? TFS_ERR_IO : e;
 }
 
 static inline void tfs_source_then(struct tfs_source *s, struct tfs_source *next)
@@ -197,6 +207,9 @@ struct tfs_source_driver {
 	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
 			   struct tfs_diag *d);
 	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
+	/* Options it shares with other drivers (the remote ones: cache, retries),
+	 * one table that each of them names. Optional. */
+	const struct tfs_opt_spec *shared_opts;
 	/* The rest is optional. The mount is up, in the process that serves
 	 * it: work in the background (prefetching) may start. */
 	void (*start)(void);
@@ -240,5 +253,9 @@ tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tf
 /* Whether some driver takes mount option `name`, and if so whether it
  * takes a value. */
 const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len);
+
+/* The k-th of every driver's options, each once (a shared table is listed
+ * where it is first named); NULL past the last. For --help. */
+const struct tfs_opt_spec *tfs_source_opt_at(size_t k);
 
 #endif

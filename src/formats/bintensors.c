@@ -78,145 +78,152 @@ static tfs_err string(struct bc *c, const unsigned char **s, size_t *len, const 
 	return TFS_OK;
 }
 
+/* The Option<HashMap<String, String>> of metadata, after its tag 1. */
+static tfs_err metadata(struct bc *c, struct tfs_table_builder *b)
+{
+	uint64_t count;
+	tfs_err e = varint(c, &count, "the metadata's length");
+	if (e)
+		return e;
+	if (count > (uint64_t)(c->end - c->p) / 2)
+		return bad(c, "more metadata entries than the header holds");
+	for (uint64_t i = 0; i < count; i++) {
+		const unsigned char *k, *v;
+		size_t kl, vl;
+		struct tfs_meta_pair mp;
+		if ((e = string(c, &k, &kl, "a metadata key")) ||
+		    (e = string(c, &v, &vl, "a metadata value")))
+			return e;
+		mp.key_len = (uint32_t)kl;
+		mp.val_len = (uint32_t)vl;
+		if (tfs_table_text(b, (const char *)k, kl, &mp.key_off) ||
+		    tfs_table_text(b, (const char *)v, vl, &mp.val_off) || tfs_table_meta(b, &mp))
+			return tfs_fail(c->d, TFS_ERR_NOMEM, "out of memory");
+	}
+	if (tfs_table_meta_dedupe(b))
+		return tfs_fail(c->d, TFS_ERR_NOMEM, "out of memory");
+	return TFS_OK;
+}
+
+/* The shape; *bytes is what it needs, UINT64_MAX when that overflows. */
+static tfs_err shape(struct bc *c, struct tfs_table_builder *b, unsigned dt, struct tfs_tensor *t,
+		     uint64_t *bytes)
+{
+	uint64_t nd;
+	tfs_err e = varint(c, &nd, "a shape's length");
+	if (e)
+		return e;
+	if (nd > (uint64_t)(c->end - c->p))
+		return bad(c, "a shape longer than the header");
+	t->dims_off = (uint32_t)b->t->ndims;
+	t->ndim = (uint32_t)nd;
+	uint64_t elems = 1;
+	int overflow = 0;
+	for (uint64_t k = 0; k < nd; k++) {
+		uint64_t v;
+		if ((e = varint(c, &v, "a dimension")))
+			return e;
+		if (v && elems > UINT64_MAX / v)
+			overflow = 1;
+		elems *= v;
+		if (tfs_table_dim(b, v))
+			return tfs_fail(c->d, TFS_ERR_NOMEM, "out of memory");
+	}
+	*bytes = overflow ? UINT64_MAX : tfs_dtype_bytes(dt, elems);
+	return TFS_OK;
+}
+
+/* One tensor entry; *pos is where the previous tensor's data ended. */
+static tfs_err tensor(struct bc *c, struct tfs_table_builder *b, uint64_t *pos)
+{
+	const unsigned char *name;
+	size_t nl;
+	uint64_t dt, start, end, bytes = 0;
+	struct tfs_tensor t = {0};
+	char q[160];
+	struct tfs_diag *d = c->d;
+	tfs_err e = string(c, &name, &nl, "a tensor name");
+	if (e)
+		return e;
+	tfs_quote(q, sizeof q, (const char *)name, nl);
+	if ((e = varint(c, &dt, "a dtype")))
+		return e;
+	if (dt >= sizeof dtypes / sizeof dtypes[0])
+		return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: unknown dtype id %llu", q,
+				(unsigned long long)dt);
+	t.dtype = dtypes[dt];
+	if ((e = shape(c, b, t.dtype, &t, &bytes)))
+		return e;
+	if ((e = varint(c, &start, "a tensor's start")) || (e = varint(c, &end, "a tensor's end")))
+		return e;
+	if (start != *pos || end < start)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"tensor %s: offsets [%llu, %llu] are not contiguous (the tensor before it ends at %llu)",
+			q, (unsigned long long)start, (unsigned long long)end, (unsigned long long)*pos);
+	if (bytes == UINT64_MAX || end - start != bytes)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"tensor %s: %llu bytes between its offsets, but its shape and dtype need %s%llu", q,
+			(unsigned long long)(end - start), bytes == UINT64_MAX ? "more than " : "",
+			(unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes));
+	*pos = end;
+	t.begin = start;
+	t.end = end;
+	t.name_len = (uint32_t)nl;
+	int dup;
+	if (tfs_table_text(b, (const char *)name, nl, &t.name_off) || tfs_table_put(b, &t, 0, &dup))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (dup)
+		return tfs_fail(d, TFS_ERR_FORMAT, "tensor %s appears twice", q);
+	return TFS_OK;
+}
+
+static tfs_err body(struct bc *c, struct tfs_table_builder *b, uint64_t file_size)
+{
+	struct tfs_table *out = b->t;
+	uint64_t count, pos = 0;
+	tfs_err e;
+	if (c->p >= c->end || *c->p > 1)
+		return bad(c, "the metadata's Option tag is not 0 or 1");
+	if (*c->p++ == 1) {
+		out->has_metadata = true;
+		if ((e = metadata(c, b)))
+			return e;
+	}
+	if ((e = varint(c, &count, "the tensor count")))
+		return e;
+	/* A tensor takes at least 6 bytes of header. */
+	if (count > (uint64_t)(c->end - c->p) / 6)
+		return bad(c, "more tensors than the header holds");
+	for (uint64_t i = 0; i < count; i++)
+		if ((e = tensor(c, b, &pos)))
+			return e;
+	/* What follows in the header is padding the decoder never reads. */
+	if (pos != file_size - out->data_start)
+		return tfs_fail(
+			c->d, TFS_ERR_FORMAT,
+			pos > file_size - out->data_start
+				? "truncated file: the tensors need %llu data bytes but %llu follow the header (an incomplete download?)"
+				: "the tensors need %llu data bytes but %llu follow the header; bintensors requires the file to end with the last tensor",
+			(unsigned long long)pos, (unsigned long long)(file_size - out->data_start));
+	for (uint32_t i = 0; i < out->n; i++) {
+		out->t[i].begin += out->data_start;
+		out->t[i].end += out->data_start;
+	}
+	return TFS_OK;
+}
+
 tfs_err tfs_bt_parse(const unsigned char *hdr, size_t n, uint64_t file_size, struct tfs_table *out,
 		     struct tfs_diag *d)
 {
 	struct bc c = {.p = hdr, .base = hdr, .end = hdr + n, .d = d};
 	struct tfs_table_builder b = {.t = out};
-	uint64_t count, pos = 0;
-	tfs_err e;
-
 	memset(out, 0, sizeof *out);
 	out->format = tfs_format_bintensors.name;
 	out->data_start = 8 + (uint64_t)n;
 	out->file_size = file_size;
-	if (c.p >= c.end || *c.p > 1) {
-		e = bad(&c, "the metadata's Option tag is not 0 or 1");
-		goto out;
-	}
-	if (*c.p++ == 1) {
-		out->has_metadata = true;
-		if ((e = varint(&c, &count, "the metadata's length")))
-			goto out;
-		if (count > (uint64_t)(c.end - c.p) / 2) {
-			e = bad(&c, "more metadata entries than the header holds");
-			goto out;
-		}
-		for (uint64_t i = 0; i < count; i++) {
-			const unsigned char *k, *v;
-			size_t kl, vl;
-			struct tfs_meta_pair mp;
-			if ((e = string(&c, &k, &kl, "a metadata key")) ||
-			    (e = string(&c, &v, &vl, "a metadata value")))
-				goto out;
-			mp.key_len = (uint32_t)kl;
-			mp.val_len = (uint32_t)vl;
-			if (tfs_table_text(&b, (const char *)k, kl, &mp.key_off) ||
-			    tfs_table_text(&b, (const char *)v, vl, &mp.val_off) || tfs_table_meta(&b, &mp)) {
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-				goto out;
-			}
-		}
-		if (tfs_table_meta_dedupe(&b)) {
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			goto out;
-		}
-	}
-	if ((e = varint(&c, &count, "the tensor count")))
-		goto out;
-	/* A tensor takes at least 6 bytes of header. */
-	if (count > (uint64_t)(c.end - c.p) / 6) {
-		e = bad(&c, "more tensors than the header holds");
-		goto out;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		const unsigned char *name;
-		size_t nl;
-		uint64_t dt, nd, start, end;
-		struct tfs_tensor t = {0};
-		char q[160];
-		if ((e = string(&c, &name, &nl, "a tensor name")))
-			goto out;
-		tfs_quote(q, sizeof q, (const char *)name, nl);
-		if ((e = varint(&c, &dt, "a dtype")))
-			goto out;
-		if (dt >= sizeof dtypes / sizeof dtypes[0]) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "tensor %s: unknown dtype id %llu", q,
-				     (unsigned long long)dt);
-			goto out;
-		}
-		if ((e = varint(&c, &nd, "a shape's length")))
-			goto out;
-		if (nd > (uint64_t)(c.end - c.p)) {
-			e = bad(&c, "a shape longer than the header");
-			goto out;
-		}
-		t.dims_off = (uint32_t)out->ndims;
-		t.ndim = (uint32_t)nd;
-		uint64_t elems = 1;
-		int overflow = 0;
-		for (uint64_t k = 0; k < nd; k++) {
-			uint64_t v;
-			if ((e = varint(&c, &v, "a dimension")))
-				goto out;
-			if (v && elems > UINT64_MAX / v)
-				overflow = 1;
-			elems *= v;
-			if (tfs_table_dim(&b, v)) {
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-				goto out;
-			}
-		}
-		if ((e = varint(&c, &start, "a tensor's start")) || (e = varint(&c, &end, "a tensor's end")))
-			goto out;
-		t.dtype = dtypes[dt];
-		uint64_t bytes = overflow ? UINT64_MAX : tfs_dtype_bytes(t.dtype, elems);
-		if (start != pos || end < start) {
-			e = tfs_fail(
-				d, TFS_ERR_FORMAT,
-				"tensor %s: offsets [%llu, %llu] are not contiguous (the tensor before it ends at %llu)",
-				q, (unsigned long long)start, (unsigned long long)end,
-				(unsigned long long)pos);
-			goto out;
-		}
-		if (bytes == UINT64_MAX || end - start != bytes) {
-			e = tfs_fail(
-				d, TFS_ERR_FORMAT,
-				"tensor %s: %llu bytes between its offsets, but its shape and dtype need %s%llu",
-				q, (unsigned long long)(end - start), bytes == UINT64_MAX ? "more than " : "",
-				(unsigned long long)(bytes == UINT64_MAX ? UINT64_MAX : bytes));
-			goto out;
-		}
-		pos = end;
-		t.begin = start;
-		t.end = end;
-		t.name_len = (uint32_t)nl;
-		int dup;
-		if (tfs_table_text(&b, (const char *)name, nl, &t.name_off) ||
-		    tfs_table_put(&b, &t, 0, &dup)) {
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			goto out;
-		}
-		if (dup) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "tensor %s appears twice", q);
-			goto out;
-		}
-	}
-	/* What follows in the header is padding the decoder never reads. */
-	if (pos != file_size - out->data_start) {
-		e = tfs_fail(
-			d, TFS_ERR_FORMAT,
-			pos > file_size - out->data_start
-				? "truncated file: the tensors need %llu data bytes but %llu follow the header (an incomplete download?)"
-				: "the tensors need %llu data bytes but %llu follow the header; bintensors requires the file to end with the last tensor",
-			(unsigned long long)pos, (unsigned long long)(file_size - out->data_start));
-		goto out;
-	}
-	for (uint32_t i = 0; i < out->n; i++) {
-		out->t[i].begin += out->data_start;
-		out->t[i].end += out->data_start;
-	}
-out:
+	tfs_err e = body(&c, &b, file_size);
 	tfs_table_builder_done(&b);
 	if (e)
 		tfs_table_free(out);
@@ -233,8 +240,8 @@ tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 	memset(out, 0, sizeof *out);
 	if (size < 8)
 		return tfs_fail(d, TFS_ERR_FORMAT, "the file is too short (under 8 bytes) to be bintensors");
-	if ((e = tfs_source_pread(src, pre, 8, 0)))
-		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "read error: %s", tfs_err_str(e));
+	if ((e = tfs_source_read(src, pre, 8, 0, d)))
+		return e;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | pre[i];
 	if (n > HEADER_MAX)
@@ -249,10 +256,10 @@ tfs_err tfs_bt_read(struct tfs_source *src, const struct tfs_parse_opts *opts, s
 	if (!buf)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for a %llu-byte header",
 				(unsigned long long)n);
-	e = tfs_source_pread(src, buf, (size_t)n, 8);
+	e = tfs_source_read(src, buf, (size_t)n, 8, d);
 	if (e) {
 		free(buf);
-		return tfs_fail(d, e == TFS_ERR_SHORT ? TFS_ERR_IO : e, "read error: %s", tfs_err_str(e));
+		return e;
 	}
 	e = tfs_bt_parse(buf, (size_t)n, size, out, d);
 	free(buf);

@@ -605,6 +605,94 @@ static tfs_err check_layout(struct rd *r, struct tfs_table *out, uint64_t align)
 	return TFS_OK;
 }
 
+/* Magic, version and the two counts; counts the file cannot hold are
+ * refused before anything is allocated. */
+static tfs_err preamble(struct rd *r, uint32_t *version, uint64_t *nt, uint64_t *nkv)
+{
+	struct tfs_diag *d = r->d;
+	uint64_t v;
+	tfs_err e = need(r, 4, "the magic number");
+	if (e)
+		return e;
+	if (memcmp(r->buf, "GGUF", 4) != 0)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT, "%s",
+			memcmp(r->buf, "FUGG", 4) == 0
+				? "this GGUF file is big-endian; tensorfs reads little-endian GGUF only"
+				: "not a GGUF file (no GGUF magic number)");
+	r->pos = 4;
+	if ((e = get(r, 4, &v, "the version")))
+		return e;
+	*version = (uint32_t)v;
+	if (*version && (*version & 0xffff) == 0)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"this GGUF file is big-endian (version field 0x%08x); tensorfs reads little-endian GGUF only",
+			*version);
+	if (*version == 1 || *version == 0 || *version > 3)
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"GGUF version %u is not supported (versions 2 and 3 are)%s", *version,
+				*version == 1 ? "; convert the file with a current llama.cpp" : "");
+	if ((e = get(r, 8, nt, "the tensor count")) || (e = get(r, 8, nkv, "the key/value count")))
+		return e;
+	/* A key/value pair takes at least 13 bytes, a tensor info 24. */
+	if (*nkv > r->size / 13 || *nt > r->size / 24 || *nkv > HEADER_MAX / 13 || *nt > HEADER_MAX / 24)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"the header claims %llu tensors and %llu key/value pairs, more than a %llu-byte file can hold",
+			(unsigned long long)*nt, (unsigned long long)*nkv, (unsigned long long)r->size);
+	return TFS_OK;
+}
+
+static tfs_err alignment(struct rd *r, const struct kv *kvs, uint64_t nkv, uint64_t *align)
+{
+	const struct kv *a = find_key(r, kvs, nkv, "general.alignment");
+	if (!a)
+		return TFS_OK;
+	if (a->type != T_U32)
+		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment is of type %s; ggml requires UINT32",
+				type_names[a->type]);
+	*align = le(r->buf + a->val, 4);
+	if (*align == 0 || (*align & (*align - 1)))
+		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment %llu is not a power of 2",
+				(unsigned long long)*align);
+	return TFS_OK;
+}
+
+/* Which part of a split model this is (a count of 1 or less: a whole model). */
+static tfs_err split_keys(struct rd *r, const struct kv *kvs, uint64_t nkv, uint64_t *no, uint64_t *count)
+{
+	const struct kv *sn = find_key(r, kvs, nkv, "split.no"), *sc = find_key(r, kvs, nkv, "split.count");
+	if (!sc || !kv_uint(r, sc, count) || *count <= 1)
+		return TFS_OK;
+	if (!kv_uint(r, sn, no) || *no >= *count)
+		return tfs_fail(r->d, TFS_ERR_FORMAT,
+				"split.count is %llu but split.no is missing or out of range",
+				(unsigned long long)*count);
+	return TFS_OK;
+}
+
+/* Keeps the key/value bytes for __metadata__.json; the JSON itself waits
+ * until someone reads it. The header buffer itself, not a copy of it, is
+ * kept: a vocabulary can be megabytes. */
+static tfs_err keep_meta(struct rd *r, struct tfs_table *out, size_t kv_begin, size_t kv_end, uint64_t nkv)
+{
+	struct meta_state *ms = calloc(1, sizeof *ms);
+	if (!ms)
+		return tfs_fail(r->d, TFS_ERR_NOMEM, "out of memory");
+	ms->buf = r->buf;
+	r->buf = NULL;
+	ms->kv = ms->buf + kv_begin;
+	ms->len = kv_end - kv_begin;
+	ms->n = nkv;
+	out->writer.json = meta_json;
+	out->writer.json_text = meta_json_ex;
+	out->writer.free = meta_free;
+	out->writer.state = ms;
+	out->has_metadata = nkv > 0;
+	return TFS_OK;
+}
+
 tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts, struct tfs_table *out,
 		      struct tfs_diag *d)
 {
@@ -612,50 +700,16 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 	struct tfs_table_builder b = {.t = out};
 	struct kv *kvs = NULL;
 	uint32_t *set = NULL;
-	uint64_t v, nt, nkv, align = 32;
-	uint32_t version;
+	uint64_t nt = 0, nkv = 0, align = 32;
+	uint32_t version = 0;
 	tfs_err e;
 	(void)opts;
 
 	memset(out, 0, sizeof *out);
 	out->format = tfs_format_gguf.name;
 	out->file_size = r.size;
-	if ((e = need(&r, 4, "the magic number")))
+	if ((e = preamble(&r, &version, &nt, &nkv)))
 		goto out;
-	if (memcmp(r.buf, "GGUF", 4) != 0) {
-		e = tfs_fail(d, TFS_ERR_FORMAT, "%s",
-			     memcmp(r.buf, "FUGG", 4) == 0
-				     ? "this GGUF file is big-endian; tensorfs reads little-endian GGUF only"
-				     : "not a GGUF file (no GGUF magic number)");
-		goto out;
-	}
-	r.pos = 4;
-	if ((e = get(&r, 4, &v, "the version")))
-		goto out;
-	version = (uint32_t)v;
-	if (version && (version & 0xffff) == 0) {
-		e = tfs_fail(
-			d, TFS_ERR_FORMAT,
-			"this GGUF file is big-endian (version field 0x%08x); tensorfs reads little-endian GGUF only",
-			version);
-		goto out;
-	}
-	if (version == 1 || version == 0 || version > 3) {
-		e = tfs_fail(d, TFS_ERR_FORMAT, "GGUF version %u is not supported (versions 2 and 3 are)%s",
-			     version, version == 1 ? "; convert the file with a current llama.cpp" : "");
-		goto out;
-	}
-	if ((e = get(&r, 8, &nt, "the tensor count")) || (e = get(&r, 8, &nkv, "the key/value count")))
-		goto out;
-	/* A key/value pair takes at least 13 bytes, a tensor info 24: counts
-	 * the file cannot hold are refused before anything is allocated. */
-	if (nkv > r.size / 13 || nt > r.size / 24 || nkv > HEADER_MAX / 13 || nt > HEADER_MAX / 24) {
-		e = tfs_fail(
-			d, TFS_ERR_FORMAT,
-			"the header claims %llu tensors and %llu key/value pairs, more than a %llu-byte file can hold",
-			(unsigned long long)nt, (unsigned long long)nkv, (unsigned long long)r.size);
-		goto out;
-	}
 	size_t kv_begin = r.pos;
 	kvs = calloc(nkv ? (size_t)nkv : 1, sizeof *kvs);
 	size_t nset = 16;
@@ -677,30 +731,10 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		}
 	}
 	size_t kv_end = r.pos;
-	const struct kv *a = find_key(&r, kvs, nkv, "general.alignment");
-	if (a) {
-		if (a->type != T_U32) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "general.alignment is of type %s; ggml requires UINT32",
-				     type_names[a->type]);
-			goto out;
-		}
-		align = le(r.buf + a->val, 4);
-		if (align == 0 || (align & (align - 1))) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "general.alignment %llu is not a power of 2",
-				     (unsigned long long)align);
-			goto out;
-		}
-	}
-	const struct kv *sn = find_key(&r, kvs, nkv, "split.no"), *sc = find_key(&r, kvs, nkv, "split.count");
 	uint64_t no = 0, count = 0;
-	if (sc && kv_uint(&r, sc, &count) && count > 1) {
-		if (!kv_uint(&r, sn, &no) || no >= count) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "split.count is %llu but split.no is missing or out of range",
-				     (unsigned long long)count);
-			goto out;
-		}
+	if ((e = alignment(&r, kvs, nkv, &align)) || (e = split_keys(&r, kvs, nkv, &no, &count)))
+		goto out;
+	if (count > 1) {
 		out->part_no = (uint32_t)no;
 		out->part_count = (uint32_t)count;
 	}
@@ -720,25 +754,7 @@ tfs_err tfs_gguf_read(struct tfs_source *src, const struct tfs_parse_opts *opts,
 		if ((e = tfs_table_fact(out, "split", tmp, strlen(tmp))))
 			goto out;
 	}
-	/* Keep the key/value bytes for __metadata__.json; the JSON itself
-	 * waits until someone reads it. */
-	struct meta_state *ms = calloc(1, sizeof *ms);
-	if (!ms) {
-		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	/* The header buffer itself, not a copy of it: a vocabulary can be
-	 * megabytes. */
-	ms->buf = r.buf;
-	r.buf = NULL;
-	ms->kv = ms->buf + kv_begin;
-	ms->len = kv_end - kv_begin;
-	ms->n = nkv;
-	out->writer.json = meta_json;
-	out->writer.json_text = meta_json_ex;
-	out->writer.free = meta_free;
-	out->writer.state = ms;
-	out->has_metadata = nkv > 0;
+	e = keep_meta(&r, out, kv_begin, kv_end, nkv);
 out:
 	tfs_table_builder_done(&b);
 	free(kvs);
@@ -762,15 +778,15 @@ static tfs_err part_name(const char *name, uint32_t k, uint32_t count, char *out
 	const char *tail = "-00001-of-00000.gguf";
 	size_t tl = strlen(tail);
 	if (n < tl || strcmp(name + n - 5, ".gguf") != 0)
-		return TFS_ERR_INVAL;
+		return TFS_ERR_UNHANDLED;
 	const char *s = name + n - tl;
 	unsigned a, c;
 	char dash;
 	if (sscanf(s, "-%5u-of-%5u.gguf%c", &a, &c, &dash) != 2 || c != count || s[0] != '-' || s[6] != '-' ||
 	    s[9] != '-')
-		return TFS_ERR_INVAL;
+		return TFS_ERR_UNHANDLED;
 	int w = snprintf(out, cap, "%.*s-%05u-of-%05u.gguf", (int)(n - tl), name, k + 1, count);
-	return w < 0 || (size_t)w >= cap ? TFS_ERR_INVAL : TFS_OK;
+	return w < 0 || (size_t)w >= cap ? TFS_ERR_UNHANDLED : TFS_OK;
 }
 
 const struct tfs_format tfs_format_gguf = {

@@ -666,20 +666,13 @@ static size_t trim(const unsigned char *s, size_t n)
 	return n;
 }
 
-tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, struct tfs_table *out,
-		       struct tfs_diag *d)
+/* The two older layouts torch.save wrote, told apart from the zip one. */
+static tfs_err not_zip(struct tfs_source *src, struct tfs_diag *d)
 {
 	unsigned char head[16];
-	struct tfs_zip z;
-	struct tfs_pk *vm = NULL;
-	struct tfs_pk_obj *root;
-	unsigned char *pkl = NULL, *bo = NULL, *ver = NULL, *seen = NULL;
-	size_t pl, bl, vl;
-	struct walk *w = NULL;
-	tfs_err e;
-	memset(out, 0, sizeof *out);
 	size_t hn = src->id.size < sizeof head ? (size_t)src->id.size : sizeof head;
-	if ((e = tfs_source_read(src, head, hn, 0, d)))
+	tfs_err e = tfs_source_read(src, head, hn, 0, d);
+	if (e)
 		return e;
 	if (is_legacy(head, hn))
 		return tfs_fail(
@@ -689,29 +682,85 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 		return tfs_fail(
 			d, TFS_ERR_FORMAT,
 			"a bare pickle, not a torch.save zip archive: tensorfs reads PyTorch checkpoints only in the zip format of PyTorch 1.6 and later");
-	if ((e = tfs_zip_open(src, &z, d)))
-		return e;
-	const char *top = NULL, *slash = NULL;
-	if (z.n)
-		slash = memchr(z.e[0].name, '/', z.e[0].nlen);
-	if (!slash) {
-		e = tfs_fail(
+	return TFS_OK;
+}
+
+/* torch.save puts every record under one top directory (the archive name). */
+static tfs_err archive_top(const struct tfs_zip *z, const char **top, size_t *tl, struct tfs_diag *d)
+{
+	const char *slash = z->n ? memchr(z->e[0].name, '/', z->e[0].nlen) : NULL;
+	if (!slash)
+		return tfs_fail(
 			d, TFS_ERR_FORMAT,
 			"a zip archive but not a PyTorch checkpoint: its entries are not under one directory holding data.pkl");
-		goto out;
-	}
-	top = z.e[0].name;
-	size_t tl = (size_t)(slash - top);
-	for (uint32_t i = 0; i < z.n; i++)
-		if (z.e[i].nlen <= tl || memcmp(z.e[i].name, top, tl + 1) != 0) {
+	*top = z->e[0].name;
+	*tl = (size_t)(slash - *top);
+	for (uint32_t i = 0; i < z->n; i++)
+		if (z->e[i].nlen <= *tl || memcmp(z->e[i].name, *top, *tl + 1) != 0) {
 			char q[160];
-			tfs_quote(q, sizeof q, z.e[i].name, z.e[i].nlen);
-			e = tfs_fail(
+			tfs_quote(q, sizeof q, z->e[i].name, z->e[i].nlen);
+			return tfs_fail(
 				d, TFS_ERR_FORMAT,
 				"zip entry %s is outside the archive's top directory (not a torch.save archive)",
 				q);
-			goto out;
 		}
+	return TFS_OK;
+}
+
+static tfs_err check_byteorder(const unsigned char *bo, size_t bl, struct tfs_diag *d)
+{
+	if (bl == 3 && memcmp(bo, "big", 3) == 0)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"written on a big-endian machine (byteorder \"big\"): tensorfs serves stored bytes as they are and does not swap them");
+	if (bl != 6 || memcmp(bo, "little", 6) != 0)
+		return tfs_fail(d, TFS_ERR_FORMAT, "the byteorder record is neither \"little\" nor \"big\"");
+	return TFS_OK;
+}
+
+/* What --inspect shows beside the tensors: what the walk left out. */
+static tfs_err add_facts(struct tfs_table *out, const struct walk *w, unsigned storages, int has_byteorder)
+{
+	char tmp[700];
+	int n = snprintf(tmp, sizeof tmp, "%s", has_byteorder ? "little" : "absent (little)");
+	tfs_err e = tfs_table_fact(out, "byteorder", tmp, (size_t)n);
+	if (e)
+		return e;
+	n = snprintf(tmp, sizeof tmp, "%u", storages);
+	if ((e = tfs_table_fact(out, "storages", tmp, (size_t)n)))
+		return e;
+	if (w->hidden) {
+		n = snprintf(tmp, sizeof tmp, "%u not contiguous: %.*s%s", w->hidden, (int)w->hlen,
+			     w->hidden_names, w->hidden > HIDDEN_NAMED ? ", ..." : "");
+		if ((e = tfs_table_fact(out, "hidden", tmp, (size_t)n)))
+			return e;
+	}
+	if (w->meta_dropped) {
+		n = snprintf(tmp, sizeof tmp, "%u plain values beyond the first %d not shown",
+			     w->meta_dropped, META_MAX);
+		if ((e = tfs_table_fact(out, "metadata", tmp, (size_t)n)))
+			return e;
+	}
+	return TFS_OK;
+}
+
+tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, struct tfs_table *out,
+		       struct tfs_diag *d)
+{
+	struct tfs_zip z;
+	struct tfs_pk *vm = NULL;
+	struct tfs_pk_obj *root;
+	unsigned char *pkl = NULL, *bo = NULL, *ver = NULL, *seen = NULL;
+	size_t pl, bl, vl;
+	struct walk *w = NULL;
+	tfs_err e;
+	memset(out, 0, sizeof *out);
+	if ((e = not_zip(src, d)) || (e = tfs_zip_open(src, &z, d)))
+		return e;
+	const char *top = NULL;
+	size_t tl = 0;
+	if ((e = archive_top(&z, &top, &tl, d)))
+		goto out;
 	if ((e = record(src, &z, top, tl, "data.pkl", PKL_MAX, &pkl, &pl, d)) ||
 	    (e = record(src, &z, top, tl, "byteorder", 64, &bo, &bl, d)) ||
 	    (e = record(src, &z, top, tl, "version", 64, &ver, &vl, d)))
@@ -722,20 +771,8 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 			"a zip archive but not a PyTorch checkpoint: no data.pkl under its top directory");
 		goto out;
 	}
-	if (bo) {
-		bl = trim(bo, bl);
-		if (bl == 3 && memcmp(bo, "big", 3) == 0) {
-			e = tfs_fail(
-				d, TFS_ERR_FORMAT,
-				"written on a big-endian machine (byteorder \"big\"): tensorfs serves stored bytes as they are and does not swap them");
-			goto out;
-		}
-		if (bl != 6 || memcmp(bo, "little", 6) != 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "the byteorder record is neither \"little\" nor \"big\"");
-			goto out;
-		}
-	}
+	if (bo && (e = check_byteorder(bo, trim(bo, bl), d)))
+		goto out;
 	struct ctx c = {.z = &z, .top = top, .toplen = tl};
 	struct tfs_pk_ops ops = {.global = global, .call = call, .persid = persid, .ctx = &c};
 	if (!(seen = calloc(z.n ? z.n : 1, 1))) {
@@ -776,30 +813,11 @@ tfs_err tfs_torch_read(struct tfs_source *src, const struct tfs_parse_opts *o, s
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	char tmp[700];
-	int n;
 	if ((e = tfs_table_fact(out, "archive", top, tl)))
 		goto out;
 	if (ver && (e = tfs_table_fact(out, "pytorch.version", (const char *)ver, trim(ver, vl))))
 		goto out;
-	n = snprintf(tmp, sizeof tmp, "%s", bo ? "little" : "absent (little)");
-	if ((e = tfs_table_fact(out, "byteorder", tmp, (size_t)n)))
-		goto out;
-	n = snprintf(tmp, sizeof tmp, "%u", c.storages);
-	if ((e = tfs_table_fact(out, "storages", tmp, (size_t)n)))
-		goto out;
-	if (w->hidden) {
-		n = snprintf(tmp, sizeof tmp, "%u not contiguous: %.*s%s", w->hidden, (int)w->hlen,
-			     w->hidden_names, w->hidden > HIDDEN_NAMED ? ", ..." : "");
-		if ((e = tfs_table_fact(out, "hidden", tmp, (size_t)n)))
-			goto out;
-	}
-	if (w->meta_dropped) {
-		n = snprintf(tmp, sizeof tmp, "%u plain values beyond the first %d not shown",
-			     w->meta_dropped, META_MAX);
-		if ((e = tfs_table_fact(out, "metadata", tmp, (size_t)n)))
-			goto out;
-	}
+	e = add_facts(out, w, c.storages, bo != NULL);
 out:
 	if (w)
 		tfs_table_builder_done(&w->b);

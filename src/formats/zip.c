@@ -183,12 +183,134 @@ static int lho_cmp(const void *a, const void *b, void *ctx)
 	return (x->lho > y->lho) - (x->lho < y->lho);
 }
 
+/* Entry i of the central directory, at `c` with `room` bytes left in it. */
+static tfs_err central_entry(const unsigned char *c, size_t room, uint64_t i, uint64_t cd_off,
+			     struct tfs_zip_entry *t, size_t *used, struct tfs_diag *d)
+{
+	char q[160];
+	if (room < 46 || u32(c) != SIG_CENTRAL)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip central directory entry %llu is damaged",
+				(unsigned long long)i);
+	size_t nl = u16(c + 28), xl = u16(c + 30), cl = u16(c + 32);
+	if (46 + nl + xl + cl > room)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip central directory entry %llu runs past the directory",
+				(unsigned long long)i);
+	t->flags = u16(c + 8);
+	t->method = u16(c + 10);
+	t->csize = u32(c + 20);
+	t->usize = u32(c + 24);
+	t->lho = u32(c + 42);
+	t->name = (const char *)c + 46;
+	t->nlen = (uint32_t)nl;
+	*used = 46 + nl + xl + cl;
+#define Q (quote_entry(q, sizeof q, t), q)
+	if (zip64_extra(c + 46 + nl, xl, t, t->usize == 0xffffffffu, t->csize == 0xffffffffu,
+			t->lho == 0xffffffffu))
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: damaged ZIP64 extra field", Q);
+	if (u16(c + 34) != 0 && u16(c + 34) != 0xffff)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s is on another disk of a spanned archive", Q);
+	if (t->flags & 1)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s is encrypted", Q);
+	if (t->lho > cd_off || cd_off - t->lho < 30)
+		return tfs_fail(d, TFS_ERR_FORMAT,
+				"zip entry %s: its local header offset %llu is past the data area", Q,
+				(unsigned long long)t->lho);
+	return TFS_OK;
+}
+
+/* Checks the local header of t, at lh (`want` bytes of header and name
+ * readable), against its central entry, and finds its data. */
+static tfs_err local_entry(const unsigned char *lh, size_t want, uint64_t cd_off, struct tfs_zip_entry *t,
+			   struct tfs_diag *d)
+{
+	char q[160];
+	if (u32(lh) != SIG_LOCAL)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: no local header at offset %llu", Q,
+				(unsigned long long)t->lho);
+	uint64_t nl = u16(lh + 26), xl = u16(lh + 28);
+	t->data = t->lho + 30 + nl + xl;
+	if (nl != t->nlen || 30 + nl > want)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry", Q);
+	if (t->data > cd_off || t->csize > cd_off - t->data)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"zip entry %s: its %llu bytes at offset %llu run past the data area (truncated file?)",
+			Q, (unsigned long long)t->csize, (unsigned long long)t->data);
+	if (memcmp(lh + 30, t->name, (size_t)nl) != 0)
+		return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry", Q);
+	return TFS_OK;
+}
+#undef Q
+
+/* Local headers, in file order, each after the previous entry's data.
+ * Headers close together (small records, as in a state dict of many small
+ * tensors) come in one read; a header far from the next costs only its own
+ * bytes, never the record between them. */
+static tfs_err local_entries(struct tfs_source *src, struct tfs_zip *z, uint32_t *order, uint64_t cd_off,
+			     unsigned char *lbuf, struct tfs_diag *d)
+{
+	qsort_r(order, z->n, sizeof *order, lho_cmp, z->e);
+	uint64_t prev_end = 0;
+	const struct tfs_zip_entry *prev = NULL;
+	uint64_t wbeg = 0, wend = 0; /* the bytes lbuf holds */
+	tfs_err e;
+	for (uint32_t k = 0; k < z->n; k++) {
+		struct tfs_zip_entry *t = &z->e[order[k]];
+		if (t->lho < prev_end) {
+			char q[160], q2[160];
+			quote_entry(q, sizeof q, t);
+			quote_entry(q2, sizeof q2, prev);
+			return tfs_fail(d, TFS_ERR_FORMAT, "zip entries %s and %s overlap", q2, q);
+		}
+		size_t want = 30 + (size_t)t->nlen;
+		if (want > cd_off - t->lho)
+			want = (size_t)(cd_off - t->lho);
+		if (t->lho < wbeg || t->lho + want > wend) {
+			uint64_t end = t->lho + want;
+			for (uint32_t j = k + 1; j < z->n; j++) {
+				const struct tfs_zip_entry *u = &z->e[order[j]];
+				uint64_t ue = u->lho + 30 + u->nlen;
+				if (ue > cd_off || ue - t->lho > LOCAL_WINDOW)
+					break;
+				if (ue > end)
+					end = ue;
+			}
+			if ((e = tfs_source_read(src, lbuf, (size_t)(end - t->lho), t->lho, d)))
+				return e;
+			wbeg = t->lho;
+			wend = end;
+		}
+		if ((e = local_entry(lbuf + (t->lho - wbeg), want, cd_off, t, d)))
+			return e;
+		prev_end = t->data + t->csize;
+		prev = t;
+	}
+	return TFS_OK;
+}
+
+/* The name index; a name twice is refused (which entry would a reader get?). */
+static tfs_err index_names(struct tfs_zip *z, struct tfs_diag *d)
+{
+	for (uint32_t k = 0; k < z->n; k++) {
+		const struct tfs_zip_entry *t = &z->e[k];
+		if (tfs_zip_find(z, t->name, t->nlen)) {
+			char q[160];
+			quote_entry(q, sizeof q, t);
+			return tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s appears twice", q);
+		}
+		size_t i = (size_t)name_hash(t->name, t->nlen) & (z->nslots - 1);
+		while (z->slots[i])
+			i = (i + 1) & (z->nslots - 1);
+		z->slots[i] = k + 1;
+	}
+	return TFS_OK;
+}
+
 tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag *d)
 {
 	uint64_t size = src->id.size, cd_off = 0, cd_len = 0, count = 0, cd_end = 0;
 	uint32_t *order = NULL;
 	unsigned char *lbuf = NULL;
-	char q[160];
 	memset(z, 0, sizeof *z);
 	tfs_err e = find_cd(src, size, &cd_off, &cd_len, &count, &cd_end, d);
 	if (e)
@@ -210,128 +332,15 @@ tfs_err tfs_zip_open(struct tfs_source *src, struct tfs_zip *z, struct tfs_diag 
 		goto out;
 	size_t pos = 0;
 	for (uint64_t i = 0; i < count; i++) {
-		const unsigned char *c = z->cd + pos;
-		struct tfs_zip_entry *t = &z->e[i];
-		if (cd_len - pos < 46 || u32(c) != SIG_CENTRAL) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip central directory entry %llu is damaged",
-				     (unsigned long long)i);
+		size_t used = 0;
+		if ((e = central_entry(z->cd + pos, (size_t)cd_len - pos, i, cd_off, &z->e[i], &used, d)))
 			goto out;
-		}
-		size_t nl = u16(c + 28), xl = u16(c + 30), cl = u16(c + 32);
-		if (46 + nl + xl + cl > cd_len - pos) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "zip central directory entry %llu runs past the directory",
-				     (unsigned long long)i);
-			goto out;
-		}
-		t->flags = u16(c + 8);
-		t->method = u16(c + 10);
-		t->csize = u32(c + 20);
-		t->usize = u32(c + 24);
-		t->lho = u32(c + 42);
-		t->name = (const char *)c + 46;
-		t->nlen = (uint32_t)nl;
-#define Q (quote_entry(q, sizeof q, t), q)
-		if (zip64_extra(c + 46 + nl, xl, t, t->usize == 0xffffffffu, t->csize == 0xffffffffu,
-				t->lho == 0xffffffffu)) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: damaged ZIP64 extra field", Q);
-			goto out;
-		}
-		if (u16(c + 34) != 0 && u16(c + 34) != 0xffff) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "zip entry %s is on another disk of a spanned archive", Q);
-			goto out;
-		}
-		if (t->flags & 1) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s is encrypted", Q);
-			goto out;
-		}
-		if (t->lho > cd_off || cd_off - t->lho < 30) {
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "zip entry %s: its local header offset %llu is past the data area", Q,
-				     (unsigned long long)t->lho);
-			goto out;
-		}
-		pos += 46 + nl + xl + cl;
+		pos += used;
 		order[i] = (uint32_t)i;
 	}
 	z->n = (uint32_t)count;
-	/* Local headers, in file order, each after the previous entry's data. */
-	qsort_r(order, z->n, sizeof *order, lho_cmp, z->e);
-	uint64_t prev_end = 0;
-	const struct tfs_zip_entry *prev = NULL;
-	uint64_t wbeg = 0, wend = 0; /* the bytes lbuf holds */
-	for (uint32_t k = 0; k < z->n; k++) {
-		struct tfs_zip_entry *t = &z->e[order[k]];
-		if (t->lho < prev_end) {
-			char q2[160];
-			quote_entry(q2, sizeof q2, prev);
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entries %s and %s overlap", q2, Q);
-			goto out;
-		}
-		/* The header and the name the directory gives. Headers close
-		 * together (small records, as in a state dict of many small
-		 * tensors) come in one read; a header far from the next costs
-		 * only its own bytes, never the record between them. */
-		size_t want = 30 + (size_t)t->nlen;
-		if (want > cd_off - t->lho)
-			want = (size_t)(cd_off - t->lho);
-		if (t->lho < wbeg || t->lho + want > wend) {
-			uint64_t end = t->lho + want;
-			for (uint32_t j = k + 1; j < z->n; j++) {
-				const struct tfs_zip_entry *u = &z->e[order[j]];
-				uint64_t ue = u->lho + 30 + u->nlen;
-				if (ue > cd_off || ue - t->lho > LOCAL_WINDOW)
-					break;
-				if (ue > end)
-					end = ue;
-			}
-			if ((e = tfs_source_read(src, lbuf, (size_t)(end - t->lho), t->lho, d)))
-				goto out;
-			wbeg = t->lho;
-			wend = end;
-		}
-		unsigned char *lh = lbuf + (t->lho - wbeg);
-		if (u32(lh) != SIG_LOCAL) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: no local header at offset %llu", Q,
-				     (unsigned long long)t->lho);
-			goto out;
-		}
-		uint64_t nl = u16(lh + 26), xl = u16(lh + 28);
-		t->data = t->lho + 30 + nl + xl;
-		if (nl != t->nlen || 30 + nl > want) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry",
-				     Q);
-			goto out;
-		}
-		if (t->data > cd_off || t->csize > cd_off - t->data) {
-			e = tfs_fail(
-				d, TFS_ERR_FORMAT,
-				"zip entry %s: its %llu bytes at offset %llu run past the data area (truncated file?)",
-				Q, (unsigned long long)t->csize, (unsigned long long)t->data);
-			goto out;
-		}
-		if (memcmp(lh + 30, t->name, (size_t)nl) != 0) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s: its local header names another entry",
-				     Q);
-			goto out;
-		}
-		prev_end = t->data + t->csize;
-		prev = t;
-	}
-#undef Q
-	for (uint32_t k = 0; k < z->n; k++) {
-		const struct tfs_zip_entry *t = &z->e[k];
-		if (tfs_zip_find(z, t->name, t->nlen)) {
-			quote_entry(q, sizeof q, t);
-			e = tfs_fail(d, TFS_ERR_FORMAT, "zip entry %s appears twice", q);
-			goto out;
-		}
-		size_t i = (size_t)name_hash(t->name, t->nlen) & (z->nslots - 1);
-		while (z->slots[i])
-			i = (i + 1) & (z->nslots - 1);
-		z->slots[i] = k + 1;
-	}
+	if (!(e = local_entries(src, z, order, cd_off, lbuf, d)))
+		e = index_names(z, d);
 out:
 	free(order);
 	free(lbuf);

@@ -30,6 +30,7 @@ int tfs_errno(tfs_err e)
 	case TFS_ERR_NOENT:
 	case TFS_ERR_NOTREG:
 	case TFS_ERR_FORMAT:
+	case TFS_ERR_UNHANDLED:
 		return EIO;
 	}
 	return EIO;
@@ -450,7 +451,7 @@ static void reply_with(fuse_req_t req, const struct tfs_fs *fs, struct tfs_piece
 				continue;
 			}
 			x->src->ops->unmap(x->src, tk);
-			if (e != TFS_ERR_INVAL)
+			if (e != TFS_ERR_UNHANDLED)
 				break;
 			e = TFS_OK; /* not this way: read below */
 		}
@@ -459,9 +460,7 @@ static void reply_with(fuse_req_t req, const struct tfs_fs *fs, struct tfs_piece
 			e = TFS_ERR_NOMEM;
 			break;
 		}
-		e = tfs_source_pread_within(x->src, to, x->len, x->off, x->limit);
-		if (e == TFS_ERR_SHORT)
-			e = TFS_ERR_IO; /* the file shrank: never a short reply */
+		e = tfs_source_serve(x->src, to, x->len, x->off, x->limit);
 		part[np++] = (struct tfs_iov){.p = to, .len = x->len};
 	}
 	if (e)

@@ -647,6 +647,30 @@ struct tfs_cmap {
 	struct blk *b[];
 };
 
+/* The piece [start, end) of a loaded block, under C.lock. */
+static tfs_err serve(struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v, struct tfs_diag *d)
+{
+	tfs_cache_lru_front(b);
+	/* Read once as many bytes as it holds have been served: a FUSE read
+	 * is smaller than a block, the kernel's readahead sends a block's two
+	 * halves in two requests that may come in either order, and the
+	 * second would find the block recycled and fetch it again. */
+	b->served += (uint32_t)(end - start);
+	if (b->served >= b->len)
+		b->unread = 0;
+	v->p = b->data ? b->data + start : NULL;
+	v->len = end - start;
+	v->fd = b->fd;
+	v->foff = b->doff + start;
+	/* A block file cut short since it was checked (by hand: the cache
+	 * never writes one in place) would reach the reader as an early end
+	 * of file. */
+	struct stat st;
+	if (!b->data && (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len))
+		return tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+	return TFS_OK;
+}
+
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
@@ -733,31 +757,9 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			e = tfs_fail(d, b->err, "%s", b->msg);
 			break;
 		}
-		tfs_cache_lru_front(b);
-		uint64_t i = b->idx;
-		uint64_t start = i == b0 ? off - b0 * B : 0;
-		uint64_t end = i == b1 ? off + len - b1 * B : b->len;
-		/* Read once as many bytes as it holds have been served: a
-		 * FUSE read is smaller than a block, the kernel's readahead
-		 * sends a block's two halves in two requests that may come in
-		 * either order, and the second would find the block recycled
-		 * and fetch it again. */
-		b->served += (uint32_t)(end - start);
-		if (b->served >= b->len)
-			b->unread = 0;
-		iov[k].p = b->data ? b->data + start : NULL;
-		iov[k].len = end - start;
-		iov[k].fd = b->fd;
-		iov[k].foff = b->doff + start;
-		/* A block file cut short since it was checked (by hand: the
-		 * cache never writes one in place) would reach the reader as
-		 * an early end of file. */
-		struct stat st;
-		if (!b->data &&
-		    (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len)) {
-			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
-			break;
-		}
+		uint64_t start = b->idx == b0 ? off - b0 * B : 0;
+		uint64_t end = b->idx == b1 ? off + len - b1 * B : b->len;
+		e = serve(b, start, end, &iov[k], d);
 	}
 	pthread_mutex_unlock(&C.lock);
 	if (e) {

@@ -753,13 +753,11 @@ fail:
 	return e;
 }
 
-static const struct tfs_opt_spec hf_opts[] = {{NULL, 0, NULL}};
-
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
 	.claims = claims,
 	.resolve = resolve,
-	.opts = hf_opts,
+	.shared_opts = tfs_remote_opts,
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,

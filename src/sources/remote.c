@@ -207,7 +207,7 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 	*token = NULL;
 	if (off > s->id.size || len > s->id.size - off || len >= (1u << 20) ||
 	    max < len / TFS_CACHE_BLOCK + 3)
-		return TFS_ERR_INVAL;
+		return TFS_ERR_UNHANDLED;
 	if (off < r->nprobe) {
 		size_t part = r->nprobe - off < len ? (size_t)(r->nprobe - off) : len;
 		iov[k].p = r->probe + off;
@@ -296,12 +296,13 @@ static int64_t http_time(const char *s)
 	return end && !*end ? (int64_t)timegm(&tm) : 0;
 }
 
-tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d)
+/* A remote with its own copy of the spec and room for `want` probe bytes. */
+static struct remote *remote_new(const struct tfs_remote_spec *s, uint64_t want)
 {
 	struct remote *r = calloc(1, sizeof *r);
 	int bad = 0;
 	if (!r)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		return NULL;
 	pthread_mutex_init(&r->lock, NULL);
 	r->base.ops = &remote_ops;
 	r->base.fd = -1;
@@ -322,12 +323,40 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 		for (size_t i = 0; i < nh; i++)
 			r->headers[i] = dup_or_null(s->headers[i], &bad);
 	bad |= nh && !r->headers;
-	uint64_t want = s->has_size && s->size < TFS_REMOTE_PROBE ? s->size : TFS_REMOTE_PROBE;
 	r->probe = malloc(want ? want : 1);
 	if (bad || !r->probe) {
 		remote_close(&r->base);
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		return NULL;
 	}
+	return r;
+}
+
+/* The probe's failure as the user should read it. */
+static tfs_err probe_failed(const struct tfs_remote_spec *s, const struct tfs_http_resp *rs,
+			    enum tfs_http_fail f, tfs_err e, struct tfs_diag *d)
+{
+	if (f != TFS_HTTP_STATUS)
+		return e;
+	if (s->explain)
+		return s->explain(rs->status, rs->error_code, d);
+	if (rs->status == 404 || rs->status == 410)
+		return tfs_fail(d, TFS_ERR_NOENT, "not found (HTTP %ld)", rs->status);
+	if (rs->status == 412)
+		return tfs_fail(d, TFS_ERR_OPEN,
+				"changed while being mounted (its ETag is no longer %s); try again",
+				s->etag ? s->etag : "the one pinned");
+	if (rs->status == 401 || rs->status == 403)
+		return tfs_fail(d, TFS_ERR_OPEN, "access denied (HTTP %ld%s%s)", rs->status,
+				*rs->error_code ? ": " : "", rs->error_code);
+	return e;
+}
+
+tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d)
+{
+	uint64_t want = s->has_size && s->size < TFS_REMOTE_PROBE ? s->size : TFS_REMOTE_PROBE;
+	struct remote *r = remote_new(s, want);
+	if (!r)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 
 	/* The probe: the first bytes, and with them the size and version.
 	 * The body goes to a growing buffer so that a server answering 200
@@ -359,18 +388,7 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	if (e) {
 		free(body);
 		remote_close(&r->base);
-		if (f == TFS_HTTP_STATUS && s->explain)
-			return s->explain(rs.status, rs.error_code, d);
-		if (f == TFS_HTTP_STATUS && (rs.status == 404 || rs.status == 410))
-			return tfs_fail(d, TFS_ERR_NOENT, "not found (HTTP %ld)", rs.status);
-		if (f == TFS_HTTP_STATUS && rs.status == 412)
-			return tfs_fail(d, TFS_ERR_OPEN,
-					"changed while being mounted (its ETag is no longer %s); try again",
-					s->etag ? s->etag : "the one pinned");
-		if (f == TFS_HTTP_STATUS && (rs.status == 401 || rs.status == 403))
-			return tfs_fail(d, TFS_ERR_OPEN, "access denied (HTTP %ld%s%s)", rs.status,
-					*rs.error_code ? ": " : "", rs.error_code);
-		return e;
+		return probe_failed(s, &rs, f, e, d);
 	}
 	uint64_t size;
 	if (rq.head) {

@@ -447,6 +447,7 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.claims = claims,
 	.resolve = resolve,
 	.opts = s3_opts,
+	.shared_opts = tfs_remote_opts,
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,

@@ -18,9 +18,9 @@ static tfs_err converted(const struct tfs_shard *sh, const struct tfs_tensor *t,
 	unsigned char *raw = (unsigned char *)tfs_pieces_scratch(out, dec_at + (size_t)n * 4);
 	if (!raw)
 		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_pread_within(sh->src, raw, raw_len, t->begin + b, t->end);
+	tfs_err err = tfs_source_serve(sh->src, raw, raw_len, t->begin + b, t->end);
 	if (err)
-		return err == TFS_ERR_SHORT ? TFS_ERR_IO : err;
+		return err;
 	uint32_t *dec = (uint32_t *)(void *)(raw + dec_at);
 	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
 	char *to = tfs_pieces_room(out, len);

@@ -55,9 +55,9 @@ static tfs_err add(struct tfs_pieces *p, const struct tfs_piece *x)
 		if (to != x->mem)
 			memmove(to, x->mem, x->len);
 	} else {
-		tfs_err e = tfs_source_pread_within(x->src, to, x->len, x->off, x->limit);
+		tfs_err e = tfs_source_serve(x->src, to, x->len, x->off, x->limit);
 		if (e)
-			return e == TFS_ERR_SHORT ? TFS_ERR_IO : e;
+			return e;
 	}
 	struct tfs_piece *l = p->n == p->max ? &p->v[p->n - 1] : NULL;
 	if (l && l->mem && (const char *)l->mem + l->len == to) {
