@@ -9,10 +9,10 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 CFLAGS ?= -O2 -g
 WARN = -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral
-DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash 2>/dev/null)
-DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash 2>/dev/null)
+DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash libcrypto 2>/dev/null)
+DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash libcrypto 2>/dev/null)
 # The core without FUSE: unit tests and fuzzers link this.
-JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash 2>/dev/null)
+JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto 2>/dev/null)
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
@@ -20,11 +20,11 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $
 # them fuse/ (the FUSE glue) and cli/ (the command line).
 AXES = core sources formats views
 # The FUSE glue and the command line.
-FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/main.c
+FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/verify.c src/cli/main.c
 # The rest is the core: sources, formats, the tensor table and the views,
 # with no FUSE in it; unit tests and fuzzers link it. A new source, format
 # or view is one more file in its folder and one line in its registry.
-CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c
+CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c src/cli/manifest.c
 
 BUILD = build
 CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)
@@ -77,7 +77,7 @@ $(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(ALL_HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
-FUZZ_TARGETS = header index names remote formats pytorch dispatch
+FUZZ_TARGETS = header index names remote formats pytorch dispatch manifest
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(ALL_HDRS) | $(BUILD)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 art=build/fuzz-artifacts
 mkdir -p "$art"
-for target in ${FUZZ_TARGETS:-header index names remote formats pytorch dispatch}; do
+for target in ${FUZZ_TARGETS:-header index names remote formats pytorch dispatch manifest}; do
   bin=build/fuzz_$target
   work=build/fuzz-corpus-$target
   mkdir -p "$work"

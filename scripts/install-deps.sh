@@ -10,7 +10,9 @@ PKGS=(
   libfuse3-dev fuse3              # FUSE headers, library, fusermount3
   libjson-c-dev                   # __metadata__ and emitted JSON
   libcurl4-openssl-dev            # http(s), Hugging Face Hub and S3 sources
-  libxxhash-dev                   # XXH3, the checksum of the disk cache's blocks
+  libxxhash-dev                   # XXH3 (disk cache blocks), XXH64 (user.hash.xxh64)
+  libssl-dev                      # libcrypto: SHA-256 with the CPU's SHA instructions
+  xxhash                          # xxh64sum, the baseline of make bench's hash rows
   nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
   curl                            # baselines in make bench
   aria2                           # the downloader baseline of the stream rows (make bench)

@@ -15,6 +15,7 @@ enum {
 	TFS_EXIT_SOURCE = 3,   /* the source cannot be opened or read */
 	TFS_EXIT_FORMAT = 4,   /* the source is not a valid checkpoint */
 	TFS_EXIT_MOUNT = 5,    /* the mount point or FUSE itself failed */
+	TFS_EXIT_MISMATCH = 6, /* --verify: a hash differs from the manifest or the server's */
 };
 
 /* libfuse's log function: one line per message, prefixed, to stderr, or

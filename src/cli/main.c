@@ -22,6 +22,7 @@
 #include "cli/daemon.h"
 #include "fuse/fuse.h"
 #include "cli/inspect.h"
+#include "cli/verify.h"
 #include "core/hash.h"
 
 #ifndef TFS_VERSION
@@ -50,6 +51,7 @@ struct cli {
 	int export;
 	int export_cache;
 	int originals;
+	int sums;
 	char *layout;
 	char *format;
 	char *convert;
@@ -58,12 +60,12 @@ struct cli {
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
-	int inspect, json;
+	int inspect, json, verify, xxh64;
 	struct tfs_opts driver_opts; /* the source drivers' -o options */
 	int nomem;
 };
 
-enum { KEY_INSPECT = 1, KEY_JSON };
+enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64 };
 
 #define CLI_OPT(t, p, v)                                                                                     \
 	{                                                                                                    \
@@ -78,6 +80,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("export", export, 1),
 	CLI_OPT("export_cache", export_cache, 1),
 	CLI_OPT("originals", originals, 1),
+	CLI_OPT("sums", sums, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -87,6 +90,8 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("gid=%s", gid, 0),
 	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
 	FUSE_OPT_KEY("--json", KEY_JSON),
+	FUSE_OPT_KEY("--verify", KEY_VERIFY),
+	FUSE_OPT_KEY("--xxh64", KEY_XXH64),
 	FUSE_OPT_END,
 };
 
@@ -108,8 +113,11 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;
 	(void)out;
-	if (key == KEY_INSPECT || key == KEY_JSON) {
-		*(key == KEY_INSPECT ? &c->inspect : &c->json) = 1;
+	if (key == KEY_INSPECT || key == KEY_JSON || key == KEY_VERIFY || key == KEY_XXH64) {
+		*(key == KEY_INSPECT  ? &c->inspect
+		  : key == KEY_JSON   ? &c->json
+		  : key == KEY_VERIFY ? &c->verify
+				      : &c->xxh64) = 1;
 		return 0;
 	}
 	if (key == FUSE_OPT_KEY_OPT) {
@@ -161,11 +169,15 @@ static void warn_cb(void *ctx, const char *where, const char *msg)
 	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
 }
 
+#define INSPECT_USAGE "tensorfs --inspect [--json] [-o OPTIONS] SOURCE"
+#define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
-		"       tensorfs --inspect [--json] [-o OPTIONS] SOURCE\n"
+		"       " INSPECT_USAGE "\n"
+		"       " VERIFY_USAGE "\n"
 		"\n"
 		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
 		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
@@ -193,6 +205,8 @@ static void usage(FILE *f)
 		"                          where direct I/O could keep shared mmap\n"
 		"       originals          the source's own files (shards, index, config.json...)\n"
 		"                          byte for byte in __files__/\n"
+		"       sums               __sha256sums__.txt in each directory with tensors\n"
+		"                          (sha256sum -c reads it; reading it hashes them)\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
@@ -207,7 +221,7 @@ static void usage(FILE *f)
 	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
 		   "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
-		   "4 invalid checkpoint, 5 mount failed.\n"
+		   "4 invalid checkpoint, 5 mount failed, 6 --verify found a mismatch.\n"
 		   "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
 
@@ -238,56 +252,81 @@ static int exit_of(tfs_err e)
 	}
 }
 
-/* tensorfs --inspect [--json] [-o OPTIONS] SOURCE: same sources, same
- * checks and exit codes as mounting, without a mount point. */
-static int inspect_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
+/* Arguments beyond what the tool takes: EXIT_USAGE with one line said. */
+static int tool_args(const struct cli *c, const struct fuse_args *rest)
 {
-	if (c->mountpoint || c->bad_extra || rest->argc > 1) {
-		const char *what = c->mountpoint ? c->mountpoint : c->bad_extra ? c->extra : rest->argv[1];
+	const char *usage_line = c->verify ? VERIFY_USAGE : INSPECT_USAGE;
+	const char *extra = c->bad_extra ? c->extra : !c->verify && c->mountpoint ? c->mountpoint : NULL;
+	if (extra || rest->argc > 1) {
+		const char *what = extra ? extra : rest->argv[1];
 		/* libfuse gathers the options it would take as "-o", "a,b". */
-		if (!c->mountpoint && !c->bad_extra && strcmp(what, "-o") == 0 && rest->argc > 2)
+		if (!extra && strcmp(what, "-o") == 0 && rest->argc > 2)
 			what = rest->argv[2];
-		fprintf(stderr,
-			"tensorfs: unexpected argument '%s' (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n",
-			what);
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: %s)\n", what, usage_line);
 		return EXIT_USAGE;
 	}
 	if (!c->source) {
-		fprintf(stderr,
-			"tensorfs: missing SOURCE (usage: tensorfs --inspect [--json] [-o OPTIONS] SOURCE)\n");
+		fprintf(stderr, "tensorfs: missing SOURCE (usage: %s)\n", usage_line);
 		return EXIT_USAGE;
 	}
+	if (c->inspect && c->verify) {
+		fprintf(stderr, "tensorfs: --inspect and --verify are two tools: give one\n");
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+static void say_index_only(const struct tfs_model *model)
+{
+	char list[512];
+	size_t o = 0;
+	uint32_t k = 0;
+	for (uint32_t s = 0; s < model->nshards; s++) {
+		if (!model->shards[s].missing)
+			continue;
+		if (k++ < 4 && o < sizeof list)
+			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
+					      model->shards[s].name);
+	}
+	fprintf(stderr,
+		"tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
+		model->index_path, k, model->nshards, list, k > 4 ? ", ..." : "");
+}
+
+/* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE
+ * [MANIFEST]: same sources, same checks and exit codes as mounting, without
+ * a mount point. */
+static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
+{
+	int rc = tool_args(c, rest);
+	if (rc != EXIT_OK)
+		return rc;
 	struct tfs_model model;
 	struct tfs_model_diag md;
 	struct tfs_model_opts io = *mo;
-	io.index_only_ok = 1;
+	io.index_only_ok = c->inspect;
 	tfs_err e = tfs_model_open(c->source, &io, &model, &md);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		return exit_of(e);
 	}
-	if (model.index_only) {
-		char list[512];
-		size_t o = 0;
-		uint32_t k = 0;
-		for (uint32_t s = 0; s < model.nshards; s++) {
-			if (!model.shards[s].missing)
-				continue;
-			if (k++ < 4 && o < sizeof list)
-				o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
-						      model.shards[s].name);
-		}
-		fprintf(stderr,
-			"tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
-			model.index_path, k, model.nshards, list, k > 4 ? ", ..." : "");
+	if (c->verify) {
+		tfs_sources_start(); /* read-ahead for remote sources */
+		rc = tfs_verify(&model, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
+		tfs_sources_stop();
+		if (fflush(stdout) != 0 && rc == EXIT_OK)
+			rc = EXIT_INTERNAL;
+		tfs_model_free(&model);
+		return rc;
 	}
-	const char *shown = c->shown;
-	int r = tfs_inspect(&model, shown, c->json, stdout);
+	if (model.index_only)
+		say_index_only(&model);
+	int r = tfs_inspect(&model, c->shown, c->json, stdout);
 	if (fflush(stdout) != 0)
 		r = -1;
 	tfs_model_free(&model);
 	if (r) {
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", shown);
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", c->shown);
 		return EXIT_INTERNAL;
 	}
 	return EXIT_OK;
@@ -374,7 +413,8 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 				   .view = s->view,
 				   .tables = !c->notsv,
 				   .export = c->export,
-				   .originals = c->originals};
+				   .originals = c->originals,
+				   .sums = c->sums};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
@@ -465,8 +505,8 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *args,
 			struct fuse_cmdline_opts *fo, struct settings *s)
 {
-	if (c->inspect)
-		return inspect_main(c, mo, args);
+	if (c->inspect || c->verify)
+		return tool_main(c, mo, args);
 	if (fuse_parse_cmdline(args, fo) != 0)
 		return EXIT_USAGE;
 	if (fo->show_help) {

@@ -13,14 +13,15 @@ static inline int must_escape(unsigned char c)
 }
 
 /* The shapes of the synthetic files' names: "__X__.json", "__X__.tsv",
- * and the directory of the source's own files, "__files__". */
+ * "__X__.txt", and the directory of the source's own files, "__files__". */
 static int looks_synthetic(const char *s, size_t n)
 {
 	if (n == 9 && memcmp(s, "__files__", 9) == 0)
 		return 1;
 	if (n < 8 || s[0] != '_' || s[1] != '_')
 		return 0;
-	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) || memcmp(s + n - 6, "__.tsv", 6) == 0;
+	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) || memcmp(s + n - 6, "__.tsv", 6) == 0 ||
+	       memcmp(s + n - 6, "__.txt", 6) == 0;
 }
 
 int tfs_name_is_plain(const char *name, size_t len)

@@ -76,6 +76,9 @@ struct tfs_source {
 	 * (user.etag, user.revision), or NULL. */
 	char *etag;
 	char *revision;
+	/* The whole file's SHA-256 as its server vouches for it (the Hub's
+	 * LFS oid), lowercase hex, or "" (--verify checks it). */
+	char sha256[65];
 	int changed; /* its change was logged (once) */
 };
 

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "views/digest.h"
+
 /* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
 #define TFS_XATTR_MAX 65536
 
@@ -17,6 +19,34 @@ static const char *const xa_names[XA_COUNT] = {
 	"user.offsets", "user.source",   "user.source_dtype", /* only on tensors served converted */
 	"user.etag",    "user.revision",                      /* only where the source pins a version */
 };
+
+static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len);
+
+/* user.hash.ALGO: the digest of the bytes the file serves, worked out when
+ * asked for by name (a size query is answered from the length alone) and
+ * kept; listed only once known, so that getfattr -d, file managers and
+ * backup tools that copy every listed attribute never read a tensor. */
+static const char *const hash_names[TFS_DIGEST_COUNT] = {"user.hash.sha256", "user.hash.xxh64"};
+
+static int hash_xattr(fuse_req_t req, struct tfs_fs *fs, fuse_ino_t ino, const char *name, size_t size)
+{
+	for (int a = 0; a < TFS_DIGEST_COUNT; a++) {
+		if (strcmp(name, hash_names[a]) != 0)
+			continue;
+		char hex[80];
+		size_t len = tfs_digest_hex_len((enum tfs_digest_algo)a);
+		struct tfs_diag d;
+		tfs_err e = TFS_OK;
+		if (size != 0)
+			e = tfs_digest_node(fs->tree, (uint32_t)ino, (enum tfs_digest_algo)a, hex, &d);
+		if (e)
+			fuse_reply_err(req, tfs_errno(e));
+		else
+			reply_value(req, size, hex, len);
+		return 1;
+	}
+	return 0;
+}
 
 /* Whether a tensor has the attribute. */
 static int xa_present(const struct tfs_fs *fs, const struct tfs_node *n, int which)
@@ -80,6 +110,8 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 	for (int i = 0; i < XA_COUNT; i++)
 		if (strcmp(name, xa_names[i]) == 0)
 			which = i;
+	if (n->kind == TFS_NODE_TENSOR && hash_xattr(req, fs, ino, name, size))
+		return;
 	if (n->kind != TFS_NODE_TENSOR || which < 0 || !xa_present(fs, n, which)) {
 		fuse_reply_err(req, ENODATA);
 		return;
@@ -152,6 +184,14 @@ void tfs_fuse_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 				continue;
 			size_t l = strlen(xa_names[i]) + 1;
 			memcpy(list + len, xa_names[i], l);
+			len += l;
+		}
+		char hex[80];
+		for (int a = 0; a < TFS_DIGEST_COUNT; a++) {
+			if (!tfs_digest_known(fs->tree, (uint32_t)ino, (enum tfs_digest_algo)a, hex))
+				continue;
+			size_t l = strlen(hash_names[a]) + 1;
+			memcpy(list + len, hash_names[a], l);
 			len += l;
 		}
 	}

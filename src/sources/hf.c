@@ -416,6 +416,24 @@ struct relocation {
 	struct relocation *next;
 };
 
+/* An LFS file's ETag (X-Linked-Etag, and the blob's name in the HF cache)
+ * is its SHA-256, the LFS oid; a plain git file's is its git blob id (40
+ * hex digits), which vouches for nothing here. */
+static void lfs_oid(struct tfs_source *s)
+{
+	const char *e = s->etag;
+	if (!e)
+		return;
+	if (strncmp(e, "W/", 2) == 0)
+		return; /* weak: not the bytes' hash */
+	e += *e == '"';
+	size_t n = strspn(e, "0123456789abcdef");
+	if (n == 64 && (e[64] == 0 || (e[64] == '"' && e[65] == 0))) {
+		memcpy(s->sha256, e, 64);
+		s->sha256[64] = 0;
+	}
+}
+
 static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 {
 	struct relocation *r = ctx;
@@ -511,6 +529,8 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		}
 		free(h.url);
 	}
+	if (!e)
+		lfs_oid(*out);
 	free(local);
 	free(loc);
 	free(full);

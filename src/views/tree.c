@@ -1,5 +1,6 @@
 #include "views/tree.h"
 #include "views/view.h"
+#include "views/hashes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,9 @@ void tfs_tree_free(struct tfs_tree *t)
 	if (t->exports)
 		tfs_view_of_kind(TFS_NODE_EXPORT)->state_free(t->exports);
 	tfs_originals_free(t->originals);
+	if (t->sums)
+		tfs_view_of_kind(TFS_NODE_SUMS)->state_free(t->sums);
+	tfs_digests_free(t->digests);
 	memset(t, 0, sizeof *t);
 }
 
@@ -360,6 +364,41 @@ static tfs_err add_per_dir(struct build *b, uint8_t kind, uint32_t *count, void 
 	return (*state = tfs_view_of_kind(kind)->state_new(*count)) ? TFS_OK : TFS_ERR_NOMEM;
 }
 
+/* -o sums: a manifest in every directory that holds tensor files (one
+ * pass marks them: the children are not linked yet). */
+static tfs_err add_sums(struct build *b)
+{
+	struct tfs_tree *t = b->t;
+	uint32_t nn = t->nnodes;
+	uint8_t *has = calloc(nn, 1);
+	if (!has)
+		return TFS_ERR_NOMEM;
+	for (uint32_t i = 1; i < nn; i++)
+		if (t->nodes[i].kind == TFS_NODE_TENSOR)
+			has[t->nodes[i].parent] = 1;
+	tfs_err e = TFS_OK;
+	for (uint32_t i = 1; !e && i < nn; i++) {
+		uint32_t ni;
+		if (!has[i])
+			continue;
+		if (node_new(b, &ni)) {
+			e = TFS_ERR_NOMEM;
+			break;
+		}
+		struct tfs_node *n = &t->nodes[ni];
+		n->kind = TFS_NODE_SUMS;
+		n->ref = t->nsums++;
+		n->parent = i;
+		n->first = i;
+		n->fname = TFS_SUMS_NAME;
+		n->fname_len = (uint32_t)strlen(TFS_SUMS_NAME);
+	}
+	free(has);
+	if (!e && !(t->sums = tfs_view_of_kind(TFS_NODE_SUMS)->state_new(t->nsums)))
+		e = TFS_ERR_NOMEM;
+	return e;
+}
+
 /* The source's own files, in a directory of the root whose name no
  * tensor's file can have (the mapping's rule 3); after the tables and
  * exports, which it has none of. */
@@ -517,9 +556,9 @@ static tfs_err link_children(struct build *b)
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 2; i < t->nnodes; i++) {
-			int synthetic = t->nodes[i].kind == TFS_NODE_BLOB ||
-					t->nodes[i].kind == TFS_NODE_TABLE ||
-					t->nodes[i].kind == TFS_NODE_EXPORT;
+			int synthetic =
+				t->nodes[i].kind == TFS_NODE_BLOB || t->nodes[i].kind == TFS_NODE_TABLE ||
+				t->nodes[i].kind == TFS_NODE_EXPORT || t->nodes[i].kind == TFS_NODE_SUMS;
 			if (synthetic != (pass == 0))
 				continue;
 			struct tfs_node *p = &t->nodes[t->nodes[i].parent];
@@ -607,6 +646,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		e = add_per_dir(&b, TFS_NODE_EXPORT, &t->nexports, &state);
 		t->exports = state;
 	}
+	if (!e && o->sums)
+		e = add_sums(&b);
 	if (!e && o->originals)
 		e = add_originals(&b, d);
 	if (!e)
@@ -615,6 +656,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		e = link_children(&b);
 	if (!e)
 		e = index_names(&b, d);
+	if (!e && !(t->digests = tfs_digests_new(t->nnodes)))
+		e = TFS_ERR_NOMEM;
 	free_build(&b);
 	if (e) {
 		/* The steps say what went wrong, but for memory. */

@@ -22,6 +22,9 @@
  * the same name (tensors "a.b" and "a.b.c"). Components never hold '.', so
  * no component can produce it. */
 #define TFS_CONFLICT_SUFFIX ".tensor"
+/* -o sums: every directory holding tensor files gets a manifest of their
+ * SHA-256s that `sha256sum -c` reads (views/sums.c). */
+#define TFS_SUMS_NAME "__sha256sums__.txt"
 /* -o export's generated files: D.safetensors beside every directory D,
  * and the root's. */
 #define TFS_EXPORT_SUFFIX ".safetensors"
@@ -46,6 +49,7 @@ enum tfs_node_kind {
 	TFS_NODE_TABLE,    /* a directory's __tensors__.tsv, made when read */
 	TFS_NODE_EXPORT,   /* -o export: a directory as one safetensors file */
 	TFS_NODE_ORIGINAL, /* -o originals: one of the source's own files */
+	TFS_NODE_SUMS,     /* -o sums: a directory's TFS_SUMS_NAME */
 };
 
 struct tfs_node {
@@ -56,10 +60,11 @@ struct tfs_node {
 	uint32_t ref;   /* tensor: index in the shard's header; blob: blob
 			     * index; dir: number of subdirectories; table:
 			     * its slot in the listing state; export: its slot
-			     * in the exports' state; original: its index */
+			     * in the exports' state; original: its index;
+			     * sums: its slot in the sums' state */
 	uint32_t first; /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one);
-			     * export: the directory it holds */
+			     * export, sums: the directory it covers */
 	uint32_t count; /* dir: number of children */
 	uint8_t kind;
 };
@@ -90,6 +95,9 @@ struct tfs_tree {
 	struct tfs_exports *exports; /* -o export's state, or NULL without */
 	uint32_t nexports;
 	struct tfs_originals *originals; /* -o originals, or NULL without */
+	struct tfs_sums *sums;           /* -o sums' state, or NULL without */
+	uint32_t nsums;
+	struct tfs_digests *digests; /* the files' hashes, as they are worked out */
 };
 
 struct tfs_tree_opts {
@@ -98,6 +106,7 @@ struct tfs_tree_opts {
 	int tables;    /* a TFS_TABLE_NAME in every directory */
 	int export;    /* -o export: D.safetensors beside every directory */
 	int originals; /* -o originals: the source's own files in __files__ */
+	int sums;      /* -o sums: a TFS_SUMS_NAME in every directory with tensors */
 };
 
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *out,

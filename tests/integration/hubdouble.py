@@ -22,7 +22,13 @@ usage: hubdouble.py CONFIG.json (prints its port, then serves). CONFIG:
    "repos": {"org/name": {"type": "models", "gated": false,
                           "refs": {"main": SHA, ...},
                           "commits": {SHA: "dir under cdn_root", ...},
-                          "hostile": "dotdot" | "foreign_link" (optional)}},
+                          "hostile": "dotdot" | "foreign_link" (optional),
+                          "cdn": "self" (optional: LFS files from the double's own
+                                 /__cdn/ path with the Hub's ETags, the file's
+                                 SHA-256, as cas-bridge.xethub.hf.co gives them),
+                          "tamper": true (optional, with "cdn": "self": the CDN
+                                 serves the LFS files with their last byte
+                                 flipped, under the ETag of the true bytes)}},
    "renamed": {"old/name": "org/name"}}
 GET /__seen lists every request: its path and whether it carried the token.
 """
@@ -104,6 +110,9 @@ class Handler(loopback.Handler):
         if m:
             return self.api(m.group(1), m.group(2), m.group(3), m.group(4), (m.group(5) or "")[1:],
                             urllib.parse.parse_qs(url.query))
+        m = re.fullmatch(r"/__cdn/([^/]+/[^/]+)/([0-9a-f]{40})/(.+)", url.path)
+        if m:
+            return self.cdn(m.group(1), m.group(2), urllib.parse.unquote(m.group(3)), head)
         m = re.fullmatch(r"/(datasets/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", url.path)
         if m:
             return self.resolve(m.group(2), m.group(3), urllib.parse.unquote(m.group(4)), head)
@@ -149,6 +158,33 @@ class Handler(loopback.Handler):
             headers["Link"] = f'<{nxt}>; rel="next"'
         self.json(page, headers)
 
+    def cdn(self, name, sha, path, head):
+        """The CDN of an LFS file: ETag the SHA-256 of its true bytes,
+        If-Match and single ranges honoured."""
+        repo = CONFIG["repos"].get(name)
+        root = os.path.join(CONFIG["cdn_root"], repo["commits"][sha]) if repo and sha in repo["commits"] else None
+        full = os.path.join(root, path) if root else None
+        if not full or not os.path.isfile(full):
+            return self.send(404, b"", head=head)
+        data = open(full, "rb").read()
+        etag = '"%s"' % hashlib.sha256(data).hexdigest()
+        if repo.get("tamper") and data:
+            data = bytearray(data)
+            data[-1] ^= 0x01
+            data = bytes(data)
+        if self.headers.get("If-Match") not in (None, etag):
+            return self.send(412, b"", head=head)
+        size = len(data)
+        rng = self.headers.get("Range")
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
+            a = int(m.group(1))
+            b = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            if a >= size:
+                return self.send(416, b"", {"Content-Range": f"bytes */{size}"}, head)
+            return self.send(206, data[a:b + 1], {"ETag": etag, "Content-Range": f"bytes {a}-{b}/{size}"}, head)
+        self.send(200, data, {"ETag": etag, "Accept-Ranges": "bytes"}, head)
+
     def resolve(self, name, rev, path, head):
         if name in CONFIG.get("renamed", {}):
             new = CONFIG["renamed"][name]
@@ -163,6 +199,12 @@ class Handler(loopback.Handler):
             return self.send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"}, head)
         size = os.path.getsize(full)
         common = {"X-Repo-Commit": sha}
+        if path.endswith(LFS) and repo.get("cdn") == "self":
+            oid = '"%s"' % hashlib.sha256(open(full, "rb").read()).hexdigest()
+            cdn = f"http://127.0.0.1:{self.server.server_address[1]}/__cdn/{name}/{sha}/{urllib.parse.quote(path)}"
+            return self.send(302, b"", dict(common, **{
+                "Location": cdn, "X-Linked-Etag": oid, "X-Linked-Size": str(size),
+                "ETag": '"%s"' % git_oid(full)}), head)
         if path.endswith(LFS):
             cdn = f"{CONFIG['cdn']}/{repo['commits'][sha]}/{urllib.parse.quote(path)}"
             return self.send(302, b"", dict(common, **{

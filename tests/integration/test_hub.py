@@ -67,6 +67,8 @@ def layout(root):
         "org/dotdot": {"refs": {"main": C1}, "commits": {C1: "v1"}, "hostile": "dotdot"},
         "org/foreign": {"refs": {"main": C1}, "commits": {C1: "many"}, "hostile": "foreign_link"},
         "org/data": {"type": "datasets", "refs": {"main": C1}, "commits": {C1: "v1"}},
+        "org/lfs": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self"},
+        "org/tampered": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self", "tamper": True},
     }
     return repos
 
@@ -284,3 +286,23 @@ def test_offline(hub, env, tmp):
     assert r.returncode == EXIT_SOURCE and "does not know revision 'v7'" in r.stderr
     r = run(["hf://org/julia", tmp])
     assert r.returncode == EXIT_SOURCE and "HF_HUB_OFFLINE=1" in r.stderr
+
+
+def test_verify_checks_the_lfs_oid(hub, env):
+    """--verify reads each LFS file whole and compares it with the SHA-256
+    the Hub vouches for (X-Linked-Etag, the LFS oid): a CDN serving other
+    bytes under it is caught, naming the file and both hashes (exit 6)."""
+    good = run(["--verify", "hf://org/lfs"])
+    assert good.returncode == 0, good.stderr
+    assert "1 checked, 0 mismatched" in good.stderr
+    true = hashlib.sha256(open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read()).hexdigest()
+    with mounted("hf://org/lfs") as mnt:
+        assert os.getxattr(os.path.join(mnt, "w"), "user.etag").decode().strip('"') == true
+    bad = run(["--verify", "hf://org/tampered"])
+    assert bad.returncode == 6, bad.stderr
+    assert "model.safetensors" in bad.stdout and "LFS oid" in bad.stdout and true in bad.stdout
+    served = bytearray(open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read())
+    served[-1] ^= 1
+    assert hashlib.sha256(bytes(served)).hexdigest() in bad.stdout
+    js = json.loads(run(["--verify", "--json", "hf://org/tampered"]).stdout)
+    assert js["ok"] is False and js["mismatches"][0]["expected"] == true

@@ -75,7 +75,7 @@ def fname(name):
     out = bytearray()
     start = 0
     if (len(b) >= 9 and b.startswith(b"__") and b.endswith(b"__.json")) or \
-            (len(b) >= 8 and b.startswith(b"__") and b.endswith(b"__.tsv")) or b == b"__files__":
+            (len(b) >= 8 and b.startswith(b"__") and b.endswith((b"__.tsv", b"__.txt"))) or b == b"__files__":
         out += b"%5F"
         start = 1
     for c in b[start:]:

@@ -1,0 +1,123 @@
+/* Manifests for --verify (cli/manifest.h). */
+#include "cli/manifest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_hex(const char *s, size_t n)
+{
+	return strspn(s, "0123456789abcdefABCDEF") >= n;
+}
+
+static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char *hex, const char *name, size_t nl,
+		     size_t line)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 64;
+		struct tfs_manifest_entry *e = realloc(m->e, cap * sizeof *e);
+		if (!e)
+			return -1;
+		m->e = e;
+		m->cap = cap;
+	}
+	struct tfs_manifest_entry *x = &m->e[m->n];
+	x->a = a;
+	x->line = line;
+	size_t hl = tfs_digest_hex_len(a);
+	for (size_t i = 0; i < hl; i++)
+		x->hex[i] = (char)(hex[i] >= 'A' && hex[i] <= 'F' ? hex[i] - 'A' + 'a' : hex[i]);
+	x->hex[hl] = 0;
+	if (!(x->name = strndup(name, nl)))
+		return -1;
+	m->n++;
+	return 0;
+}
+
+/* sha256sum / xxh64sum: HEX, a space, ' ' or '*', NAME; a line starting
+ * with '\' has "\\" and "\n" escaped in NAME. */
+static int coreutils_line(struct tfs_manifest *m, char *s, size_t line)
+{
+	int esc = *s == '\\';
+	s += esc;
+	size_t hl = strspn(s, "0123456789abcdefABCDEF");
+	if ((hl != 64 && hl != 16) || s[hl] != ' ' || (s[hl + 1] != ' ' && s[hl + 1] != '*') || !s[hl + 2])
+		return 0;
+	char *name = s + hl + 2, *o = name;
+	for (char *p = name; *p; p++) {
+		if (esc && *p == '\\' && (p[1] == '\\' || p[1] == 'n' || p[1] == 'r')) {
+			p++;
+			*o++ = *p == 'n' ? '\n' : *p == 'r' ? '\r' : '\\';
+		} else {
+			*o++ = *p;
+		}
+	}
+	enum tfs_digest_algo a = hl == 64 ? TFS_DIGEST_SHA256 : TFS_DIGEST_XXH64;
+	return add_entry(m, a, s, name, (size_t)(o - name), line) ? -1 : 1;
+}
+
+/* llama-gguf-hash: ALGO  HEX  FILE:TENSOR (and a trailing "-  Ok" when it
+ * checked); the whole model's line (no ':') and other algorithms are
+ * skipped. */
+static int gguf_hash_line(struct tfs_manifest *m, char *s, size_t line)
+{
+	char *tok[3];
+	int k = 0;
+	char *save = NULL;
+	for (char *p = strtok_r(s, " \t", &save); p && k < 3; p = strtok_r(NULL, " \t", &save))
+		tok[k++] = p;
+	if (k < 3)
+		return 0;
+	enum tfs_digest_algo a;
+	if (strcmp(tok[0], "sha256") == 0 && strlen(tok[1]) == 64 && is_hex(tok[1], 64))
+		a = TFS_DIGEST_SHA256;
+	else if (strcmp(tok[0], "xxh64") == 0 && strlen(tok[1]) == 16 && is_hex(tok[1], 16))
+		a = TFS_DIGEST_XXH64;
+	else
+		return strcmp(tok[0], "sha1") == 0 || strcmp(tok[0], "uuid") == 0 ||
+				       strcmp(tok[0], "xxh3") == 0 || strcmp(tok[0], "manifest") == 0 ||
+				       strcmp(tok[0], "sha256") == 0 || strcmp(tok[0], "xxh64") == 0
+			       ? 2
+			       : 0;
+	char *colon = strchr(tok[2], ':');
+	if (!colon)
+		return 2; /* the whole model */
+	return add_entry(m, a, tok[1], colon + 1, strlen(colon + 1), line) ? -1 : 1;
+}
+
+tfs_err tfs_manifest_parse(char *text, size_t len, struct tfs_manifest *m, struct tfs_diag *d)
+{
+	size_t line = 0;
+	memset(m, 0, sizeof *m);
+	for (char *s = text, *end = text + len; s < end;) {
+		char *nl = memchr(s, '\n', (size_t)(end - s));
+		char *next = nl ? nl + 1 : end;
+		size_t n = (size_t)((nl ? nl : end) - s);
+		line++;
+		while (n && s[n - 1] == '\r')
+			n--;
+		s[n] = 0; /* (the newline, or the caller's spare byte) */
+		int r = !n || s[0] == '#' || memchr(s, 0, n) ? 2 : coreutils_line(m, s, line);
+		if (r == 0)
+			r = gguf_hash_line(m, s, line);
+		if (r < 0) {
+			tfs_manifest_free(m);
+			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		}
+		if (r == 0)
+			m->bad++;
+		s = next;
+	}
+	if (m->n == 0)
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"the manifest holds no checksum line (sha256sum, xxh64sum or llama-gguf-hash output)");
+	return TFS_OK;
+}
+
+void tfs_manifest_free(struct tfs_manifest *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->e[i].name);
+	free(m->e);
+	memset(m, 0, sizeof *m);
+}
+

@@ -1,0 +1,17 @@
+/* tensorfs --verify: every tensor's hash, checked against a manifest. */
+#ifndef TFS_VERIFY_H
+#define TFS_VERIFY_H
+
+#include <stdio.h>
+
+#include "core/model.h"
+
+/* Hashes every tensor of m (SHA-256, or XXH64 when xxh64) on every core.
+ * Without a manifest, prints one (sha256sum's form) to out; with one
+ * (sha256sum, xxh64sum or llama-gguf-hash output), one line per mismatch.
+ * Files whose server vouches for their SHA-256 (the Hub's LFS oid) are
+ * checked whole. Returns the exit code (README, "Exit codes"). */
+int tfs_verify(const struct tfs_model *m, const char *source, const char *manifest, int xxh64, int json,
+	       FILE *out);
+
+#endif

@@ -1,0 +1,163 @@
+/* -o sums: TFS_SUMS_NAME in every directory holding tensor files, one line
+ * "HASH  NAME" per file as sha256sum writes it, so that `sha256sum -c` run
+ * in the directory checks them. Its size is known from the names alone
+ * (listing never hashes); the first read hashes the directory's files, on
+ * every core. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "views/digest.h"
+#include "views/tree.h"
+#include "views/view.h"
+
+struct sum {
+	uint64_t size; /* UINT64_MAX until worked out */
+	char *text;    /* once read */
+};
+
+struct tfs_sums {
+	pthread_mutex_t lock;
+	uint32_t n;
+	struct sum s[];
+};
+
+static void *state_new(uint32_t count)
+{
+	struct tfs_sums *st = calloc(1, sizeof *st + (size_t)count * sizeof st->s[0]);
+	if (!st)
+		return NULL;
+	pthread_mutex_init(&st->lock, NULL);
+	st->n = count;
+	for (uint32_t i = 0; i < count; i++)
+		st->s[i].size = UINT64_MAX;
+	return st;
+}
+
+static void state_free(void *p)
+{
+	struct tfs_sums *st = p;
+	for (uint32_t i = 0; i < st->n; i++)
+		free(st->s[i].text);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+/* GNU sha256sum's rule: a name holding a backslash or a newline is written
+ * with those escaped and the line starts with a backslash. */
+static int needs_escape(const char *s, size_t n)
+{
+	return memchr(s, '\\', n) || memchr(s, '\n', n) || memchr(s, '\r', n);
+}
+
+static size_t line_len(const struct tfs_node *c)
+{
+	size_t n = c->fname_len;
+	if (needs_escape(c->fname, n)) {
+		n++; /* the leading backslash */
+		for (uint32_t k = 0; k < c->fname_len; k++)
+			n += c->fname[k] == '\\' || c->fname[k] == '\n' || c->fname[k] == '\r';
+	}
+	return 64 + 2 + n + 1;
+}
+
+static char *put_line(char *o, const char *hex, const struct tfs_node *c)
+{
+	int esc = needs_escape(c->fname, c->fname_len);
+	if (esc)
+		*o++ = '\\';
+	memcpy(o, hex, 64);
+	o += 64;
+	*o++ = ' ';
+	*o++ = ' ';
+	for (uint32_t k = 0; k < c->fname_len; k++) {
+		char ch = c->fname[k];
+		if (esc && (ch == '\\' || ch == '\n' || ch == '\r')) {
+			*o++ = '\\';
+			*o++ = ch == '\\' ? '\\' : ch == '\n' ? 'n' : 'r';
+		} else {
+			*o++ = ch;
+		}
+	}
+	*o++ = '\n';
+	return o;
+}
+
+static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	struct tfs_sums *st = t->sums;
+	struct sum *s = &st->s[n->ref];
+	pthread_mutex_lock(&st->lock);
+	if (s->size == UINT64_MAX) {
+		const struct tfs_node *dir = &t->nodes[n->first];
+		uint64_t z = 0;
+		for (uint32_t k = 0; k < dir->count; k++) {
+			const struct tfs_node *c = &t->nodes[t->children[dir->first + k]];
+			if (c->kind == TFS_NODE_TENSOR)
+				z += line_len(c);
+		}
+		s->size = z;
+	}
+	uint64_t z = s->size;
+	pthread_mutex_unlock(&st->lock);
+	return z;
+}
+
+/* The text, made once (under `making`: a second reader waits for the
+ * first's hashing rather than doing it again). */
+static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, struct sum *s)
+{
+	const struct tfs_node *dir = &t->nodes[n->first];
+	uint32_t *inos = malloc(((size_t)dir->count + 1) * sizeof *inos);
+	char *text = malloc(size(t, n) + 1);
+	size_t m = 0;
+	tfs_err e = inos && text ? TFS_OK : TFS_ERR_NOMEM;
+	for (uint32_t k = 0; !e && k < dir->count; k++) {
+		uint32_t ci = t->children[dir->first + k];
+		if (t->nodes[ci].kind == TFS_NODE_TENSOR)
+			inos[m++] = ci;
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct tfs_diag d;
+	if (!e)
+		e = tfs_digest_nodes(t, inos, m, TFS_DIGEST_SHA256, cpus > 0 ? (unsigned)cpus : 1, NULL, NULL,
+				     &d);
+	char *o = text;
+	for (size_t k = 0; !e && k < m; k++) {
+		char hex[80];
+		if (!tfs_digest_known(t, inos[k], TFS_DIGEST_SHA256, hex))
+			e = TFS_ERR_NOMEM; /* kept, unless memory ran out */
+		else
+			o = put_line(o, hex, &t->nodes[inos[k]]);
+	}
+	free(inos);
+	if (e) {
+		free(text);
+		return e;
+	}
+	s->text = text;
+	return TFS_OK;
+}
+
+/* One manifest made at a time: each hashes on every core already. */
+static pthread_mutex_t making = PTHREAD_MUTEX_INITIALIZER;
+
+static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+		      struct tfs_pieces *out)
+{
+	struct sum *s = &t->sums->s[n->ref];
+	pthread_mutex_lock(&making);
+	tfs_err e = s->text ? TFS_OK : make(t, n, s);
+	const char *text = s->text;
+	pthread_mutex_unlock(&making);
+	return e ? e : tfs_pieces_mem(out, text + off, len);
+}
+
+const struct tfs_view_ops tfs_view_sums = {
+	.name = "sums",
+	.size = size,
+	.pieces = pieces,
+	.state_new = state_new,
+	.state_free = state_free,
+};
