@@ -428,9 +428,14 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # (2 x the read + one part); stream-memory: peak RSS / (cache_size + 64 MiB)
            "stream1": (">=", 0.8, 1.0), "stream4": (">=", 0.8, 0.8), "waste": ("<=", 1.1, 1.1),
            "waste-rand": ("<=", 1.0, 1.0), "stream-memory": ("<=", 1.0, 1.0), "warm": (">=", 0.8, 0.8),
-           "s3-stream": (">=", 0.8, 0.8)}
+           "s3-stream": (">=", 0.8, 0.8),
+           # knowing what is in a checkpoint (issue 26): throughput ratios, and diff-read:
+           # bytes read / bytes of the differing tensors
+           "verify-sha": (">=", 0.9, 1.5), "verify-xxh": (">=", 0.9, 0.9), "stats": (">=", 1.0, 2.0),
+           "diff-cmp": (">=", 0.8, 0.8), "diff-read": ("<=", 1.0, 1.0)}
 FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
+KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read"}
 STREAM_ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
@@ -440,14 +445,15 @@ def main():
     ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards,"
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
-                    "stream1,stream4,waste,waste-rand,stream-memory,warm,s3-stream")
+                    "stream1,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
+                    "verify-sha,verify-xxh,stats,diff-cmp,diff-read")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
     a = ap.parse_args()
     want = set(a.rows.split(","))
     os.makedirs(DIR, exist_ok=True)
-    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS:
+    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
     if want & {"read1", "read2", "read1-null"}:
@@ -474,6 +480,9 @@ def main():
     if want & STREAM_ROWS:
         import bench_stream
         rows += bench_stream.rows(sys.modules[__name__], a.reps, want)
+    if want & KNOW_ROWS:
+        import bench_know
+        rows += bench_know.rows(sys.modules[__name__], a.reps, want)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))

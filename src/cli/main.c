@@ -22,6 +22,8 @@
 #include "cli/daemon.h"
 #include "fuse/fuse.h"
 #include "cli/inspect.h"
+#include "cli/diff.h"
+#include "cli/stats_cmd.h"
 #include "cli/verify.h"
 #include "core/hash.h"
 
@@ -52,6 +54,7 @@ struct cli {
 	int export_cache;
 	int originals;
 	int sums;
+	int stats_files; /* -o stats (--stats is the tool) */
 	char *layout;
 	char *format;
 	char *convert;
@@ -60,12 +63,14 @@ struct cli {
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
-	int inspect, json, verify, xxh64;
+	int inspect, json, verify, xxh64, stats, diff;
+	const char *source_b; /* diff: B, a copy as source is */
+	char *shown_b;
 	struct tfs_opts driver_opts; /* the source drivers' -o options */
 	int nomem;
 };
 
-enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64 };
+enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64, KEY_STATS };
 
 #define CLI_OPT(t, p, v)                                                                                     \
 	{                                                                                                    \
@@ -81,6 +86,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("export_cache", export_cache, 1),
 	CLI_OPT("originals", originals, 1),
 	CLI_OPT("sums", sums, 1),
+	CLI_OPT("stats", stats_files, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -92,6 +98,7 @@ static const struct fuse_opt cli_opts[] = {
 	FUSE_OPT_KEY("--json", KEY_JSON),
 	FUSE_OPT_KEY("--verify", KEY_VERIFY),
 	FUSE_OPT_KEY("--xxh64", KEY_XXH64),
+	FUSE_OPT_KEY("--stats", KEY_STATS),
 	FUSE_OPT_END,
 };
 
@@ -113,6 +120,10 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;
 	(void)out;
+	if (key == KEY_STATS) {
+		c->stats = 1;
+		return 0;
+	}
 	if (key == KEY_INSPECT || key == KEY_JSON || key == KEY_VERIFY || key == KEY_XXH64) {
 		*(key == KEY_INSPECT  ? &c->inspect
 		  : key == KEY_JSON   ? &c->json
@@ -139,6 +150,18 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	}
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
+	/* tensorfs diff A B (a SOURCE named diff is ./diff) */
+	if (c->nonopt == 0 && !c->diff && strcmp(arg, "diff") == 0) {
+		c->diff = 1;
+		return 0;
+	}
+	if (c->nonopt == 1 && c->diff) {
+		c->nonopt++;
+		c->source_b = take_source((char *)arg, &c->shown_b);
+		if (!c->source_b || !c->shown_b)
+			c->nomem = 1;
+		return 0;
+	}
 	switch (c->nonopt++) {
 	case 0:
 		c->source = take_source((char *)arg, &c->shown);
@@ -171,6 +194,8 @@ static void warn_cb(void *ctx, const char *where, const char *msg)
 
 #define INSPECT_USAGE "tensorfs --inspect [--json] [-o OPTIONS] SOURCE"
 #define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
+#define STATS_USAGE "tensorfs --stats [--json] [-o OPTIONS] SOURCE"
+#define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
 
 static void usage(FILE *f)
 {
@@ -178,6 +203,8 @@ static void usage(FILE *f)
 		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
 		"       " INSPECT_USAGE "\n"
 		"       " VERIFY_USAGE "\n"
+		"       " STATS_USAGE "\n"
+		"       " DIFF_USAGE "\n"
 		"\n"
 		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
 		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
@@ -207,6 +234,8 @@ static void usage(FILE *f)
 		"                          byte for byte in __files__/\n"
 		"       sums               __sha256sums__.txt in each directory with tensors\n"
 		"                          (sha256sum -c reads it; reading it hashes them)\n"
+		"       stats              NAME.stats.json beside each tensor file (--stats's\n"
+		"                          figures for it, worked out when read)\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
@@ -255,7 +284,10 @@ static int exit_of(tfs_err e)
 /* Arguments beyond what the tool takes: EXIT_USAGE with one line said. */
 static int tool_args(const struct cli *c, const struct fuse_args *rest)
 {
-	const char *usage_line = c->verify ? VERIFY_USAGE : INSPECT_USAGE;
+	const char *usage_line = c->diff     ? DIFF_USAGE
+				 : c->verify ? VERIFY_USAGE
+				 : c->stats  ? STATS_USAGE
+					     : INSPECT_USAGE;
 	const char *extra = c->bad_extra ? c->extra : !c->verify && c->mountpoint ? c->mountpoint : NULL;
 	if (extra || rest->argc > 1) {
 		const char *what = extra ? extra : rest->argv[1];
@@ -265,12 +297,14 @@ static int tool_args(const struct cli *c, const struct fuse_args *rest)
 		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: %s)\n", what, usage_line);
 		return EXIT_USAGE;
 	}
-	if (!c->source) {
-		fprintf(stderr, "tensorfs: missing SOURCE (usage: %s)\n", usage_line);
+	if (!c->source || (c->diff && !c->source_b)) {
+		fprintf(stderr, "tensorfs: missing %s (usage: %s)\n",
+			c->diff ? c->source ? "B" : "A and B" : "SOURCE", usage_line);
 		return EXIT_USAGE;
 	}
-	if (c->inspect && c->verify) {
-		fprintf(stderr, "tensorfs: --inspect and --verify are two tools: give one\n");
+	if (c->inspect + c->verify + c->stats + c->diff > 1) {
+		fprintf(stderr,
+			"tensorfs: diff, --inspect, --verify and --stats are separate tools: give one\n");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -308,7 +342,32 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 	tfs_err e = tfs_model_open(c->source, &io, &model, &md);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
-		return exit_of(e);
+		return c->diff ? 2 : exit_of(e); /* diff(1): 2 is trouble */
+	}
+	if (c->diff) {
+		struct tfs_model mb;
+		if ((e = tfs_model_open(c->source_b, &io, &mb, &md))) {
+			fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
+			tfs_model_free(&model);
+			return 2;
+		}
+		tfs_sources_start();
+		rc = tfs_diff(&model, c->shown, &mb, c->shown_b, c->json, stdout);
+		tfs_sources_stop();
+		if (fflush(stdout) != 0)
+			rc = 2;
+		tfs_model_free(&mb);
+		tfs_model_free(&model);
+		return rc;
+	}
+	if (c->stats) {
+		tfs_sources_start();
+		rc = tfs_stats_print(&model, c->shown, c->json, stdout) ? EXIT_SOURCE : EXIT_OK;
+		tfs_sources_stop();
+		if (fflush(stdout) != 0 && rc == EXIT_OK)
+			rc = EXIT_INTERNAL;
+		tfs_model_free(&model);
+		return rc;
 	}
 	if (c->verify) {
 		tfs_sources_start(); /* read-ahead for remote sources */
@@ -414,7 +473,8 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 				   .tables = !c->notsv,
 				   .export = c->export,
 				   .originals = c->originals,
-				   .sums = c->sums};
+				   .sums = c->sums,
+				   .stats = c->stats_files};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
@@ -505,7 +565,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *args,
 			struct fuse_cmdline_opts *fo, struct settings *s)
 {
-	if (c->inspect || c->verify)
+	if (c->inspect || c->verify || c->stats || c->diff)
 		return tool_main(c, mo, args);
 	if (fuse_parse_cmdline(args, fo) != 0)
 		return EXIT_USAGE;
@@ -525,6 +585,8 @@ static void free_cli(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_ar
 {
 	free((char *)c->source);
 	free(c->shown);
+	free((char *)c->source_b);
+	free(c->shown_b);
 	free(fo->mountpoint);
 	free(c->uid);
 	free(c->gid);

@@ -55,6 +55,11 @@ struct tfs_source_ops {
 	tfs_err (*map)(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		       unsigned max, unsigned *n, void **token);
 	void (*unmap)(struct tfs_source *s, void *token);
+	/* A memo of values worked out from the source's bytes (a tensor's
+	 * hash), kept across mounts where the source keeps its bytes (a
+	 * remote source's disk cache). Optional; get: 1 when known. */
+	int (*memo_get)(struct tfs_source *s, const char *key, char *val, size_t cap);
+	void (*memo_put)(struct tfs_source *s, const char *key, const char *val);
 	/* Reading s to its end is followed by reading next (the next shard):
 	 * a source that reads ahead may go on into it. Optional. */
 	void (*then)(struct tfs_source *s, struct tfs_source *next);
@@ -102,6 +107,17 @@ static inline tfs_err tfs_source_serve(struct tfs_source *s, void *buf, size_t l
 {
 	tfs_err e = tfs_source_pread_within(s, buf, len, off, limit);
 	return e == TFS_ERR_SHORT ? TFS_ERR_IO : e;
+}
+
+static inline int tfs_source_memo_get(struct tfs_source *s, const char *key, char *val, size_t cap)
+{
+	return s->ops->memo_get ? s->ops->memo_get(s, key, val, cap) : 0;
+}
+
+static inline void tfs_source_memo_put(struct tfs_source *s, const char *key, const char *val)
+{
+	if (s->ops->memo_put)
+		s->ops->memo_put(s, key, val);
 }
 
 static inline void tfs_source_then(struct tfs_source *s, struct tfs_source *next)

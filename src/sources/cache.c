@@ -405,6 +405,8 @@ void tfs_cache_file_unref(struct tfs_cfile *f)
 	C.warm_total -= f->size;
 	C.warm_done -= f->warmed;
 	free(f->key);
+	free(f->memo);
+	pthread_mutex_destroy(&f->memo_lock);
 	free(f);
 }
 
@@ -825,6 +827,7 @@ struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fet
 	f->fetch = fetch;
 	f->ctx = ctx;
 	f->refs = 1;
+	pthread_mutex_init(&f->memo_lock, NULL);
 	uint64_t h1 = tfs_hash(key, strlen(key), DISK_SEED), h2 = tfs_hash(key, strlen(key), ~DISK_SEED);
 	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
 	pthread_mutex_lock(&C.lock);

@@ -75,6 +75,14 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
 void tfs_cfile_unmap(struct tfs_cmap *token);
 
+/* A small memo kept beside the file's blocks in the disk cache, across
+ * mounts: values worked out from its bytes (a tensor's hash), by key.
+ * Without cache_dir, nothing is kept. get: 1 and the value (NUL-ended,
+ * at most cap - 1 bytes) when known. Keys and values hold no tab or
+ * newline. */
+int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t cap);
+void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val);
+
 /* The mount is up (in the process that serves it): prefetching may start.
  * Before, reads fetch only what they ask for, so that nothing runs in the
  * background when the daemon forks. */

@@ -220,7 +220,10 @@ static int scan_cb(const char *p, const struct stat *st, int type, struct FTW *f
 	if (type != FTW_F)
 		return 0;
 	scan_total += (uint64_t)st->st_size;
-	if (!evict_cb_collect)
+	/* A memo (a few bytes a tensor) outlives the blocks it was worked out
+	 * from: that is what it is for. */
+	size_t pl = strlen(p);
+	if (!evict_cb_collect || (pl >= 5 && strcmp(p + pl - 5, "/memo") == 0))
 		return 0;
 	if (nolds == cold) {
 		size_t nc = cold ? cold * 2 : 1024;
@@ -327,6 +330,94 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 	pthread_mutex_unlock(&C.lock);
 	if (over)
 		disk_evict();
+}
+
+/* ---- the memo ---- */
+
+/* One file per cached file, "KEY\tVALUE\n" lines appended (a line written
+ * by one write(2) with O_APPEND lands whole, whoever else appends), the
+ * last line of a key winning; read once per mount, then kept in memory.
+ * A memo is at most this large (a hash line per tensor of a large model
+ * is a few megabytes). */
+#define MEMO_MAX (64u << 20)
+
+static void memo_path(const struct tfs_cfile *f, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%.2s/%s/memo", C.dir, f->hex, f->hex);
+}
+
+static void memo_read(struct tfs_cfile *f)
+{
+	char path[4096];
+	f->memo_read = 1;
+	memo_path(f, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= MEMO_MAX &&
+	    (f->memo = malloc((size_t)st.st_size))) {
+		ssize_t k = pread(fd, f->memo, (size_t)st.st_size, 0);
+		f->memo_len = k > 0 ? (size_t)k : 0;
+	}
+	close(fd);
+}
+
+int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t cap)
+{
+	if (!C.dir)
+		return 0;
+	size_t kl = strlen(key);
+	int found = 0;
+	pthread_mutex_lock(&f->memo_lock);
+	if (!f->memo_read)
+		memo_read(f);
+	for (size_t at = 0; at < f->memo_len;) {
+		const char *line = f->memo + at;
+		const char *nl = memchr(line, '\n', f->memo_len - at);
+		if (!nl)
+			break; /* a line cut short (by a crash): not a value */
+		size_t ll = (size_t)(nl - line);
+		if (ll > kl && memcmp(line, key, kl) == 0 && line[kl] == '\t' && ll - kl - 1 < cap) {
+			memcpy(val, line + kl + 1, ll - kl - 1);
+			val[ll - kl - 1] = 0;
+			found = 1;
+		}
+		at += ll + 1;
+	}
+	pthread_mutex_unlock(&f->memo_lock);
+	return found;
+}
+
+void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val)
+{
+	if (!C.dir || strpbrk(key, "\t\n") || strchr(val, '\n'))
+		return;
+	char path[4096], line[1024];
+	int n = snprintf(line, sizeof line, "%s\t%s\n", key, val);
+	if (n < 0 || (size_t)n >= sizeof line)
+		return;
+	pthread_mutex_lock(&f->memo_lock);
+	if (!f->memo_read)
+		memo_read(f);
+	if (!f->dir_made) {
+		snprintf(path, sizeof path, "%s/%.2s/%s", C.dir, f->hex, f->hex);
+		f->dir_made = mkdirs(path) == 0;
+	}
+	memo_path(f, path, sizeof path);
+	int fd = f->dir_made ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+	if (fd >= 0) {
+		if (write(fd, line, (size_t)n) != n)
+			(void)0; /* a memo that is not kept is worked out again */
+		close(fd);
+	}
+	char *m = f->memo_len + (size_t)n <= MEMO_MAX ? realloc(f->memo, f->memo_len + (size_t)n) : NULL;
+	if (m) {
+		memcpy(m + f->memo_len, line, (size_t)n);
+		f->memo = m;
+		f->memo_len += (size_t)n;
+	}
+	pthread_mutex_unlock(&f->memo_lock);
 }
 
 /* ---- the warm-up ---- */

@@ -83,6 +83,11 @@ struct tfs_cfile {
 	void *ctx;
 	char hex[33]; /* its directory in the disk cache */
 	int dir_made;
+	/* Its memo (tfs_cfile_memo_get): the file's lines, once read. */
+	pthread_mutex_t memo_lock;
+	char *memo;
+	size_t memo_len;
+	int memo_read;
 	struct stream st[STREAMS];
 	uint64_t clock;
 	unsigned refs; /* the owner's, and one per queued job */

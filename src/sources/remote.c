@@ -222,6 +222,16 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 	return e;
 }
 
+static int remote_memo_get(struct tfs_source *s, const char *key, char *val, size_t cap)
+{
+	return tfs_cfile_memo_get(((struct remote *)s)->cache, key, val, cap);
+}
+
+static void remote_memo_put(struct tfs_source *s, const char *key, const char *val)
+{
+	tfs_cfile_memo_put(((struct remote *)s)->cache, key, val);
+}
+
 static void remote_unmap(struct tfs_source *s, void *token)
 {
 	(void)s;
@@ -274,6 +284,8 @@ static const struct tfs_source_ops remote_ops = {
 	.pread_within = remote_pread_within,
 	.map = remote_map,
 	.unmap = remote_unmap,
+	.memo_get = remote_memo_get,
+	.memo_put = remote_memo_put,
 	.identity = remote_identity,
 	.close = remote_close,
 };

@@ -125,6 +125,52 @@ int tfs_digest_known(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_alg
 	return t->digests && tfs_digests_get(t->digests, ino, a, hex);
 }
 
+void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, uint64_t begin, uint64_t end,
+			 char *out, size_t cap)
+{
+	snprintf(out, cap, "%s %s %u %llu %llu", tfs_digest_name(a), converted ? "f32" : "raw", npy,
+		 (unsigned long long)begin, (unsigned long long)end);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int tfs_digest_parse(enum tfs_digest_algo a, const char *hex, unsigned char *sha, uint64_t *xxh)
+{
+	size_t n = tfs_digest_hex_len(a);
+	if (strlen(hex) != n)
+		return -1;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++) {
+		int v = hexval(hex[i]);
+		if (v < 0)
+			return -1;
+		if (a == TFS_DIGEST_SHA256 && i % 2)
+			sha[i / 2] = (unsigned char)(hexval(hex[i - 1]) << 4 | v);
+		x = x << 4 | (uint64_t)v;
+	}
+	*xxh = x;
+	return 0;
+}
+
+/* A tensor's digest from its source's memo (kept across mounts where the
+ * source keeps one: a remote source's disk cache); the key into key. */
+static int from_memo(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_algo a, char *key, size_t cap,
+		     unsigned char *sha, uint64_t *xxh)
+{
+	const struct tfs_node *n = &t->nodes[ino];
+	*key = 0;
+	if (n->kind != TFS_NODE_TENSOR)
+		return 0;
+	const struct tfs_tensor *x = tfs_node_tensor(t, n);
+	tfs_digest_memo_key(a, tfs_node_converted(t, n), n->first, x->begin, x->end, key, cap);
+	char v[80];
+	return tfs_source_memo_get(t->m->shards[n->shard].src, key, v, sizeof v) &&
+	       !tfs_digest_parse(a, v, sha, xxh);
+}
+
 static tfs_err digest_with(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_algo a, struct worker *w,
 			   char *hex)
 {
@@ -133,6 +179,12 @@ static tfs_err digest_with(const struct tfs_tree *t, uint32_t ino, enum tfs_dige
 	struct hasher h;
 	unsigned char sha[32] = {0};
 	uint64_t xxh = 0;
+	char key[128];
+	if (from_memo(t, ino, a, key, sizeof key, sha, &xxh)) {
+		tfs_digests_put(t->digests, ino, a, sha, xxh);
+		tfs_digest_hex(a, sha, xxh, hex);
+		return TFS_OK;
+	}
 	if (hasher_start(&h, a)) {
 		hasher_end(&h, sha, &xxh);
 		return TFS_ERR_NOMEM;
@@ -146,6 +198,8 @@ static tfs_err digest_with(const struct tfs_tree *t, uint32_t ino, enum tfs_dige
 		return e;
 	tfs_digests_put(t->digests, ino, a, sha, xxh);
 	tfs_digest_hex(a, sha, xxh, hex);
+	if (*key)
+		tfs_source_memo_put(t->m->shards[t->nodes[ino].shard].src, key, hex);
 	return TFS_OK;
 }
 

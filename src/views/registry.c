@@ -8,6 +8,7 @@ extern const struct tfs_view_ops tfs_view_table;
 extern const struct tfs_view_ops tfs_view_export;
 extern const struct tfs_view_ops tfs_view_original;
 extern const struct tfs_view_ops tfs_view_sums;
+extern const struct tfs_view_ops tfs_view_stats;
 
 /* Indexed by enum tfs_node_kind (a directory has none). */
 const struct tfs_view_ops *const tfs_views[] = {
@@ -19,6 +20,7 @@ const struct tfs_view_ops *const tfs_views[] = {
 	&tfs_view_export,   /* TFS_NODE_EXPORT */
 	&tfs_view_original, /* TFS_NODE_ORIGINAL */
 	&tfs_view_sums,     /* TFS_NODE_SUMS */
+	&tfs_view_stats,    /* TFS_NODE_STATS */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

@@ -106,6 +106,8 @@ void tfs_tree_free(struct tfs_tree *t)
 	tfs_originals_free(t->originals);
 	if (t->sums)
 		tfs_view_of_kind(TFS_NODE_SUMS)->state_free(t->sums);
+	if (t->stats)
+		tfs_view_of_kind(TFS_NODE_STATS)->state_free(t->stats);
 	tfs_digests_free(t->digests);
 	memset(t, 0, sizeof *t);
 }
@@ -399,6 +401,27 @@ static tfs_err add_sums(struct build *b)
 	return e;
 }
 
+/* -o stats: a file beside every tensor's, named once the tensors are
+ * (name_stats). */
+static tfs_err add_stats(struct build *b)
+{
+	struct tfs_tree *t = b->t;
+	uint32_t nn = t->nnodes;
+	for (uint32_t i = 1; i < nn; i++) {
+		uint32_t ni;
+		if (t->nodes[i].kind != TFS_NODE_TENSOR)
+			continue;
+		if (node_new(b, &ni))
+			return TFS_ERR_NOMEM;
+		struct tfs_node *n = &t->nodes[ni];
+		n->kind = TFS_NODE_STATS;
+		n->ref = t->nstats++;
+		n->parent = t->nodes[i].parent;
+		n->first = i;
+	}
+	return (t->stats = tfs_view_of_kind(TFS_NODE_STATS)->state_new(t->nstats)) ? TFS_OK : TFS_ERR_NOMEM;
+}
+
 /* The source's own files, in a directory of the root whose name no
  * tensor's file can have (the mapping's rule 3); after the tables and
  * exports, which it has none of. */
@@ -442,6 +465,30 @@ static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t l
 	return TFS_OK;
 }
 
+static int stats_like(const char *s, size_t n)
+{
+	size_t k = strlen(TFS_STATS_SUFFIX);
+	return n >= k && memcmp(s + n - k, TFS_STATS_SUFFIX, k) == 0;
+}
+
+/* -o stats, flat layout: a tensor named "X.stats.json" would take the name
+ * of X's statistics; its '.' before "stats" is shown as %2E (which no
+ * other name can produce: a '%' of a name is always %25). */
+static tfs_err name_stats_like(struct build *b, uint32_t i)
+{
+	char buf[TFS_NAME_MAX + 1];
+	int hashed;
+	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - 2, &hashed);
+	size_t k = strlen(TFS_STATS_SUFFIX);
+	if (!hashed && stats_like(buf, len)) {
+		memmove(buf + len - k + 3, buf + len - k + 1, k - 1);
+		memcpy(buf + len - k, "%2E", 3);
+		len += 2;
+	}
+	buf[len] = 0;
+	return keep_name(b, i, buf, len);
+}
+
 /* One tensor's or directory's file name (not yet named ones only). */
 static tfs_err name_one(struct build *b, uint32_t i)
 {
@@ -459,6 +506,9 @@ static tfs_err name_one(struct build *b, uint32_t i)
 		static const char esc[] = "model%2Esafetensors";
 		return keep_name(b, i, esc, strlen(esc));
 	}
+	if (layout == TFS_LAYOUT_FLAT && file && !b->npy_len && b->o->stats &&
+	    stats_like(b->raw[i], b->raw_len[i]))
+		return name_stats_like(b, i);
 	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) &&
 	    tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
 		n->fname = b->raw[i];
@@ -518,8 +568,9 @@ static tfs_err name_files(struct build *b)
 	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
 		const struct tfs_node *n = &t->nodes[i];
 		b->foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->fname)
-			continue; /* named already, or below */
+		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->kind == TFS_NODE_STATS ||
+		    n->fname)
+			continue; /* named already, or later */
 		if (name_one(b, i))
 			return TFS_ERR_NOMEM;
 	}
@@ -581,6 +632,8 @@ static tfs_err index_names(struct build *b, struct tfs_diag *d)
 	if (!t->slots)
 		return TFS_ERR_NOMEM;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
+		if (t->nodes[ni].kind == TFS_NODE_STATS)
+			continue; /* named once the tensors are, in name_stats */
 		uint32_t other = slot_insert(t, ni);
 		if (!other)
 			continue;
@@ -619,6 +672,43 @@ static tfs_err index_names(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
+/* -o stats: NAME.stats.json from each tensor's final file name; one whose
+ * name has no room for the suffix gets __stats_INODE__.json (a reserved
+ * shape no tensor's file can have). */
+static tfs_err name_stats(struct build *b, struct tfs_diag *d)
+{
+	struct tfs_tree *t = b->t;
+	if (!t->nstats)
+		return TFS_OK;
+	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
+		struct tfs_node *n = &t->nodes[i];
+		if (n->kind != TFS_NODE_STATS)
+			continue;
+		const struct tfs_node *tn = &t->nodes[n->first];
+		/* Through the offset: an earlier append may have moved the arena. */
+		const char *tname =
+			b->foff[n->first] != UINT64_MAX ? t->fnames + b->foff[n->first] : tn->fname;
+		char buf[TFS_NAME_MAX + 32];
+		size_t k = strlen(TFS_STATS_SUFFIX);
+		int len = tn->fname_len + k <= TFS_NAME_MAX
+				  ? snprintf(buf, sizeof buf, "%.*s%s", (int)tn->fname_len, tname,
+					     TFS_STATS_SUFFIX)
+				  : snprintf(buf, sizeof buf, "__stats_%u__.json", n->first);
+		if (keep_name(b, i, buf, (size_t)len))
+			return TFS_ERR_NOMEM;
+		/* (keep_name may move the arena: the others' names are set below) */
+		n->fname = NULL;
+	}
+	for (uint32_t i = b->first_user; i < t->nnodes; i++)
+		if (b->foff[i] != UINT64_MAX)
+			t->nodes[i].fname = t->fnames + b->foff[i];
+	for (uint32_t i = b->first_user; i < t->nnodes; i++)
+		if (t->nodes[i].kind == TFS_NODE_STATS && slot_insert(t, i))
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"a statistics file's name meets another (a bug in tensorfs)");
+	return TFS_OK;
+}
+
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *t,
 		       struct tfs_diag *d)
 {
@@ -648,6 +738,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	}
 	if (!e && o->sums)
 		e = add_sums(&b);
+	if (!e && o->stats)
+		e = add_stats(&b);
 	if (!e && o->originals)
 		e = add_originals(&b, d);
 	if (!e)
@@ -656,6 +748,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		e = link_children(&b);
 	if (!e)
 		e = index_names(&b, d);
+	if (!e)
+		e = name_stats(&b, d);
 	if (!e && !(t->digests = tfs_digests_new(t->nnodes)))
 		e = TFS_ERR_NOMEM;
 	free_build(&b);

@@ -25,6 +25,10 @@
 /* -o sums: every directory holding tensor files gets a manifest of their
  * SHA-256s that `sha256sum -c` reads (views/sums.c). */
 #define TFS_SUMS_NAME "__sha256sums__.txt"
+/* -o stats: NAME.stats.json beside every tensor file NAME (views/statsfile.c);
+ * in the flat layout a tensor whose name ends so is shown with that '.'
+ * as %2E. */
+#define TFS_STATS_SUFFIX ".stats.json"
 /* -o export's generated files: D.safetensors beside every directory D,
  * and the root's. */
 #define TFS_EXPORT_SUFFIX ".safetensors"
@@ -50,6 +54,7 @@ enum tfs_node_kind {
 	TFS_NODE_EXPORT,   /* -o export: a directory as one safetensors file */
 	TFS_NODE_ORIGINAL, /* -o originals: one of the source's own files */
 	TFS_NODE_SUMS,     /* -o sums: a directory's TFS_SUMS_NAME */
+	TFS_NODE_STATS,    /* -o stats: a tensor's statistics */
 };
 
 struct tfs_node {
@@ -61,10 +66,11 @@ struct tfs_node {
 			     * index; dir: number of subdirectories; table:
 			     * its slot in the listing state; export: its slot
 			     * in the exports' state; original: its index;
-			     * sums: its slot in the sums' state */
+			     * sums, stats: its slot in the view's state */
 	uint32_t first; /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one);
-			     * export, sums: the directory it covers */
+			     * export, sums: the directory it covers;
+			     * stats: the tensor's node */
 	uint32_t count; /* dir: number of children */
 	uint8_t kind;
 };
@@ -97,6 +103,8 @@ struct tfs_tree {
 	struct tfs_originals *originals; /* -o originals, or NULL without */
 	struct tfs_sums *sums;           /* -o sums' state, or NULL without */
 	uint32_t nsums;
+	struct tfs_statsfiles *stats; /* -o stats' state, or NULL without */
+	uint32_t nstats;
 	struct tfs_digests *digests; /* the files' hashes, as they are worked out */
 };
 
@@ -107,6 +115,7 @@ struct tfs_tree_opts {
 	int export;    /* -o export: D.safetensors beside every directory */
 	int originals; /* -o originals: the source's own files in __files__ */
 	int sums;      /* -o sums: a TFS_SUMS_NAME in every directory with tensors */
+	int stats;     /* -o stats: NAME.stats.json beside every tensor file */
 };
 
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *out,

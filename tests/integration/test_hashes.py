@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -96,8 +97,8 @@ def test_browsing_reads_no_tensor_data(tmp):
     os.chmod(tmp, 0o755)
     os.chmod(root, 0o755)
     rng = np.random.default_rng(1)
-    ts = [(f"layers.{i}.w", "F32", (64, 1024), rng.standard_normal((64, 1024)).astype(np.float32).tobytes())
-          for i in range(8)]
+    ts = [(f"layers.{i}.w", "F32", (512, 1024), rng.standard_normal((512, 1024)).astype(np.float32).tobytes())
+          for i in range(16)]
     write_st(os.path.join(root, "m.safetensors"), ts)
     os.chmod(os.path.join(root, "m.safetensors"), 0o644)
     with Nginx(root) as ng:
@@ -112,9 +113,14 @@ def test_browsing_reads_no_tensor_data(tmp):
                         open(os.path.join(d, f), "rb").read()
                     os.stat(os.path.join(d, f))
             assert ng.requests() == [], ng.requests()
-            w = os.path.join(mnt, "layers", "0", "w")
-            want = hashlib.sha256(ts[0][3]).hexdigest()
+            # the last tensor, 30 MiB into the file: never fetched before
+            w = os.path.join(mnt, "layers", "15", "w")
+            want = hashlib.sha256(ts[15][3]).hexdigest()
             assert os.getxattr(w, "user.hash.sha256").decode() == want
+            for _ in range(50):  # nginx logs a request once it has answered it
+                if ng.requests():
+                    break
+                time.sleep(0.1)
             assert ng.requests(), "hashing read no data: the request count proves nothing"
 
 
@@ -254,7 +260,7 @@ def test_verify_refusals(tmp):
     for args, says in [(["--verify"], "missing SOURCE"),
                        (["--verify", src, os.path.join(tmp, "nope.txt")], "cannot open the manifest"),
                        (["--verify", src, empty], "no checksum line"),
-                       (["--verify", "--inspect", src], "two tools"),
+                       (["--verify", "--inspect", src], "separate tools"),
                        (["--verify", src, empty, "extra"], "unexpected argument")]:
         r = run(args)
         assert r.returncode == EXIT_USAGE, (args, r.stderr)
@@ -265,3 +271,47 @@ def test_verify_refusals(tmp):
     open(missing_tensor, "w").write("0" * 64 + "  not_there\n")
     r = run(["--verify", src, missing_tensor])
     assert r.returncode == EXIT_MISMATCH and "not_there" in r.stdout and "not in the checkpoint" in r.stdout
+
+
+def test_hashes_kept_in_the_disk_cache(tmp):
+    """Over http with cache_dir, a tensor's hash worked out once (by
+    --verify) is kept beside its blocks: a later mount answers it with no
+    data read, even with every block file gone, and so does diff, which
+    then reads only the tensor whose hashes differ."""
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    for p in (tmp, root):
+        os.chmod(p, 0o755)
+    rng = np.random.default_rng(9)
+    ts = [(f"t{i}", "F32", (256, 256), rng.standard_normal((256, 256)).astype(np.float32).tobytes()) for i in range(4)]
+    write_st(os.path.join(root, "a.safetensors"), ts)
+    changed = bytearray(ts[2][3])
+    changed[100] ^= 0x40
+    write_st(os.path.join(root, "b.safetensors"), ts[:2] + [("t2", "F32", (256, 256), bytes(changed))] + ts[3:])
+    for f in os.listdir(root):
+        os.chmod(os.path.join(root, f), 0o644)
+    cache = os.path.join(tmp, "cache")
+    with Nginx(root) as ng:
+        a, b = ng.url("plain", "a.safetensors"), ng.url("plain", "b.safetensors")
+        for u in (a, b):
+            r = run(["--verify", "-o", f"cache_dir={cache}", u])
+            assert r.returncode == 0, r.stderr
+        blocks = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs if f.endswith(".blk")]
+        assert blocks and [f for d, _, fs in os.walk(cache) for f in fs if f == "memo"]
+        for p in blocks:
+            os.unlink(p)
+        ng.clear_log()
+        with mounted(a, "-o", f"cache_dir={cache}") as mnt:
+            assert os.getxattr(os.path.join(mnt, "t1"), "user.hash.sha256").decode() == \
+                hashlib.sha256(ts[1][3]).hexdigest()
+        # the mount's first request only: no tensor byte
+        assert len(ng.requests()) == 1, ng.requests()
+        ng.clear_log()
+        r = run(["diff", "--json", "-o", f"cache_dir={cache}", a, b])
+        assert r.returncode == 1, r.stderr
+        d = json.loads(r.stdout)
+        assert [t["name"] for t in d["tensors"] if t["status"] != "identical"] == ["t2"]
+        assert d["bytes_read"] == 2 * len(ts[2][3])
+        # without the memo, diff compares every tensor's bytes
+        r = run(["diff", "--json", a, b])
+        assert json.loads(r.stdout)["bytes_read"] > 2 * len(ts[2][3])

@@ -1,0 +1,379 @@
+/* tensorfs diff A B (cli/diff.h). */
+#include "cli/diff.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "core/json.h"
+#include "views/digest.h"
+#include "views/values.h"
+
+/* Bytes compared at a time. */
+#define CHUNK (4u << 20)
+
+struct ref {
+	const struct tfs_shard *sh;
+	const struct tfs_tensor *t;
+};
+
+/* B's tensors by name. */
+struct names {
+	struct ref *slot;
+	uint8_t *used; /* 1: taken; 2: matched by a tensor of A */
+	size_t cap;
+};
+
+static size_t slot_of(const struct names *nm, const char *s, size_t n)
+{
+	size_t i = (size_t)tfs_hash(s, n, 7) & (nm->cap - 1);
+	while (nm->used[i]) {
+		const struct ref *r = &nm->slot[i];
+		if (r->t->name_len == n && memcmp(tfs_tensor_name(&r->sh->h, r->t), s, n) == 0)
+			break;
+		i = (i + 1) & (nm->cap - 1);
+	}
+	return i;
+}
+
+static int names_build(struct names *nm, const struct tfs_model *m)
+{
+	nm->cap = 16;
+	while (nm->cap < 2 * (size_t)m->ntensors + 2)
+		nm->cap *= 2;
+	nm->slot = calloc(nm->cap, sizeof *nm->slot);
+	nm->used = calloc(nm->cap, 1);
+	if (!nm->slot || !nm->used)
+		return -1;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		for (uint32_t i = 0; i < m->shards[s].h.n; i++) {
+			const struct tfs_tensor *t = &m->shards[s].h.t[i];
+			size_t k = slot_of(nm, tfs_tensor_name(&m->shards[s].h, t), t->name_len);
+			nm->slot[k] = (struct ref){&m->shards[s], t};
+			nm->used[k] = 1;
+		}
+	return 0;
+}
+
+enum status { SAME_BYTES, SAME_VALUES, DIFFERS, SHAPE, DTYPE, ONLY_A, ONLY_B, NSTATUS };
+static const char *const status_names[NSTATUS] = {"identical", "equal",  "differs", "shape",
+						  "dtype",     "only_a", "only_b"};
+
+/* The figures of a comparison by value. */
+struct figures {
+	uint64_t nan_a, nan_b, inf_a, inf_b;
+	uint64_t unmatched; /* positions where one side is NaN or Inf and the other not the same */
+	double max_abs, d2, a2, b2, ab;
+};
+
+struct run {
+	const char *an, *bn;
+	int json;
+	FILE *out;
+	uint64_t bytes_read;
+	uint64_t count[NSTATUS];
+	size_t rows;
+	unsigned char *ba, *bb;
+};
+
+static int same_shape(const struct ref *a, const struct ref *b)
+{
+	if (a->t->ndim != b->t->ndim)
+		return 0;
+	for (uint32_t k = 0; k < a->t->ndim; k++)
+		if (a->sh->h.dims[a->t->dims_off + k] != b->sh->h.dims[b->t->dims_off + k])
+			return 0;
+	return 1;
+}
+
+static int same_dtype(const struct ref *a, const struct ref *b)
+{
+	size_t la, lb;
+	const char *da = tfs_tensor_dtype(&a->sh->h, a->t, &la), *db = tfs_tensor_dtype(&b->sh->h, b->t, &lb);
+	return la == lb && memcmp(da, db, la) == 0;
+}
+
+/* Byte-identical without reading: the same range of the same file (the
+ * same path and version, or the same content hash the server vouches
+ * for). */
+static int known_same(const struct ref *a, const struct ref *b)
+{
+	const struct tfs_source *sa = a->sh->src, *sb = b->sh->src;
+	if (a->t->begin != b->t->begin || a->t->end != b->t->end || !sa || !sb)
+		return 0;
+	if (sa->sha256[0] && strcmp(sa->sha256, sb->sha256) == 0)
+		return 1;
+	if (!sa->location || !sb->location || strcmp(sa->location, sb->location) != 0)
+		return 0;
+	if (sa->etag || sb->etag)
+		return sa->etag && sb->etag && strcmp(sa->etag, sb->etag) == 0;
+	return sa->id.size == sb->id.size && sa->id.mtime_sec == sb->id.mtime_sec &&
+	       sa->id.mtime_nsec == sb->id.mtime_nsec && sa->id.ino == sb->id.ino && sa->id.dev == sb->id.dev;
+}
+
+/* The stored bytes' SHA-256 where the source's memo holds it (worked out by
+ * an earlier mount or --verify with the same disk cache). */
+static int memo_sha(const struct ref *x, char *hex)
+{
+	char key[128];
+	unsigned char sha[32];
+	uint64_t xxh;
+	tfs_digest_memo_key(TFS_DIGEST_SHA256, 0, 0, x->t->begin, x->t->end, key, sizeof key);
+	return tfs_source_memo_get(x->sh->src, key, hex, 80) &&
+	       !tfs_digest_parse(TFS_DIGEST_SHA256, hex, sha, &xxh);
+}
+
+/* 1 when the stored bytes are the same, 0 when not, -1 unreadable. */
+static int same_bytes(struct run *r, const struct ref *a, const struct ref *b)
+{
+	uint64_t n = tfs_tensor_size(a->t);
+	if (n != tfs_tensor_size(b->t))
+		return 0;
+	for (uint64_t off = 0; off < n; off += CHUNK) {
+		size_t k = n - off < CHUNK ? (size_t)(n - off) : CHUNK;
+		if (tfs_source_serve(a->sh->src, r->ba, k, a->t->begin + off, a->t->end) ||
+		    tfs_source_serve(b->sh->src, r->bb, k, b->t->begin + off, b->t->end))
+			return -1;
+		r->bytes_read += 2 * k;
+		if (memcmp(r->ba, r->bb, k) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+static void add_pair(struct figures *f, double x, double y)
+{
+	int fx = isfinite(x), fy = isfinite(y);
+	f->nan_a += isnan(x);
+	f->nan_b += isnan(y);
+	f->inf_a += isinf(x) != 0;
+	f->inf_b += isinf(y) != 0;
+	if (!fx || !fy) {
+		/* NaN meets NaN, or the same infinity: equal; else not. */
+		if (!((isnan(x) && isnan(y)) || (isinf(x) && x == y)))
+			f->unmatched++;
+		return;
+	}
+	double d = x - y;
+	if (fabs(d) > f->max_abs)
+		f->max_abs = fabs(d);
+	f->d2 += d * d;
+	f->a2 += x * x;
+	f->b2 += y * y;
+	f->ab += x * y;
+}
+
+static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
+{
+	struct tfs_values va, vb;
+	memset(f, 0, sizeof *f);
+	tfs_err e = tfs_values_open(&va, a->sh, a->t);
+	if (e)
+		return e;
+	if ((e = tfs_values_open(&vb, b->sh, b->t))) {
+		tfs_values_close(&va);
+		return e;
+	}
+	const double *x, *y;
+	size_t nx, ny;
+	while (!(e = tfs_values_next(&va, &x, &nx)) && !(e = tfs_values_next(&vb, &y, &ny)) && nx) {
+		for (size_t i = 0; i < nx && i < ny; i++)
+			add_pair(f, x[i], y[i]);
+	}
+	r->bytes_read += tfs_tensor_size(a->t) + tfs_tensor_size(b->t);
+	tfs_values_close(&va);
+	tfs_values_close(&vb);
+	return e;
+}
+
+static void put_str(FILE *f, const char *s, size_t n)
+{
+	char *q = NULL;
+	size_t ql = 0, qc = 0;
+	if (!tfs_json_str(&q, &ql, &qc, s, n))
+		fwrite(q, 1, ql, f);
+	free(q);
+}
+
+static void put_shape(FILE *f, const struct ref *x)
+{
+	fputc('[', f);
+	for (uint32_t k = 0; k < x->t->ndim; k++)
+		fprintf(f, "%s%llu", k ? "," : "", (unsigned long long)x->sh->h.dims[x->t->dims_off + k]);
+	fputc(']', f);
+}
+
+static void put_num(FILE *f, const char *key, double v, int have, int json)
+{
+	if (json)
+		have &&isfinite(v) ? fprintf(f, ", \"%s\": %.17g", key, v)
+				   : fprintf(f, ", \"%s\": null", key);
+	else
+		have &&isfinite(v) ? fprintf(f, "  %s %.6g", key, v) : fprintf(f, "  %s -", key);
+}
+
+static void row(struct run *r, enum status st, const struct ref *a, const struct ref *b,
+		const struct figures *f)
+{
+	r->count[st]++;
+	const struct ref *x = a ? a : b;
+	size_t nl = x->t->name_len;
+	const char *name = tfs_tensor_name(&x->sh->h, x->t);
+	if (st == SAME_BYTES && !r->json)
+		return; /* the table lists what differs */
+	FILE *o = r->out;
+	if (r->json) {
+		fputs(r->rows++ ? ",\n  {\"name\": " : "\n  {\"name\": ", o);
+		put_str(o, name, nl);
+		fprintf(o, ", \"status\": \"%s\"", status_names[st]);
+	} else {
+		char q[400];
+		tfs_quote(q, sizeof q, name, nl);
+		fprintf(o, "%-9s %s", status_names[st], q);
+	}
+	for (int side = 0; side < 2; side++) {
+		const struct ref *y = side ? b : a;
+		if (!y)
+			continue;
+		size_t dl;
+		const char *dt = tfs_tensor_dtype(&y->sh->h, y->t, &dl);
+		if (r->json) {
+			fprintf(o, ", \"dtype_%c\": ", side ? 'b' : 'a');
+			put_str(o, dt, dl);
+			fprintf(o, ", \"shape_%c\": ", side ? 'b' : 'a');
+		} else {
+			fputs(side && a ? " -> " : "  ", o);
+			fprintf(o, "%.*s ", (int)dl, dt);
+		}
+		put_shape(o, y);
+	}
+	if (f) {
+		double na = sqrt(f->a2), nb = sqrt(f->b2);
+		put_num(o, "max_abs", f->max_abs, 1, r->json);
+		put_num(o, "rel_l2", na > 0 ? sqrt(f->d2) / na : 0, na > 0 || f->d2 == 0, r->json);
+		put_num(o, "cosine", f->ab / (na * nb), na > 0 && nb > 0, r->json);
+		if (r->json)
+			fprintf(o,
+				", \"nan_a\": %llu, \"nan_b\": %llu, \"inf_a\": %llu, \"inf_b\": %llu, \"nonfinite_unmatched\": %llu",
+				(unsigned long long)f->nan_a, (unsigned long long)f->nan_b,
+				(unsigned long long)f->inf_a, (unsigned long long)f->inf_b,
+				(unsigned long long)f->unmatched);
+		else
+			fprintf(o, "  nan %llu/%llu  inf %llu/%llu", (unsigned long long)f->nan_a,
+				(unsigned long long)f->nan_b, (unsigned long long)f->inf_a,
+				(unsigned long long)f->inf_b);
+	}
+	fputs(r->json ? "}" : "\n", o);
+}
+
+/* One tensor of A against its namesake in B. */
+static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
+{
+	struct figures f;
+	if (!same_shape(a, b)) {
+		row(r, SHAPE, a, b, NULL);
+		return TFS_OK;
+	}
+	int dt = same_dtype(a, b);
+	if (dt) {
+		char ha[80], hb[80];
+		int s = known_same(a, b)                     ? 1
+			: memo_sha(a, ha) && memo_sha(b, hb) ? strcmp(ha, hb) == 0
+							     : same_bytes(r, a, b);
+		if (s < 0)
+			return TFS_ERR_IO;
+		if (s) {
+			row(r, SAME_BYTES, a, b, NULL);
+			return TFS_OK;
+		}
+	}
+	if (!tfs_values_ok(a->t->dtype) || !tfs_values_ok(b->t->dtype)) {
+		row(r, dt ? DIFFERS : DTYPE, a, b, NULL);
+		return TFS_OK;
+	}
+	tfs_err e = by_value(r, a, b, &f);
+	if (e)
+		return e;
+	int equal = f.max_abs == 0 && f.unmatched == 0;
+	row(r, equal ? SAME_VALUES : dt ? DIFFERS : DTYPE, a, b, &f);
+	return TFS_OK;
+}
+
+int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *b, const char *bn, int json,
+	     FILE *out)
+{
+	struct names nm = {0};
+	struct run r = {.an = an, .bn = bn, .json = json, .out = out};
+	r.ba = malloc(CHUNK);
+	r.bb = malloc(CHUNK);
+	if (!r.ba || !r.bb || names_build(&nm, b)) {
+		fprintf(stderr, "tensorfs: diff: out of memory\n");
+		free(r.ba);
+		free(r.bb);
+		free(nm.slot);
+		free(nm.used);
+		return 2;
+	}
+	if (json) {
+		fputs("{\"a\": ", out);
+		put_str(out, an, strlen(an));
+		fputs(", \"b\": ", out);
+		put_str(out, bn, strlen(bn));
+		fputs(", \"tensors\": [", out);
+	}
+	tfs_err e = TFS_OK;
+	const char *bad = NULL;
+	size_t badl = 0;
+	for (uint32_t s = 0; !e && s < a->nshards; s++)
+		for (uint32_t i = 0; !e && i < a->shards[s].h.n; i++) {
+			struct ref ra = {&a->shards[s], &a->shards[s].h.t[i]};
+			const char *name = tfs_tensor_name(&ra.sh->h, ra.t);
+			size_t k = slot_of(&nm, name, ra.t->name_len);
+			if (!nm.used[k]) {
+				row(&r, ONLY_A, &ra, NULL, NULL);
+				continue;
+			}
+			nm.used[k] = 2;
+			if ((e = compare(&r, &ra, &nm.slot[k]))) {
+				bad = name;
+				badl = ra.t->name_len;
+			}
+		}
+	for (size_t k = 0; !e && k < nm.cap; k++)
+		if (nm.used[k] == 1)
+			row(&r, ONLY_B, NULL, &nm.slot[k], NULL);
+	int rc = 0;
+	if (e) {
+		char q[400];
+		tfs_quote(q, sizeof q, bad, badl);
+		fprintf(stderr, "tensorfs: diff: tensor %s: %s\n", q,
+			e == TFS_ERR_NOMEM ? "out of memory" : "its bytes cannot be read");
+		rc = 2;
+	} else {
+		uint64_t differ = r.count[DIFFERS] + r.count[SHAPE] + r.count[DTYPE] + r.count[ONLY_A] +
+				  r.count[ONLY_B];
+		rc = differ ? 1 : 0;
+		if (json) {
+			fprintf(out, "%s], \"summary\": {", r.rows ? "\n" : "");
+			for (int st = 0; st < NSTATUS; st++)
+				fprintf(out, "%s\"%s\": %llu", st ? ", " : "", status_names[st],
+					(unsigned long long)r.count[st]);
+			fprintf(out, "}, \"bytes_read\": %llu, \"same\": %s}\n",
+				(unsigned long long)r.bytes_read, rc ? "false" : "true");
+		} else {
+			fprintf(out,
+				"%llu identical, %llu equal by value, %llu differ, %llu shape changed, %llu dtype changed, %llu only in A, %llu only in B\n",
+				(unsigned long long)r.count[SAME_BYTES],
+				(unsigned long long)r.count[SAME_VALUES],
+				(unsigned long long)r.count[DIFFERS], (unsigned long long)r.count[SHAPE],
+				(unsigned long long)r.count[DTYPE], (unsigned long long)r.count[ONLY_A],
+				(unsigned long long)r.count[ONLY_B]);
+		}
+	}
+	free(r.ba);
+	free(r.bb);
+	free(nm.slot);
+	free(nm.used);
+	return rc;
+}

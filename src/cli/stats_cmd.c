@@ -1,0 +1,87 @@
+/* tensorfs --stats (cli/stats_cmd.h). */
+#include "cli/stats_cmd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "views/stats.h"
+
+static void put_str(FILE *f, const char *s, size_t n)
+{
+	char *q = NULL;
+	size_t ql = 0, qc = 0;
+	if (!tfs_json_str(&q, &ql, &qc, s, n))
+		fwrite(q, 1, ql, f);
+	free(q);
+}
+
+static void cell(FILE *f, double v, int have)
+{
+	if (have && isfinite(v))
+		fprintf(f, "  %12.6g", v);
+	else
+		fprintf(f, "  %12s", "-");
+}
+
+int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out)
+{
+	size_t rows = 0;
+	if (json) {
+		fputs("{\"source\": ", out);
+		put_str(out, source, strlen(source));
+		fputs(", \"tensors\": [", out);
+	} else {
+		fprintf(out, "%-40s  %-7s  %10s  %12s  %12s  %12s  %12s  %12s  %8s  %6s  %6s\n", "name",
+			"dtype", "count", "min", "max", "mean", "std", "absmax", "zeros", "nan", "inf");
+	}
+	for (uint32_t s = 0; s < m->nshards; s++)
+		for (uint32_t i = 0; i < m->shards[s].h.n; i++) {
+			const struct tfs_shard *sh = &m->shards[s];
+			const struct tfs_tensor *t = &sh->h.t[i];
+			const char *name = tfs_tensor_name(&sh->h, t);
+			size_t dl;
+			const char *dt = tfs_tensor_dtype(&sh->h, t, &dl);
+			struct tfs_stats st;
+			tfs_err e = tfs_stats_tensor(sh, t, &st);
+			char q[400];
+			tfs_quote(q, sizeof q, name, t->name_len);
+			if (e && e != TFS_ERR_UNHANDLED) {
+				fprintf(stderr, "tensorfs: %s: tensor %s: %s\n", source, q,
+					e == TFS_ERR_NOMEM ? "out of memory" : "its bytes cannot be read");
+				return -1;
+			}
+			if (json) {
+				fputs(rows++ ? ",\n  {\"name\": " : "\n  {\"name\": ", out);
+				put_str(out, name, t->name_len);
+				fputs(", \"dtype\": ", out);
+				put_str(out, dt, dl);
+				if (e) {
+					fputs(", \"stats\": null}", out); /* not numbers (complex) */
+				} else {
+					fputs(", \"stats\": ", out);
+					tfs_stats_json(out, &st);
+					fputc('}', out);
+				}
+				continue;
+			}
+			fprintf(out, "%-40s  %-7.*s", q, (int)dl, dt);
+			if (e) {
+				fputs("  (not plain numbers)\n", out);
+				continue;
+			}
+			int h = st.finite > 0;
+			fprintf(out, "  %10llu", (unsigned long long)st.count);
+			cell(out, st.min, h);
+			cell(out, st.max, h);
+			cell(out, st.mean, h);
+			cell(out, st.std, h);
+			cell(out, st.absmax, h);
+			fprintf(out, "  %8llu  %6llu  %6llu\n", (unsigned long long)st.zeros,
+				(unsigned long long)st.nan, (unsigned long long)st.inf);
+		}
+	if (json)
+		fprintf(out, "%s]}\n", rows ? "\n" : "");
+	return 0;
+}

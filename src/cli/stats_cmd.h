@@ -1,0 +1,13 @@
+/* tensorfs --stats: every tensor's statistics, as a table or JSON. */
+#ifndef TFS_STATS_CMD_H
+#define TFS_STATS_CMD_H
+
+#include <stdio.h>
+
+#include "core/model.h"
+
+/* Returns 0, or -1 after one line on stderr (a tensor that cannot be read,
+ * memory). */
+int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out);
+
+#endif

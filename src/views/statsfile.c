@@ -1,0 +1,113 @@
+/* -o stats: NAME.stats.json beside every tensor file, the tensor's
+ * statistics (views/stats.h) as one JSON object, worked out when first
+ * read. Its size must be known before (ls -l reads nothing): the object is
+ * padded with spaces to a fixed size no object can pass, then a newline,
+ * which every JSON reader takes as trailing whitespace. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "views/stats.h"
+#include "views/tree.h"
+#include "views/view.h"
+
+/* The longest object: 9 counts of 20 digits, 7 numbers of 24 characters
+ * (-1.2345678901234567e-308), 64 histogram counts of 20 digits and their
+ * separators, the keys: under 2,200 bytes. */
+#define FILE_SIZE 2560
+
+struct tfs_statsfiles {
+	pthread_mutex_t lock;
+	uint32_t n;
+	char *text[]; /* FILE_SIZE bytes each, once read */
+};
+
+static void *state_new(uint32_t count)
+{
+	struct tfs_statsfiles *s = calloc(1, sizeof *s + (size_t)count * sizeof s->text[0]);
+	if (s) {
+		pthread_mutex_init(&s->lock, NULL);
+		s->n = count;
+	}
+	return s;
+}
+
+static void state_free(void *p)
+{
+	struct tfs_statsfiles *s = p;
+	for (uint32_t i = 0; i < s->n; i++)
+		free(s->text[i]);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	(void)t;
+	(void)n;
+	return FILE_SIZE;
+}
+
+static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, char **out)
+{
+	const struct tfs_node *tn = &t->nodes[n->first];
+	const struct tfs_shard *sh = &t->m->shards[tn->shard];
+	struct tfs_stats st;
+	tfs_err e = tfs_stats_tensor(sh, &sh->h.t[tn->ref], &st);
+	if (e && e != TFS_ERR_UNHANDLED)
+		return e;
+	char *text = malloc(FILE_SIZE + 1);
+	FILE *f = text ? fmemopen(text, FILE_SIZE + 1, "w") : NULL;
+	if (!f) {
+		free(text);
+		return TFS_ERR_NOMEM;
+	}
+	if (e)
+		fputs("{\"stats\": null}", f); /* complex: no plain numbers */
+	else
+		tfs_stats_json(f, &st);
+	long len = ftell(f);
+	fclose(f);
+	if (len < 0 || len >= FILE_SIZE) {
+		free(text);
+		return TFS_ERR_NOMEM; /* cannot be: FILE_SIZE bounds every object */
+	}
+	memset(text + len, ' ', FILE_SIZE - 1 - (size_t)len);
+	text[FILE_SIZE - 1] = '\n';
+	*out = text;
+	return TFS_OK;
+}
+
+static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+		      struct tfs_pieces *out)
+{
+	struct tfs_statsfiles *s = t->stats;
+	pthread_mutex_lock(&s->lock);
+	char *text = s->text[n->ref];
+	pthread_mutex_unlock(&s->lock);
+	if (!text) {
+		/* Worked out outside the lock (a tensor can take seconds);
+		 * two first readers may both work, one result is kept. */
+		char *mine = NULL;
+		tfs_err e = make(t, n, &mine);
+		if (e)
+			return e;
+		pthread_mutex_lock(&s->lock);
+		if (!s->text[n->ref])
+			s->text[n->ref] = mine;
+		else
+			free(mine);
+		text = s->text[n->ref];
+		pthread_mutex_unlock(&s->lock);
+	}
+	return tfs_pieces_mem(out, text + off, len);
+}
+
+const struct tfs_view_ops tfs_view_stats = {
+	.name = "stats",
+	.size = size,
+	.pieces = pieces,
+	.state_new = state_new,
+	.state_free = state_free,
+};

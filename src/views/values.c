@@ -1,0 +1,141 @@
+/* A tensor's elements as numbers (views/values.h). */
+#include "views/values.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/dtype.h"
+
+/* Bytes per element of the dtypes read as they are. */
+static unsigned plain_bytes(unsigned dt)
+{
+	switch (dt) {
+	case TFS_DT_BOOL:
+	case TFS_DT_U8:
+	case TFS_DT_I8:
+		return 1;
+	case TFS_DT_I16:
+	case TFS_DT_U16:
+		return 2;
+	case TFS_DT_I32:
+	case TFS_DT_U32:
+	case TFS_DT_F32:
+		return 4;
+	case TFS_DT_F64:
+	case TFS_DT_I64:
+	case TFS_DT_U64:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+int tfs_values_ok(unsigned dtype)
+{
+	return plain_bytes(dtype) || tfs_converts(dtype);
+}
+
+tfs_err tfs_values_open(struct tfs_values *r, const struct tfs_shard *sh, const struct tfs_tensor *t)
+{
+	memset(r, 0, sizeof *r);
+	if (!tfs_values_ok(t->dtype))
+		return TFS_ERR_UNHANDLED;
+	r->sh = sh;
+	r->t = t;
+	r->count = tfs_tensor_elements(&sh->h, t);
+	uint64_t b, e;
+	tfs_stored_range(t->dtype, 0, TFS_VALUES_CHUNK, &b, &e);
+	/* (a chunk may start inside a unit: one unit more) */
+	size_t raw = plain_bytes(t->dtype) ? (size_t)TFS_VALUES_CHUNK * 8 : (size_t)(e - b) * 2 + 4096;
+	r->raw = malloc(raw);
+	r->dec = malloc((size_t)TFS_VALUES_CHUNK * sizeof *r->dec);
+	r->v = malloc((size_t)TFS_VALUES_CHUNK * sizeof *r->v);
+	if (!r->raw || !r->dec || !r->v) {
+		tfs_values_close(r);
+		return TFS_ERR_NOMEM;
+	}
+	return TFS_OK;
+}
+
+static double plain(unsigned dt, const unsigned char *p)
+{
+	uint64_t x = 0;
+	unsigned n = plain_bytes(dt);
+	for (unsigned i = 0; i < n; i++)
+		x |= (uint64_t)p[i] << (8 * i);
+	switch (dt) {
+	case TFS_DT_BOOL:
+		return x != 0;
+	case TFS_DT_I8:
+		return (double)(int8_t)x;
+	case TFS_DT_I16:
+		return (double)(int16_t)x;
+	case TFS_DT_I32:
+		return (double)(int32_t)x;
+	case TFS_DT_I64:
+		return (double)(int64_t)x;
+	case TFS_DT_F32: {
+		float f;
+		uint32_t w = (uint32_t)x;
+		memcpy(&f, &w, 4);
+		return f;
+	}
+	case TFS_DT_F64: {
+		double d;
+		memcpy(&d, &x, 8);
+		return d;
+	}
+	default:
+		return (double)x; /* unsigned */
+	}
+}
+
+tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n)
+{
+	*v = r->v;
+	*n = 0;
+	if (r->next >= r->count)
+		return TFS_OK;
+	uint64_t first = r->next,
+		 k = r->count - first < TFS_VALUES_CHUNK ? r->count - first : TFS_VALUES_CHUNK;
+	const struct tfs_tensor *t = r->t;
+	unsigned pb = plain_bytes(t->dtype);
+	uint64_t b, e;
+	if (pb) {
+		b = first * pb;
+		e = b + k * pb;
+	} else {
+		tfs_stored_range(t->dtype, first, k, &b, &e);
+	}
+	tfs_err err = tfs_source_serve(r->sh->src, r->raw, (size_t)(e - b), t->begin + b, t->end);
+	if (err)
+		return err;
+	if (pb) {
+		for (uint64_t i = 0; i < k; i++)
+			r->v[i] = plain(t->dtype, r->raw + i * pb);
+	} else {
+		tfs_decode_f32(t->dtype, r->raw, first, (size_t)k, r->dec);
+		for (uint64_t i = 0; i < k; i++) {
+			float f;
+			memcpy(&f, &r->dec[i], 4);
+			r->v[i] = f;
+		}
+	}
+	r->next += k;
+	*n = (size_t)k;
+	return TFS_OK;
+}
+
+void tfs_values_rewind(struct tfs_values *r)
+{
+	r->next = 0;
+}
+
+void tfs_values_close(struct tfs_values *r)
+{
+	free(r->raw);
+	free(r->dec);
+	free(r->v);
+	memset(r, 0, sizeof *r);
+}

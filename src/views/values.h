@@ -1,0 +1,35 @@
+/* A tensor's elements as numbers, for statistics and diff: every dtype the
+ * float32 view decodes (narrow floats, ggml's quantized blocks) as its exact
+ * float32 value, and float32, float64, the integers and bool as they are. */
+#ifndef TFS_VALUES_H
+#define TFS_VALUES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/model.h"
+
+/* Whether the dtype's elements are numbers here (complex ones are not). */
+int tfs_values_ok(unsigned dtype);
+
+/* Elements of the tensor, read in chunks. */
+struct tfs_values {
+	const struct tfs_shard *sh;
+	const struct tfs_tensor *t;
+	uint64_t count, next; /* elements in all, the next to read */
+	unsigned char *raw;   /* stored bytes of a chunk */
+	uint32_t *dec;        /* float32 bit patterns of a chunk */
+	double *v;            /* the chunk's values */
+};
+
+#define TFS_VALUES_CHUNK (1u << 18) /* elements at a time */
+
+tfs_err tfs_values_open(struct tfs_values *r, const struct tfs_shard *sh, const struct tfs_tensor *t);
+/* The next chunk: *n values at *v (0 at the end). */
+tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n);
+/* Back to the first element (a second pass). */
+void tfs_values_rewind(struct tfs_values *r);
+void tfs_values_close(struct tfs_values *r);
+
+#endif
