@@ -187,15 +187,6 @@ static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b,
 	return e;
 }
 
-static void put_str(FILE *f, const char *s, size_t n)
-{
-	char *q = NULL;
-	size_t ql = 0, qc = 0;
-	if (!tfs_json_str(&q, &ql, &qc, s, n))
-		fwrite(q, 1, ql, f);
-	free(q);
-}
-
 static void put_shape(FILE *f, const struct ref *x)
 {
 	fputc('[', f);
@@ -204,13 +195,16 @@ static void put_shape(FILE *f, const struct ref *x)
 	fputc(']', f);
 }
 
+/* In the table, six digits; nine for the cosine, which is near 1 when it
+ * matters. */
 static void put_num(FILE *f, const char *key, double v, int have, int json)
 {
-	if (json)
-		have &&isfinite(v) ? fprintf(f, ", \"%s\": %.17g", key, v)
-				   : fprintf(f, ", \"%s\": null", key);
+	if (!have || !isfinite(v))
+		fprintf(f, json ? ", \"%s\": null" : "  %s -", key);
+	else if (json)
+		fprintf(f, ", \"%s\": %.17g", key, v);
 	else
-		have &&isfinite(v) ? fprintf(f, "  %s %.6g", key, v) : fprintf(f, "  %s -", key);
+		fprintf(f, strcmp(key, "cosine") == 0 ? "  %s %.9g" : "  %s %.6g", key, v);
 }
 
 static void row(struct run *r, enum status st, const struct ref *a, const struct ref *b,
@@ -225,7 +219,7 @@ static void row(struct run *r, enum status st, const struct ref *a, const struct
 	FILE *o = r->out;
 	if (r->json) {
 		fputs(r->rows++ ? ",\n  {\"name\": " : "\n  {\"name\": ", o);
-		put_str(o, name, nl);
+		tfs_json_fstr(o, name, nl);
 		fprintf(o, ", \"status\": \"%s\"", status_names[st]);
 	} else {
 		char q[400];
@@ -240,7 +234,7 @@ static void row(struct run *r, enum status st, const struct ref *a, const struct
 		const char *dt = tfs_tensor_dtype(&y->sh->h, y->t, &dl);
 		if (r->json) {
 			fprintf(o, ", \"dtype_%c\": ", side ? 'b' : 'a');
-			put_str(o, dt, dl);
+			tfs_json_fstr(o, dt, dl);
 			fprintf(o, ", \"shape_%c\": ", side ? 'b' : 'a');
 		} else {
 			fputs(side && a ? " -> " : "  ", o);
@@ -317,9 +311,9 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 	}
 	if (json) {
 		fputs("{\"a\": ", out);
-		put_str(out, an, strlen(an));
+		tfs_json_fstr(out, an, strlen(an));
 		fputs(", \"b\": ", out);
-		put_str(out, bn, strlen(bn));
+		tfs_json_fstr(out, bn, strlen(bn));
 		fputs(", \"tensors\": [", out);
 	}
 	tfs_err e = TFS_OK;

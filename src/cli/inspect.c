@@ -61,8 +61,6 @@ static int count(struct stats *st, const char *dt, size_t dl, uint64_t params, u
 
 #define INSPECT_META_MAX (64u << 10)
 
-static void jstr(FILE *f, const char *s, size_t n);
-
 /* The format's facts ("general.architecture: llama"). */
 static void put_facts(FILE *f, const struct tfs_table *h, int json)
 {
@@ -71,9 +69,9 @@ static void put_facts(FILE *f, const struct tfs_table *h, int json)
 		const char *key = h->facts + k, *val = key + strlen(key) + 1;
 		if (json) {
 			fputs(first ? "" : ", ", f);
-			jstr(f, key, strlen(key));
+			tfs_json_fstr(f, key, strlen(key));
 			fputs(": ", f);
-			jstr(f, val, strlen(val));
+			tfs_json_fstr(f, val, strlen(val));
 		} else {
 			fprintf(f, "%s: %s\n", key, val);
 		}
@@ -88,15 +86,6 @@ static int dt_cmp(const void *a, const void *b)
 }
 
 /* JSON string to a FILE, escaped as tfs_json_str does. */
-static void jstr(FILE *f, const char *s, size_t n)
-{
-	char *b = NULL;
-	size_t len = 0, cap = 0;
-	if (tfs_json_str(&b, &len, &cap, s, n) == TFS_OK)
-		fwrite(b, 1, len, f);
-	free(b);
-}
-
 /* Columns a UTF-8 string takes on a terminal: wide (CJK) characters take
  * two, combining ones none. Measured in C.UTF-8 whatever the caller's
  * locale, since names are UTF-8 by the format's rules. */
@@ -191,11 +180,11 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 		missing += (uint32_t)m->shards[s].missing;
 	if (json) {
 		fputs("{\"source\": ", f);
-		jstr(f, source, strlen(source));
+		tfs_json_fstr(f, source, strlen(source));
 		fputs(", \"index_only\": true, \"shards\": [", f);
 		for (uint32_t s = 0; s < m->nshards; s++) {
 			fputs(s ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
-			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+			tfs_json_fstr(f, m->shards[s].name, strlen(m->shards[s].name));
 			fprintf(f, ", \"tensors\": %llu, \"present\": %s}",
 				(unsigned long long)m->shards[s].index_tensors,
 				m->shards[s].missing ? "false" : "true");
@@ -205,7 +194,7 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 			if (!m->shards[s].missing)
 				continue;
 			fputs(k++ ? ", " : "", f);
-			jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+			tfs_json_fstr(f, m->shards[s].name, strlen(m->shards[s].name));
 		}
 		fprintf(f, "], \"tensor_count\": %llu, \"total_size\": ", (unsigned long long)m->ntensors);
 		if (has_ts)
@@ -261,15 +250,15 @@ static void tensor_json(FILE *f, const struct tfs_shard *sh, const struct tfs_te
 	size_t dl;
 	const char *dt = tfs_tensor_dtype(h, t, &dl);
 	fputs(first ? "\n  {\"name\": " : ",\n  {\"name\": ", f);
-	jstr(f, tfs_tensor_name(h, t), t->name_len);
+	tfs_json_fstr(f, tfs_tensor_name(h, t), t->name_len);
 	fputs(", \"dtype\": ", f);
-	jstr(f, dt, dl);
+	tfs_json_fstr(f, dt, dl);
 	fputs(", \"shape\": ", f);
 	shape_str(f, h, t, 1);
 	fprintf(f, ", \"bytes\": %llu, \"offsets\": [%llu,%llu], \"shard\": ",
 		(unsigned long long)tfs_tensor_size(t), (unsigned long long)t->begin,
 		(unsigned long long)t->end);
-	jstr(f, sh->name, strlen(sh->name));
+	tfs_json_fstr(f, sh->name, strlen(sh->name));
 	fputc('}', f);
 }
 
@@ -304,23 +293,23 @@ static void totals_json(FILE *f, const struct tfs_model *m, const struct stats *
 		(unsigned long long)st->tensors);
 	for (size_t i = 0; i < st->n; i++) {
 		fputs(i ? ", " : "", f);
-		jstr(f, st->d[i].name, strlen(st->d[i].name));
+		tfs_json_fstr(f, st->d[i].name, strlen(st->d[i].name));
 		fprintf(f, ": %llu", (unsigned long long)st->d[i].params);
 	}
 	fputs("}, \"bytes_per_dtype\": {", f);
 	for (size_t i = 0; i < st->n; i++) {
 		fputs(i ? ", " : "", f);
-		jstr(f, st->d[i].name, strlen(st->d[i].name));
+		tfs_json_fstr(f, st->d[i].name, strlen(st->d[i].name));
 		fprintf(f, ": %llu", (unsigned long long)st->d[i].bytes);
 	}
 	fprintf(f, "}, \"total_parameters\": %llu, \"total_bytes\": %llu, \"shards\": [",
 		(unsigned long long)st->params, (unsigned long long)st->bytes);
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		fputs(s ? ", " : "", f);
-		jstr(f, m->shards[s].name, strlen(m->shards[s].name));
+		tfs_json_fstr(f, m->shards[s].name, strlen(m->shards[s].name));
 	}
 	fputs("], \"format\": ", f);
-	jstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
+	tfs_json_fstr(f, m->shards[0].h.format, strlen(m->shards[0].h.format));
 	fputs(", \"facts\": {", f);
 	put_facts(f, &m->shards[0].h, 1);
 	fprintf(f, "}, \"metadata\": %s}\n", meta);
@@ -359,7 +348,7 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 
 	if (json) {
 		fputs("{\"source\": ", f);
-		jstr(f, source, strlen(source));
+		tfs_json_fstr(f, source, strlen(source));
 		fputs(", \"tensors\": [", f);
 	} else {
 		w = name_width(m);

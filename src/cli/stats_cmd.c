@@ -8,15 +8,6 @@
 #include "core/json.h"
 #include "views/stats.h"
 
-static void put_str(FILE *f, const char *s, size_t n)
-{
-	char *q = NULL;
-	size_t ql = 0, qc = 0;
-	if (!tfs_json_str(&q, &ql, &qc, s, n))
-		fwrite(q, 1, ql, f);
-	free(q);
-}
-
 static void cell(FILE *f, double v, int have)
 {
 	if (have && isfinite(v))
@@ -30,7 +21,7 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 	size_t rows = 0;
 	if (json) {
 		fputs("{\"source\": ", out);
-		put_str(out, source, strlen(source));
+		tfs_json_fstr(out, source, strlen(source));
 		fputs(", \"tensors\": [", out);
 	} else {
 		fprintf(out, "%-40s  %-7s  %10s  %12s  %12s  %12s  %12s  %12s  %8s  %6s  %6s\n", "name",
@@ -54,9 +45,9 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 			}
 			if (json) {
 				fputs(rows++ ? ",\n  {\"name\": " : "\n  {\"name\": ", out);
-				put_str(out, name, t->name_len);
+				tfs_json_fstr(out, name, t->name_len);
 				fputs(", \"dtype\": ", out);
-				put_str(out, dt, dl);
+				tfs_json_fstr(out, dt, dl);
 				if (e) {
 					fputs(", \"stats\": null}", out); /* not numbers (complex) */
 				} else {

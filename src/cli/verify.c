@@ -16,6 +16,7 @@
 #include "cli/manifest.h"
 #include "core/json.h"
 #include "views/digest.h"
+#include "views/sums.h"
 #include "views/tree.h"
 
 /* A manifest is at most this large (500,000 tensors' lines take 50 MB). */
@@ -34,8 +35,9 @@ static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tf
 		if (len == cap) {
 			char *t = cap < MANIFEST_MAX ? realloc(text, 2 * cap + 1) : NULL;
 			if (!t) {
-				e = cap < MANIFEST_MAX ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory")
-						       : tfs_fail(d, TFS_ERR_INVAL, "the manifest is over 1 GiB");
+				e = cap < MANIFEST_MAX
+					    ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory")
+					    : tfs_fail(d, TFS_ERR_INVAL, "the manifest is over 1 GiB");
 				break;
 			}
 			text = t;
@@ -43,7 +45,8 @@ static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tf
 		}
 	}
 	if (!e && (!text || ferror(f)))
-		e = text ? tfs_fail(d, TFS_ERR_INVAL, "cannot read the manifest") : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		e = text ? tfs_fail(d, TFS_ERR_INVAL, "cannot read the manifest")
+			 : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	fclose(f);
 	if (!e)
 		e = tfs_manifest_parse(text, len, m, d);
@@ -118,11 +121,7 @@ static uint32_t find(const struct tfs_tree *t, const uint32_t *nodes, size_t n, 
 static void put_name(FILE *f, const char *s, size_t n, int json)
 {
 	if (json) {
-		char *q = NULL;
-		size_t ql = 0, qc = 0;
-		if (!tfs_json_str(&q, &ql, &qc, s, n))
-			fwrite(q, 1, ql, f);
-		free(q);
+		tfs_json_fstr(f, s, n);
 		return;
 	}
 	char q[400];
@@ -241,15 +240,12 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 			fprintf(r->out, ", \"%s\": \"%s\"}", tfs_digest_name(a), hex);
 			continue;
 		}
-		int esc = memchr(name, '\\', nl) || memchr(name, '\n', nl) || memchr(name, '\r', nl);
-		fprintf(r->out, "%s%s  ", esc ? "\\" : "", hex);
-		for (size_t c = 0; c < nl; c++) {
-			if (esc && (name[c] == '\\' || name[c] == '\n' || name[c] == '\r'))
-				fprintf(r->out, "\\%c", name[c] == '\\' ? '\\' : name[c] == '\n' ? 'n' : 'r');
-			else
-				fputc(name[c], r->out);
+		size_t hl = strlen(hex);
+		char *line = malloc(tfs_sum_line_len(hl, name, nl));
+		if (line) {
+			fwrite(line, 1, tfs_sum_line(line, hex, hl, name, nl), r->out);
+			free(line);
 		}
-		fputc('\n', r->out);
 	}
 }
 

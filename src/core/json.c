@@ -189,3 +189,12 @@ size_t tfs_float_repr(char *buf, size_t cap, double v)
 	}
 	return (size_t)snprintf(buf, cap, "%s", out);
 }
+
+void tfs_json_fstr(FILE *f, const char *s, size_t n)
+{
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	if (tfs_json_str(&b, &len, &cap, s, n) == TFS_OK)
+		fwrite(b, 1, len, f);
+	free(b);
+}

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/err.h"
 
@@ -22,6 +23,11 @@ tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v);
  * json-c because json-c keys are C strings: text holding U+0000 would be
  * cut short. */
 tfs_err tfs_json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* Writes `s` as a JSON string literal to f, for the command line's --json
+ * output (nothing when memory runs out: the caller's ferror-free output is
+ * then short, and its JSON invalid, never wrong). */
+void tfs_json_fstr(FILE *f, const char *s, size_t n);
 
 /* The same, escaping exactly what serde_json and Python's json.dumps
  * (ensure_ascii=False) escape: DEL stays as it is. */

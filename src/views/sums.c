@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "views/digest.h"
+#include "views/sums.h"
 #include "views/tree.h"
 #include "views/view.h"
 
@@ -44,35 +45,34 @@ static void state_free(void *p)
 	free(st);
 }
 
-/* GNU sha256sum's rule: a name holding a backslash or a newline is written
- * with those escaped and the line starts with a backslash. */
 static int needs_escape(const char *s, size_t n)
 {
 	return memchr(s, '\\', n) || memchr(s, '\n', n) || memchr(s, '\r', n);
 }
 
-static size_t line_len(const struct tfs_node *c)
+size_t tfs_sum_line_len(size_t hexlen, const char *name, size_t n)
 {
-	size_t n = c->fname_len;
-	if (needs_escape(c->fname, n)) {
-		n++; /* the leading backslash */
-		for (uint32_t k = 0; k < c->fname_len; k++)
-			n += c->fname[k] == '\\' || c->fname[k] == '\n' || c->fname[k] == '\r';
+	size_t len = hexlen + 2 + n + 1;
+	if (needs_escape(name, n)) {
+		len++; /* the leading backslash */
+		for (size_t k = 0; k < n; k++)
+			len += name[k] == '\\' || name[k] == '\n' || name[k] == '\r';
 	}
-	return 64 + 2 + n + 1;
+	return len;
 }
 
-static char *put_line(char *o, const char *hex, const struct tfs_node *c)
+size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name, size_t n)
 {
-	int esc = needs_escape(c->fname, c->fname_len);
+	char *o = out;
+	int esc = needs_escape(name, n);
 	if (esc)
 		*o++ = '\\';
-	memcpy(o, hex, 64);
-	o += 64;
+	memcpy(o, hex, hexlen);
+	o += hexlen;
 	*o++ = ' ';
 	*o++ = ' ';
-	for (uint32_t k = 0; k < c->fname_len; k++) {
-		char ch = c->fname[k];
+	for (size_t k = 0; k < n; k++) {
+		char ch = name[k];
 		if (esc && (ch == '\\' || ch == '\n' || ch == '\r')) {
 			*o++ = '\\';
 			*o++ = ch == '\\' ? '\\' : ch == '\n' ? 'n' : 'r';
@@ -81,7 +81,7 @@ static char *put_line(char *o, const char *hex, const struct tfs_node *c)
 		}
 	}
 	*o++ = '\n';
-	return o;
+	return (size_t)(o - out);
 }
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
@@ -95,7 +95,7 @@ static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 		for (uint32_t k = 0; k < dir->count; k++) {
 			const struct tfs_node *c = &t->nodes[t->children[dir->first + k]];
 			if (c->kind == TFS_NODE_TENSOR)
-				z += line_len(c);
+				z += tfs_sum_line_len(64, c->fname, c->fname_len);
 		}
 		s->size = z;
 	}
@@ -129,7 +129,7 @@ static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, struct s
 		if (!tfs_digest_known(t, inos[k], TFS_DIGEST_SHA256, hex))
 			e = TFS_ERR_NOMEM; /* kept, unless memory ran out */
 		else
-			o = put_line(o, hex, &t->nodes[inos[k]]);
+			o += tfs_sum_line(o, hex, 64, t->nodes[inos[k]].fname, t->nodes[inos[k]].fname_len);
 	}
 	free(inos);
 	if (e) {

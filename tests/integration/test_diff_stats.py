@@ -10,7 +10,7 @@ import pytest
 
 import gen_gguf as G
 from servers import Nginx
-from tfsutil import EXIT_USAGE, mounted, run, write_st
+from tfsutil import EXIT_USAGE, REAL, mounted, need_real, run, write_st
 
 
 def bf16_bits(a):
@@ -280,3 +280,17 @@ def test_stats_option_off_by_default(tmp):
     write_st(src, [("w", "F32", (2,), np.ones(2, np.float32).tobytes())])
     with mounted(src) as mnt:
         assert sorted(os.listdir(mnt)) == ["__metadata__.json", "__tensors__.tsv", "w"]
+
+
+def test_diff_against_its_f32_view():
+    """A real BF16 checkpoint against the export of its convert=f32 view:
+    every tensor equal by value, exit 0; against its raw export: identical."""
+    need_real()
+    src = os.path.join(REAL, "diffusers_sd15_lora_naruto_bf16.safetensors")
+    with mounted(src, "-o", "convert=f32,export") as mnt:
+        rc, d = diff(src, os.path.join(mnt, "model.safetensors"))
+    assert rc == 0 and d["summary"]["equal"] == len(d["tensors"]) > 100
+    assert all(t["dtype_a"] == "BF16" and t["dtype_b"] == "F32" and t["max_abs"] == 0 for t in d["tensors"])
+    with mounted(src, "-o", "export") as mnt:
+        rc, d = diff(src, os.path.join(mnt, "model.safetensors"))
+    assert rc == 0 and d["summary"]["identical"] > 100 and d["summary"]["equal"] == 0
