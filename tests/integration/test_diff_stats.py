@@ -52,7 +52,8 @@ def stats_tensors():
 
 
 def reference(v):
-    v = np.asarray(v, np.float64).ravel()
+    with np.errstate(invalid="ignore"):  # signalling NaNs (F8_E5M2's) cast quietly
+        v = np.asarray(v, np.float64).ravel()
     fin = v[np.isfinite(v)]
     ref = {"count": v.size, "finite": fin.size, "nan": int(np.isnan(v).sum()), "inf": int(np.isinf(v).sum()),
            "zeros": int((fin == 0).sum())}
@@ -294,3 +295,20 @@ def test_diff_against_its_f32_view():
     with mounted(src, "-o", "export") as mnt:
         rc, d = diff(src, os.path.join(mnt, "model.safetensors"))
     assert rc == 0 and d["summary"]["identical"] > 100 and d["summary"]["equal"] == 0
+
+
+@pytest.mark.parametrize("dt", ["F8_E4M3", "F8_E5M2", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ"])
+def test_stats_of_f8_through_the_f32_decoder(tmp, dt):
+    """The F8 family (every bit pattern, NaN and Inf where the type has
+    them) counts as the float32 values the convert=f32 view serves."""
+    raw = bytes(range(256)) * 3
+    src = os.path.join(tmp, "f8.safetensors")
+    write_st(src, [("w", dt, (len(raw),), raw)])
+    with mounted(src, "-o", "convert=f32") as mnt:
+        vals = np.fromfile(os.path.join(mnt, "w"), np.float32)
+    r = run(["--stats", "--json", src])
+    assert r.returncode == 0, r.stderr
+    s, ref = json.loads(r.stdout)["tensors"][0]["stats"], reference(vals)
+    for k in ("count", "finite", "nan", "inf", "zeros", "min", "max", "absmax", "counts"):
+        assert (s["histogram"]["counts"] if k == "counts" else s[k]) == ref[k], (dt, k)
+    assert s["mean"] == pytest.approx(ref["mean"], rel=1e-12) and s["std"] == pytest.approx(ref["std"], rel=1e-12)
