@@ -406,6 +406,7 @@ void tfs_cache_file_unref(struct tfs_cfile *f)
 	C.warm_done -= f->warmed;
 	free(f->key);
 	free(f->memo);
+	free(f->memo_slot);
 	pthread_mutex_destroy(&f->memo_lock);
 	free(f);
 }

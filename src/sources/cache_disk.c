@@ -336,7 +336,8 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 
 /* One file per cached file, "KEY\tVALUE\n" lines appended (a line written
  * by one write(2) with O_APPEND lands whole, whoever else appends), the
- * last line of a key winning; read once per mount, then kept in memory.
+ * last line of a key winning; read once per mount, then kept in memory
+ * with an index by key (a lookup per tensor must not scan the file).
  * A memo is at most this large (a hash line per tensor of a large model
  * is a few megabytes). */
 #define MEMO_MAX (64u << 20)
@@ -344,6 +345,60 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 static void memo_path(const struct tfs_cfile *f, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%.2s/%s/memo", C.dir, f->hex, f->hex);
+}
+
+/* The slot of `key` in the index: its line's, or the empty one where it
+ * would go. */
+static size_t memo_find(const struct tfs_cfile *f, const char *key, size_t kl)
+{
+	size_t i = (size_t)tfs_hash(key, kl, DISK_SEED) & (f->memo_cap - 1);
+	for (; f->memo_slot[i]; i = (i + 1) & (f->memo_cap - 1)) {
+		const char *line = f->memo + f->memo_slot[i] - 1;
+		if (f->memo_len - (f->memo_slot[i] - 1) > kl && memcmp(line, key, kl) == 0 &&
+		    line[kl] == '\t')
+			break;
+	}
+	return i;
+}
+
+/* Indexes every whole line from `from` on (a later line of a key wins);
+ * the index doubles as the lines grow. A line cut short (by a crash) is
+ * no value. Without memory for the index, the memo is forgotten. */
+static void memo_index(struct tfs_cfile *f, size_t from)
+{
+	size_t lines = f->memo_n;
+	for (size_t at = from; at < f->memo_len; at++)
+		lines += f->memo[at] == '\n';
+	if (2 * lines + 2 > f->memo_cap) {
+		size_t cap = 64;
+		while (cap < 4 * lines + 4)
+			cap *= 2;
+		size_t *slot = calloc(cap, sizeof *slot);
+		if (!slot) {
+			free(f->memo_slot);
+			f->memo_slot = NULL;
+			f->memo_len = f->memo_n = f->memo_cap = 0;
+			return;
+		}
+		free(f->memo_slot);
+		f->memo_slot = slot;
+		f->memo_cap = cap;
+		f->memo_n = 0;
+		from = 0;
+	}
+	for (size_t at = from; at < f->memo_len;) {
+		const char *line = f->memo + at;
+		const char *nl = memchr(line, '\n', f->memo_len - at);
+		if (!nl)
+			break;
+		const char *tab = memchr(line, '\t', (size_t)(nl - line));
+		if (tab) {
+			size_t i = memo_find(f, line, (size_t)(tab - line));
+			f->memo_n += !f->memo_slot[i];
+			f->memo_slot[i] = at + 1;
+		}
+		at = (size_t)(nl - f->memo) + 1;
+	}
 }
 
 static void memo_read(struct tfs_cfile *f)
@@ -361,6 +416,7 @@ static void memo_read(struct tfs_cfile *f)
 		f->memo_len = k > 0 ? (size_t)k : 0;
 	}
 	close(fd);
+	memo_index(f, 0);
 }
 
 int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t cap)
@@ -372,18 +428,15 @@ int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t c
 	pthread_mutex_lock(&f->memo_lock);
 	if (!f->memo_read)
 		memo_read(f);
-	for (size_t at = 0; at < f->memo_len;) {
-		const char *line = f->memo + at;
-		const char *nl = memchr(line, '\n', f->memo_len - at);
-		if (!nl)
-			break; /* a line cut short (by a crash): not a value */
-		size_t ll = (size_t)(nl - line);
-		if (ll > kl && memcmp(line, key, kl) == 0 && line[kl] == '\t' && ll - kl - 1 < cap) {
-			memcpy(val, line + kl + 1, ll - kl - 1);
-			val[ll - kl - 1] = 0;
+	size_t i = f->memo_cap ? memo_find(f, key, kl) : 0;
+	if (f->memo_cap && f->memo_slot[i]) {
+		const char *v = f->memo + f->memo_slot[i] - 1 + kl + 1;
+		const char *nl = memchr(v, '\n', f->memo_len - (size_t)(v - f->memo));
+		if (nl && (size_t)(nl - v) < cap) {
+			memcpy(val, v, (size_t)(nl - v));
+			val[nl - v] = 0;
 			found = 1;
 		}
-		at += ll + 1;
 	}
 	pthread_mutex_unlock(&f->memo_lock);
 	return found;
@@ -416,6 +469,7 @@ void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val)
 		memcpy(m + f->memo_len, line, (size_t)n);
 		f->memo = m;
 		f->memo_len += (size_t)n;
+		memo_index(f, f->memo_len - (size_t)n);
 	}
 	pthread_mutex_unlock(&f->memo_lock);
 }

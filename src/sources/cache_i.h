@@ -83,10 +83,12 @@ struct tfs_cfile {
 	void *ctx;
 	char hex[33]; /* its directory in the disk cache */
 	int dir_made;
-	/* Its memo (tfs_cfile_memo_get): the file's lines, once read. */
+	/* Its memo (tfs_cfile_memo_get): the file's lines, once read, and
+	 * an index of them by key (offset + 1 of each key's last line). */
 	pthread_mutex_t memo_lock;
 	char *memo;
 	size_t memo_len;
+	size_t *memo_slot, memo_cap, memo_n;
 	int memo_read;
 	struct stream st[STREAMS];
 	uint64_t clock;

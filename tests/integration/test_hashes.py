@@ -283,11 +283,12 @@ def test_hashes_kept_in_the_disk_cache(tmp):
     for p in (tmp, root):
         os.chmod(p, 0o755)
     rng = np.random.default_rng(9)
-    ts = [(f"t{i}", "F32", (256, 256), rng.standard_normal((256, 256)).astype(np.float32).tobytes()) for i in range(4)]
+    # more tensors than the memo's first index holds (it grows)
+    ts = [(f"t{i}", "F32", (64, 256), rng.standard_normal((64, 256)).astype(np.float32).tobytes()) for i in range(40)]
     write_st(os.path.join(root, "a.safetensors"), ts)
     changed = bytearray(ts[2][3])
     changed[100] ^= 0x40
-    write_st(os.path.join(root, "b.safetensors"), ts[:2] + [("t2", "F32", (256, 256), bytes(changed))] + ts[3:])
+    write_st(os.path.join(root, "b.safetensors"), ts[:2] + [("t2", "F32", (64, 256), bytes(changed))] + ts[3:])
     for f in os.listdir(root):
         os.chmod(os.path.join(root, f), 0o644)
     cache = os.path.join(tmp, "cache")
@@ -302,8 +303,9 @@ def test_hashes_kept_in_the_disk_cache(tmp):
             os.unlink(p)
         ng.clear_log()
         with mounted(a, "-o", f"cache_dir={cache}") as mnt:
-            assert os.getxattr(os.path.join(mnt, "t1"), "user.hash.sha256").decode() == \
-                hashlib.sha256(ts[1][3]).hexdigest()
+            for name, _, _, data in ts:
+                assert os.getxattr(os.path.join(mnt, name), "user.hash.sha256").decode() == \
+                    hashlib.sha256(data).hexdigest()
         # the mount's first request only: no tensor byte
         assert len(ng.requests()) == 1, ng.requests()
         ng.clear_log()
