@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +116,8 @@ struct disk_hdr {
  * blocks): a crash cannot have left it torn, so a read checks the header,
  * key and size only, and the data goes from the file to the reader with
  * no pass over it (checking 1 GiB cost the warm row a third of its
- * speed). Other blocks (written as readers fetch, without waiting for the
- * disk) have their data checked on every read. */
+ * speed). Blocks written as readers fetch get the flag later (see
+ * sync_later); until then their data is checked on every read. */
 #define DURABLE 1u
 
 static void blk_path(const struct tfs_cfile *f, uint64_t idx, char *out, size_t n)
@@ -289,6 +290,85 @@ static void disk_evict(void)
 	pthread_mutex_unlock(&C.lock);
 }
 
+/* ---- making blocks durable behind the reader ---- */
+
+/* A block a reader fetched is written without waiting for the disk (its
+ * reply must not wait for an fdatasync), so until it is durable every read
+ * of it from a later mount checks its data: a tenth of a disk cache hit's
+ * time. One thread syncs such blocks in the background and then sets
+ * DURABLE in their headers, through the same descriptor: a block renamed
+ * over meanwhile is another inode and keeps its own flag. The header is
+ * written after the data reached the disk, so a crash leaves either flag
+ * with data that matches it; a header torn by a crash fails its own hash
+ * and the block is fetched again. The queue is bounded: a block that does
+ * not fit, or is still queued when the mount ends, stays checked. */
+#define SYNC_QUEUE 1024
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	char *path[SYNC_QUEUE];
+	unsigned head, n;
+	int started;
+} S = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, 0};
+
+static void make_durable(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct disk_hdr h;
+	char key[4096];
+	if (fdatasync(fd) == 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+	    memcmp(h.magic, "TFSBLK02", 8) == 0 && h.key_len < sizeof key &&
+	    pread(fd, key, h.key_len, sizeof h) == (ssize_t)h.key_len && hdr_hash(&h, key) == h.hdr_hash &&
+	    !(h.flags & DURABLE)) {
+		h.flags |= DURABLE;
+		h.hdr_hash = hdr_hash(&h, key);
+		if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+			/* A header half written fails its hash: the block is
+			 * fetched again, which is all a failure here costs. */
+		}
+	}
+	close(fd);
+}
+
+static void *syncer(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&S.lock);
+		while (!S.n)
+			pthread_cond_wait(&S.more, &S.lock);
+		char *path = S.path[S.head];
+		S.head = (S.head + 1) % SYNC_QUEUE;
+		S.n--;
+		pthread_mutex_unlock(&S.lock);
+		make_durable(path);
+		free(path);
+	}
+	return NULL;
+}
+
+static void sync_later(const char *path)
+{
+	pthread_mutex_lock(&S.lock);
+	if (!S.started) {
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		S.started = pthread_create(&t, &a, syncer, NULL) == 0 ? 1 : -1;
+		pthread_attr_destroy(&a);
+	}
+	char *p = S.started > 0 && S.n < SYNC_QUEUE ? strdup(path) : NULL;
+	if (p) {
+		S.path[(S.head + S.n) % SYNC_QUEUE] = p;
+		S.n++;
+		pthread_cond_signal(&S.more);
+	}
+	pthread_mutex_unlock(&S.lock);
+}
+
 /* Writes the block's file atomically: a temporary name, then rename. */
 void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 {
@@ -323,6 +403,8 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 		unlink(tmp);
 		return;
 	}
+	if (!durable)
+		sync_later(path);
 	pthread_mutex_lock(&C.lock);
 	C.disk_used += sizeof h + kl + b->len;
 	C.disk_written += sizeof h + kl + b->len;

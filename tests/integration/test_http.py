@@ -393,6 +393,38 @@ def test_memory_bounded_with_16_readers(web):
             assert hwm < (16 << 20) + (64 << 20), hwm
 
 
+M64 = (1 << 64) - 1
+
+
+def _tfs_hash(b, seed):
+    """core/hash.h's tfs_hash, to write a block header the daemon accepts."""
+    def mix(a, m):
+        r = a * m
+        return (r & M64) ^ (r >> 64)
+    n = len(b)
+    h = seed ^ ((n * 0x9e3779b97f4a7c15) & M64)
+    i = 0
+    while n - i >= 8:
+        h = mix(h ^ int.from_bytes(b[i:i + 8], "little"), 0xa0761d6478bd642f)
+        i += 8
+    w = int.from_bytes(b[i:].ljust(8, b"\0"), "little")
+    h = mix(h ^ w ^ 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3)
+    return mix(h, seed ^ 0x589965cc75374cc3)
+
+
+def block_header(blk, flags):
+    """A disk cache block's 48-byte header (sources/cache_disk.c) with new
+    flags and a header hash that checks out."""
+    seed = 0x3c6ef372fe94f82b
+    key_len = int.from_bytes(blk[8:12], "little")
+    h = bytearray(blk[:48])
+    h[32:40] = flags.to_bytes(8, "little")
+    h[40:48] = bytes(8)
+    key = bytes(blk[48:48 + key_len])
+    h[40:48] = (_tfs_hash(bytes(h), seed) ^ _tfs_hash(key, seed + 1)).to_bytes(8, "little")
+    return bytes(h)
+
+
 def test_disk_cache_survives_remounts(web, tmp):
     """-o cache_dir: a second mount of the same file reads no tensor data
     over the network (only the first request, which checks the version);
@@ -404,15 +436,41 @@ def test_disk_cache_survives_remounts(web, tmp):
     url = web.url("plain", "gen/dc.safetensors")
     with mounted(url, "-o", f"cache_dir={cache}") as mnt:
         assert read_in(mnt) == raw
-    blocks = [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
-    assert blocks and all(b.endswith(".blk") for b in blocks)
+        blocks = [os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs]
+        assert blocks and all(b.endswith(".blk") for b in blocks)
+        # the blocks the reader fetched are made durable in the background
+        # (flags, a u64 at offset 32, bit 0), so later mounts need not
+        # check their data on every read
+        for _ in range(200):
+            flags = [int.from_bytes(open(b, "rb").read(40)[32:40], "little") for b in blocks]
+            if all(f & 1 for f in flags):
+                break
+            time.sleep(0.05)
+        assert all(f & 1 for f in flags), flags
     web.clear_log()
     with mounted(url, "-o", f"cache_dir={cache}") as a, mounted(url, "-o", f"cache_dir={cache}") as b:
         assert read_in(a) == raw and read_in(b) == raw
     assert [r["range"] for r in requests_for(web, "dc.safetensors")] == ["bytes=0-99999"] * 2
-    # damage a block: it is noticed, dropped and fetched again
+    # damage a block's header: it is noticed, dropped and fetched again
     victim = sorted(blocks)[len(blocks) // 2]
     data = bytearray(open(victim, "rb").read())
+    data[20] ^= 0xFF
+    open(victim, "wb").write(bytes(data))
+    web.clear_log()
+    with mounted(url, "-o", f"cache_dir={cache}") as mnt:
+        assert read_in(mnt) == raw
+    assert len(requests_for(web, "dc.safetensors")) == 2
+    # a block not yet durable (its flag cleared under a header hash that
+    # checks out) has its data checked: a flipped data byte is refetched
+    victim = sorted(blocks)[len(blocks) // 3]
+    data = bytearray(open(victim, "rb").read())
+    assert block_header(data, flags=1) == bytes(data[:48])  # the hash is the daemon's
+    data[:48] = block_header(data, flags=0)
+    open(victim, "wb").write(bytes(data))
+    web.clear_log()
+    with mounted(url, "-o", f"cache_dir={cache}") as mnt:
+        assert read_in(mnt) == raw
+    assert len(requests_for(web, "dc.safetensors")) == 1  # its data checked out
     data[-10] ^= 0xFF
     open(victim, "wb").write(bytes(data))
     web.clear_log()
