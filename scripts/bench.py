@@ -13,6 +13,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   rand   4 KiB reads at random offsets across a 4 GiB checkpoint / the same offsets from the source
   gguf-mount, dequant, bin-mount   see scripts/bench_formats.py
   export-cp, export-open           see scripts/bench_export.py
+  gguf-ttfb, gguf-cp, gguf-memory  see scripts/bench_rewrite.py
   stream1, stream4, waste, waste-rand, stream-memory, warm, s3-stream   see scripts/bench_stream.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
@@ -432,10 +433,13 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # knowing what is in a checkpoint (issue 26): throughput ratios, and diff-read:
            # bytes read / bytes of the differing tensors
            "verify-sha": (">=", 0.9, 1.5), "verify-xxh": (">=", 0.9, 0.9), "stats": (">=", 1.0, 2.0),
-           "diff-cmp": (">=", 0.8, 0.8), "diff-read": ("<=", 1.0, 1.0)}
+           "diff-cmp": (">=", 0.8, 0.8), "diff-read": ("<=", 1.0, 1.0),
+           # rewrites with no copy (issue 27); gguf-memory: peak RSS for 40 GB / for 1 GiB
+           "gguf-ttfb": ("<=", 2.0, 2.0), "gguf-cp": (">=", 0.5, 0.8), "gguf-memory": ("<=", 1.5, 1.5)}
 FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
 KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read"}
+REWRITE_ROWS = {"gguf-ttfb", "gguf-cp", "gguf-memory"}
 STREAM_ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
@@ -446,14 +450,14 @@ def main():
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
                     "stream1,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
-                    "verify-sha,verify-xxh,stats,diff-cmp,diff-read")
+                    "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
     a = ap.parse_args()
     want = set(a.rows.split(","))
     os.makedirs(DIR, exist_ok=True)
-    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS:
+    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
     if want & {"read1", "read2", "read1-null"}:
@@ -483,6 +487,9 @@ def main():
     if want & KNOW_ROWS:
         import bench_know
         rows += bench_know.rows(sys.modules[__name__], a.reps, want)
+    if want & REWRITE_ROWS:
+        import bench_rewrite
+        rows += bench_rewrite.rows(sys.modules[__name__], a.reps, want)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))

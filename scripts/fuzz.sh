@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 art=build/fuzz-artifacts
 mkdir -p "$art"
-for target in ${FUZZ_TARGETS:-header index names remote formats pytorch dispatch manifest}; do
+# Every target there is (tests/fuzz/fuzz_NAME.c), unless FUZZ_TARGETS names some.
+all=$(ls tests/fuzz/fuzz_*.c | sed 's|.*/fuzz_||; s|\.c$||')
+for target in ${FUZZ_TARGETS:-$all}; do
   bin=build/fuzz_$target
   work=build/fuzz-corpus-$target
   mkdir -p "$work"

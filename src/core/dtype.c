@@ -130,6 +130,16 @@ void tfs_dtype_from_ggml(uint32_t id, unsigned *dt, const char **removed)
 	}
 }
 
+int64_t tfs_dtype_to_ggml(unsigned dt)
+{
+	if (dt == TFS_DT_UNKNOWN)
+		return -1;
+	for (uint32_t id = 0; id < sizeof ggml_ids / sizeof ggml_ids[0]; id++)
+		if (ggml_ids[id].dt == dt && !ggml_ids[id].removed)
+			return id;
+	return -1;
+}
+
 const struct tfs_dtype_info *tfs_dtype_info(unsigned dt)
 {
 	return dt < TFS_DT_COUNT ? &table[dt] : NULL;

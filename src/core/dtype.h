@@ -89,6 +89,10 @@ unsigned tfs_dtype_lookup_safetensors(const char *s, size_t len);
  * and took out (Q4_2...), or NULL for an id ggml's table does not hold. */
 void tfs_dtype_from_ggml(uint32_t id, unsigned *dt, const char **removed);
 
+/* The ggml type id of one of ours, or -1 when ggml has none (U16, the F8
+ * family...). */
+int64_t tfs_dtype_to_ggml(unsigned dt);
+
 /* Bytes of `elems` elements, or UINT64_MAX when that is not a whole number
  * of bytes (packed types), not whole blocks, or overflows. */
 uint64_t tfs_dtype_bytes(unsigned dt, uint64_t elems);

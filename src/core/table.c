@@ -27,8 +27,7 @@ void tfs_table_free(struct tfs_table *t)
 {
 	if (!t)
 		return;
-	if (t->writer.free)
-		t->writer.free(t->writer.state);
+	free(t->kv.own);
 	free(t->t);
 	free(t->arena);
 	free(t->dims);
@@ -67,8 +66,8 @@ uint64_t tfs_tensor_elements(const struct tfs_table *h, const struct tfs_tensor 
 
 tfs_err tfs_table_meta_json(const struct tfs_table *h, char **out, size_t *outlen)
 {
-	if (h->writer.json)
-		return h->writer.json(h, out, outlen);
+	if (h->kv.p)
+		return tfs_kvs_json(&h->kv, out, outlen, NULL, NULL);
 	char *b = NULL;
 	size_t len = 0, cap = 0;
 	tfs_err e = TFS_OK;

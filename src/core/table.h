@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/err.h"
+#include "core/kv.h"
 
 struct tfs_tensor {
 	uint64_t begin, end; /* absolute byte range in the file */
@@ -22,27 +23,18 @@ struct tfs_tensor {
 	uint32_t dtype_off; /* into arena, only for an unknown dtype */
 	uint32_t dtype_len;
 	uint16_t dtype; /* enum tfs_dtype or TFS_DT_UNKNOWN */
+	/* TFS_TENSOR_TRANSPOSED: stored in Fortran order (an .npz member), so
+	 * the table shows the transpose (shape reversed), whose C-order bytes
+	 * those are; an NPY view says fortran_order with the stored shape. */
+	uint8_t flags;
 };
+#define TFS_TENSOR_TRANSPOSED 1u
 
 struct tfs_meta_pair {
 	uint32_t key_off, key_len, val_off, val_len; /* into arena */
 };
 
 struct tfs_table;
-
-/* A format whose metadata is not string pairs writes it on demand (the
- * first read of __metadata__.json), so that a large vocabulary costs the
- * mount nothing. */
-struct tfs_meta_writer {
-	tfs_err (*json)(const struct tfs_table *t, char **out, size_t *len);
-	/* The same for a generated file, whose metadata must be text: a pair
-	 * whose key or string value is not UTF-8 is left out (json shows it
-	 * with U+FFFD), and skipped() told its key. Optional. */
-	tfs_err (*json_text)(const struct tfs_table *t, char **out, size_t *len,
-			     void (*skipped)(void *ctx, const char *key, size_t kl), void *ctx);
-	void (*free)(void *state);
-	void *state;
-};
 
 struct tfs_format;
 
@@ -62,7 +54,10 @@ struct tfs_table {
 	bool has_metadata;          /* a metadata object was present (not null) */
 	struct tfs_meta_pair *meta; /* last value wins, first position kept */
 	uint32_t nmeta;
-	struct tfs_meta_writer writer; /* json == NULL: the pairs above */
+	/* Typed metadata (GGUF's), instead of the pairs above when kv.p is
+	 * set; written as JSON only when someone reads it, so that a large
+	 * vocabulary costs the mount nothing. */
+	struct tfs_kvs kv;
 	uint32_t unknown_dtypes;       /* tensors whose dtype was passed through */
 	/* Format facts for messages and tests (safetensors: 8 + N). */
 	uint64_t data_start;
@@ -93,8 +88,9 @@ const char *tfs_tensor_dtype(const struct tfs_table *h, const struct tfs_tensor 
 /* The product of the shape (1 for a scalar), UINT64_MAX when over 64 bits. */
 uint64_t tfs_tensor_elements(const struct tfs_table *h, const struct tfs_tensor *t);
 
-/* Metadata as pretty-printed JSON with a trailing newline: the writer's, or
- * the pairs as an object of strings ("{}" when there are none). */
+/* Metadata as pretty-printed JSON with a trailing newline: the typed
+ * pairs (core/kv.h), or the pairs as an object of strings ("{}" when there
+ * are none). */
 tfs_err tfs_table_meta_json(const struct tfs_table *t, char **out, size_t *len);
 
 /* ---- building a table (format drivers) ---- */

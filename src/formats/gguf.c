@@ -17,12 +17,19 @@
 #include "core/json.h"
 #include "core/jscan.h"
 
-enum { T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64, T_COUNT };
-static const char *const type_names[T_COUNT] = {
-	"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",   "FLOAT32",
-	"BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64",
+/* The value types are core/kv.h's (the table keeps the pairs as read). */
+enum {
+	T_U8 = TFS_KV_U8,
+	T_U32 = TFS_KV_U32,
+	T_BOOL = TFS_KV_BOOL,
+	T_STR = TFS_KV_STR,
+	T_ARR = TFS_KV_ARR,
+	T_F32 = TFS_KV_F32,
+	T_F64 = TFS_KV_F64,
+	T_COUNT = TFS_KV_COUNT
 };
-static const uint8_t type_size[T_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+#define type_size(t) tfs_kv_type_size(t)
+#define type_names(t) tfs_kv_type_name(t)
 
 #define GGML_MAX_NAME 64 /* ggml.h: a name and its NUL */
 #define MAX_DIMS 4
@@ -129,9 +136,9 @@ static tfs_err skip_value(struct rd *r, uint32_t t, const char *key)
 		size_t o, l;
 		return get_str(r, &o, &l, key);
 	}
-	tfs_err e = need(r, type_size[t], key);
+	tfs_err e = need(r, type_size(t), key);
 	if (!e)
-		r->pos += type_size[t];
+		r->pos += type_size(t);
 	return e;
 }
 
@@ -170,11 +177,11 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 		return skip_value(r, kv->type, what);
 	if (kv->elem != T_STR) {
 		/* Fixed-size elements: check the whole array at once. */
-		if (kv->count > (r->size - r->pos) / type_size[kv->elem])
+		if (kv->count > (r->size - r->pos) / type_size(kv->elem))
 			return need(r, r->size - r->pos + 1, what);
-		if ((e = need(r, kv->count * type_size[kv->elem], what)))
+		if ((e = need(r, kv->count * type_size(kv->elem), what)))
 			return e;
-		r->pos += (size_t)(kv->count * type_size[kv->elem]);
+		r->pos += (size_t)(kv->count * type_size(kv->elem));
 		return TFS_OK;
 	}
 	/* Each string takes at least its 8-byte length. */
@@ -184,212 +191,6 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 		if ((e = skip_value(r, T_STR, what)))
 			return e;
 	return TFS_OK;
-}
-
-/* ---- __metadata__.json, written when first read ---- */
-
-struct meta_state {
-	unsigned char *buf; /* the header as read */
-	unsigned char *kv;  /* its key/value section */
-	size_t len;
-	uint64_t n;
-};
-
-static tfs_err put_str_utf8(char **b, size_t *n, size_t *cap, const unsigned char *s, size_t len)
-{
-	/* JSON must be UTF-8: a bad byte becomes U+FFFD, as a lenient reader
-	 * would show it. */
-	size_t bad = tfs_utf8_check(s, len);
-	if (bad == len)
-		return tfs_json_str(b, n, cap, (const char *)s, len);
-	char *fixed = malloc(len * 3 + 1);
-	size_t o = 0, i = 0;
-	if (!fixed)
-		return TFS_ERR_NOMEM;
-	while (i < len) {
-		size_t ok = tfs_utf8_check(s + i, len - i);
-		memcpy(fixed + o, s + i, ok);
-		o += ok;
-		i += ok;
-		if (i < len) {
-			memcpy(fixed + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	tfs_err e = tfs_json_str(b, n, cap, fixed, o);
-	free(fixed);
-	return e;
-}
-
-static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsigned char *p)
-{
-	char tmp[48];
-	double f;
-	switch (t) {
-	case T_U8:
-	case T_U16:
-	case T_U32:
-	case T_U64:
-		snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)le(p, type_size[t]));
-		break;
-	case T_I8:
-	case T_I16:
-	case T_I32:
-	case T_I64: {
-		uint64_t u = le(p, type_size[t]);
-		int bits = type_size[t] * 8;
-		int64_t v = bits == 64 ? (int64_t)u
-				       : (int64_t)(u ^ (1ull << (bits - 1))) - (int64_t)(1ull << (bits - 1));
-		snprintf(tmp, sizeof tmp, "%lld", (long long)v);
-		break;
-	}
-	case T_BOOL:
-		snprintf(tmp, sizeof tmp, "%s", p[0] ? "true" : "false");
-		break;
-	case T_F32: {
-		uint32_t u = (uint32_t)le(p, 4);
-		float x;
-		memcpy(&x, &u, 4);
-		f = x;
-		goto real;
-	}
-	default: {
-		uint64_t u = le(p, 8);
-		memcpy(&f, &u, 8);
-real:
-		/* JSON has no NaN or infinity: those are strings. */
-		if (isnan(f))
-			snprintf(tmp, sizeof tmp, "\"nan\"");
-		else if (isinf(f))
-			snprintf(tmp, sizeof tmp, "\"%sinf\"", f < 0 ? "-" : "");
-		else
-			snprintf(tmp, sizeof tmp, t == T_F32 ? "%.9g" : "%.17g", f);
-	}
-	}
-	return tfs_json_puts(b, n, cap, tmp);
-}
-
-/* Whether the pair's key and every string of its value are UTF-8; *end
- * gets the offset after the pair. (The section was validated at mount:
- * lengths are in bounds.) */
-/* The pair at p up to its value: its key's length, its type, the type of
- * its elements and how many (1 unless an array); returns where the value
- * starts. */
-static size_t pair_head(const struct meta_state *m, size_t p, size_t *kl, uint32_t *type, uint32_t *elem,
-			uint64_t *count)
-{
-	*kl = (size_t)le(m->kv + p, 8);
-	p += 8 + *kl;
-	*type = *elem = (uint32_t)le(m->kv + p, 4);
-	*count = 1;
-	p += 4;
-	if (*type == T_ARR) {
-		*elem = (uint32_t)le(m->kv + p, 4);
-		*count = le(m->kv + p + 4, 8);
-		p += 12;
-	}
-	return p;
-}
-
-static int pair_is_text(const struct meta_state *m, size_t p, size_t *end)
-{
-	size_t kl;
-	uint32_t type, elem;
-	uint64_t count;
-	size_t v = pair_head(m, p, &kl, &type, &elem, &count);
-	int ok = tfs_utf8_check(m->kv + p + 8, kl) == kl;
-	p = v;
-	for (uint64_t k = 0; k < count; k++) {
-		if (elem == T_STR) {
-			size_t sl = (size_t)le(m->kv + p, 8);
-			ok = ok && tfs_utf8_check(m->kv + p + 8, sl) == sl;
-			p += 8 + sl;
-		} else {
-			p += (size_t)type_size[elem] * (count - k);
-			break;
-		}
-	}
-	*end = p;
-	return ok;
-}
-
-/* skip == NULL: every pair, bad UTF-8 as U+FFFD (__metadata__.json);
- * else pairs that are not text are left out and told to skip. */
-static tfs_err meta_json_ex(const struct tfs_table *t, char **out, size_t *outlen,
-			    void (*skip)(void *ctx, const char *key, size_t kl), void *ctx)
-{
-	const struct meta_state *m = t->writer.state;
-	char *b = NULL;
-	size_t n = 0, cap = 0, p = 0;
-	uint64_t put = 0;
-	tfs_err e = tfs_json_put(&b, &n, &cap, "{", 1);
-	/* The section was validated at mount: lengths are in bounds. */
-	for (uint64_t i = 0; !e && i < m->n; i++) {
-		size_t kl, after;
-		uint32_t type, elem;
-		uint64_t count;
-		const unsigned char *key = m->kv + p + 8;
-		if (skip && !pair_is_text(m, p, &after)) {
-			skip(ctx, (const char *)key, (size_t)le(m->kv + p, 8));
-			p = after;
-			continue;
-		}
-		p = pair_head(m, p, &kl, &type, &elem, &count);
-		e = tfs_json_puts(&b, &n, &cap, put++ ? ",\n  " : "\n  ");
-		if (!e)
-			e = put_str_utf8(&b, &n, &cap, key, kl);
-		if (!e)
-			e = tfs_json_puts(&b, &n, &cap, ": {\"type\": \"");
-		if (!e)
-			e = tfs_json_puts(&b, &n, &cap, type_names[type]);
-		if (!e && type == T_ARR) {
-			e = tfs_json_puts(&b, &n, &cap, "\", \"element_type\": \"");
-			if (!e)
-				e = tfs_json_puts(&b, &n, &cap, type_names[elem]);
-		}
-		if (!e)
-			e = tfs_json_puts(&b, &n, &cap,
-					  type == T_ARR ? "\", \"value\": [" : "\", \"value\": ");
-		for (uint64_t k = 0; !e && k < count; k++) {
-			if (k)
-				e = tfs_json_put(&b, &n, &cap, ", ", 2);
-			if (e)
-				break;
-			if (elem == T_STR) {
-				size_t sl = (size_t)le(m->kv + p, 8);
-				e = put_str_utf8(&b, &n, &cap, m->kv + p + 8, sl);
-				p += 8 + sl;
-			} else {
-				e = put_num(&b, &n, &cap, elem, m->kv + p);
-				p += type_size[elem];
-			}
-		}
-		if (!e)
-			e = tfs_json_puts(&b, &n, &cap, type == T_ARR ? "]}" : "}");
-	}
-	if (!e)
-		e = tfs_json_puts(&b, &n, &cap, put ? "\n}\n" : "}\n");
-	if (e) {
-		free(b);
-		return e;
-	}
-	*out = b;
-	*outlen = n;
-	return TFS_OK;
-}
-
-static tfs_err meta_json(const struct tfs_table *t, char **out, size_t *outlen)
-{
-	return meta_json_ex(t, out, outlen, NULL, NULL);
-}
-
-static void meta_free(void *state)
-{
-	struct meta_state *m = state;
-	if (m)
-		free(m->buf);
-	free(m);
 }
 
 /* ---- the whole header ---- */
@@ -421,10 +222,10 @@ static const struct kv *find_key(struct rd *r, const struct kv *kvs, uint64_t n,
 /* An unsigned integer scalar of any width, for the keys tensorfs reads. */
 static int kv_uint(struct rd *r, const struct kv *kv, uint64_t *v)
 {
-	if (!kv || kv->type == T_ARR || type_size[kv->type] == 0 || kv->type == T_F32 || kv->type == T_F64 ||
+	if (!kv || kv->type == T_ARR || type_size(kv->type) == 0 || kv->type == T_F32 || kv->type == T_F64 ||
 	    kv->type == T_BOOL)
 		return 0;
-	*v = le(r->buf + kv->val, type_size[kv->type]);
+	*v = le(r->buf + kv->val, type_size(kv->type));
 	return 1;
 }
 
@@ -651,7 +452,7 @@ static tfs_err alignment(struct rd *r, const struct kv *kvs, uint64_t nkv, uint6
 		return TFS_OK;
 	if (a->type != T_U32)
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment is of type %s; ggml requires UINT32",
-				type_names[a->type]);
+				type_names(a->type));
 	*align = le(r->buf + a->val, 4);
 	if (*align == 0 || (*align & (*align - 1)))
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment %llu is not a power of 2",
@@ -677,18 +478,11 @@ static tfs_err split_keys(struct rd *r, const struct kv *kvs, uint64_t nkv, uint
  * kept: a vocabulary can be megabytes. */
 static tfs_err keep_meta(struct rd *r, struct tfs_table *out, size_t kv_begin, size_t kv_end, uint64_t nkv)
 {
-	struct meta_state *ms = calloc(1, sizeof *ms);
-	if (!ms)
-		return tfs_fail(r->d, TFS_ERR_NOMEM, "out of memory");
-	ms->buf = r->buf;
+	out->kv.own = r->buf;
 	r->buf = NULL;
-	ms->kv = ms->buf + kv_begin;
-	ms->len = kv_end - kv_begin;
-	ms->n = nkv;
-	out->writer.json = meta_json;
-	out->writer.json_text = meta_json_ex;
-	out->writer.free = meta_free;
-	out->writer.state = ms;
+	out->kv.p = out->kv.own + kv_begin;
+	out->kv.len = kv_end - kv_begin;
+	out->kv.n = nkv;
 	out->has_metadata = nkv > 0;
 	return TFS_OK;
 }

@@ -257,7 +257,7 @@ static void skipped(void *ctx, const char *key, size_t kl)
 		q);
 }
 
-static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
+tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen)
 {
 	struct merge g;
 	memset(&g, 0, sizeof g);
@@ -267,13 +267,12 @@ static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 	int any = 0;
 	for (uint32_t s = 0; !e && s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
-		if (h->writer.json) {
+		if (h->kv.p) {
 			char *js;
 			size_t jl;
 			struct skip_ctx sc = {m, s};
 			any = 1;
-			if ((e = h->writer.json_text ? h->writer.json_text(h, &js, &jl, skipped, &sc)
-						     : h->writer.json(h, &js, &jl)))
+			if ((e = tfs_kvs_json(&h->kv, &js, &jl, skipped, &sc)))
 				break;
 			keep[s] = json_tokener_parse(js);
 			free(js);
@@ -319,26 +318,75 @@ static tfs_err make_meta(const struct tfs_model *m, char **out, size_t *outlen)
 
 /* ---- one file ---- */
 
-struct sort_key {
-	const char *name;
-	uint32_t len;
-	uint32_t rank;
-	uint32_t node;
-};
-
 /* The documented order: tensors whose size is a multiple of 8 first, then
  * the rest; within each, safetensors' writer order (dtype from the widest
  * down, in its declaration order), then the name, bytewise. */
 static int by_order(const void *pa, const void *pb)
 {
-	const struct sort_key *a = pa, *b = pb;
-	if (a->rank != b->rank)
-		return a->rank < b->rank ? -1 : 1;
+	const struct tfs_st_entry *a = pa, *b = pb;
+	uint32_t ra = (a->size % 8 ? 1u << 16 : 0) + (0xffffu - a->dtype);
+	uint32_t rb = (b->size % 8 ? 1u << 16 : 0) + (0xffffu - b->dtype);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
 	size_t n = a->len < b->len ? a->len : b->len;
 	int c = memcmp(a->name, b->name, n);
 	if (c)
 		return c;
 	return a->len < b->len ? -1 : a->len > b->len;
+}
+
+tfs_err tfs_export_header(struct tfs_st_entry *ent, uint32_t n, const char *meta, size_t meta_len, char **out,
+			  size_t *out_len, uint64_t *start)
+{
+	char *h = NULL;
+	size_t len = 0, cap = 0;
+	qsort(ent, n, sizeof *ent, by_order);
+	/* The length is written over the first 8 bytes at the end. */
+	tfs_err e = tfs_json_put(&h, &len, &cap, "\0\0\0\0\0\0\0\0{", 9);
+	if (!e)
+		e = tfs_json_put(&h, &len, &cap, meta, meta_len);
+	uint64_t at = 0;
+	for (uint32_t i = 0; !e && i < n; i++) {
+		const struct tfs_st_entry *x = &ent[i];
+		start[i] = at;
+		if ((i || meta_len) && (e = tfs_json_put(&h, &len, &cap, ",", 1)))
+			break;
+		if ((e = tfs_json_str_std(&h, &len, &cap, x->name, x->len)) ||
+		    (e = tfs_json_puts(&h, &len, &cap, ":{\"dtype\":\"")) ||
+		    (e = tfs_json_puts(&h, &len, &cap, tfs_dtype_name(x->dtype))) ||
+		    (e = tfs_json_puts(&h, &len, &cap, "\",\"shape\":[")))
+			break;
+		for (uint32_t d = 0; !e && d < x->ndim; d++) {
+			if (!(e = tfs_json_put(&h, &len, &cap, ",", d ? 1 : 0)))
+				e = tfs_json_u64(&h, &len, &cap, x->dims[d]);
+		}
+		if (e || (e = tfs_json_puts(&h, &len, &cap, "],\"data_offsets\":[")) ||
+		    (e = tfs_json_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
+		    (e = tfs_json_u64(&h, &len, &cap, at + x->size)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
+			break;
+		at += x->size;
+	}
+	if (!e)
+		e = tfs_json_put(&h, &len, &cap, "}", 1);
+	/* Spaces after it to a multiple of 8, as safetensors' writer pads:
+	 * with the 8-byte length in front, the data starts 8-aligned. */
+	while (!e && len % 8)
+		e = tfs_json_put(&h, &len, &cap, " ", 1);
+	if (!e && len - 8 > HEADER_LIMIT)
+		e = TFS_ERR_FORMAT;
+	if (e) {
+		free(h);
+		return e;
+	}
+	uint64_t nhdr = len - 8;
+	for (int i = 0; i < 8; i++)
+		h[i] = (char)(nhdr >> (8 * i));
+	for (uint32_t i = 0; i < n; i++)
+		start[i] += len;
+	start[n] = len + at;
+	*out = h;
+	*out_len = len;
+	return TFS_OK;
 }
 
 /* The tensor nodes under directory `dir` that the export holds. */
@@ -378,13 +426,12 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 		     struct built **out)
 {
 	struct built *b = calloc(1, sizeof *b);
-	struct sort_key *keys = NULL;
-	char *h = NULL;
-	size_t len = 0, cap = 0;
+	struct tfs_st_entry *ent = NULL;
+	size_t cap = 0;
 	tfs_err e = b ? TFS_OK : TFS_ERR_NOMEM;
 	if (!e)
 		e = members(t, en->first, &b->order, &b->n);
-	if (!e && !(keys = tfs_malloc_big(((size_t)b->n + 1) * sizeof *keys)))
+	if (!e && !(ent = tfs_malloc_big(((size_t)b->n + 1) * sizeof *ent)))
 		e = TFS_ERR_NOMEM;
 	if (!e && !(b->start = tfs_malloc_big(((size_t)b->n + 1) * sizeof *b->start)))
 		e = TFS_ERR_NOMEM;
@@ -394,71 +441,21 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 		const struct tfs_node *n = &t->nodes[b->order[i]];
 		const struct tfs_table *tb = &t->m->shards[n->shard].h;
 		const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-		keys[i].name = tfs_tensor_name(tb, ts);
-		keys[i].len = ts->name_len;
-		keys[i].rank = (data_size(t, n) % 8 ? 1u << 16 : 0) + (0xffffu - export_dtype(t, n));
-		keys[i].node = b->order[i];
+		ent[i] = (struct tfs_st_entry){tfs_tensor_name(tb, ts), ts->name_len, export_dtype(t, n),
+					       tb->dims + ts->dims_off, ts->ndim, data_size(t, n), b->order[i]};
 	}
-	qsort(keys, b->n, sizeof *keys, by_order);
-
-	/* The length is written over the first 8 bytes at the end. */
-	e = tfs_json_put(&h, &len, &cap, "\0\0\0\0\0\0\0\0{", 9);
-	if (!e)
-		e = tfs_json_put(&h, &len, &cap, x->meta, x->meta_len);
-	uint64_t at = 0;
-	for (uint32_t i = 0; !e && i < b->n; i++) {
-		const struct tfs_node *n = &t->nodes[keys[i].node];
-		const struct tfs_table *tb = &t->m->shards[n->shard].h;
-		const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-		uint64_t sz = data_size(t, n);
-		b->order[i] = keys[i].node;
-		b->start[i] = at;
-		if ((i || x->meta_len) && (e = tfs_json_put(&h, &len, &cap, ",", 1)))
-			break;
-		if ((e = tfs_json_str_std(&h, &len, &cap, keys[i].name, keys[i].len)) ||
-		    (e = tfs_json_puts(&h, &len, &cap, ":{\"dtype\":\"")) ||
-		    (e = tfs_json_puts(&h, &len, &cap, tfs_dtype_name(export_dtype(t, n)))) ||
-		    (e = tfs_json_puts(&h, &len, &cap, "\",\"shape\":[")))
-			break;
-		for (uint32_t d = 0; !e && d < ts->ndim; d++) {
-			if (!(e = tfs_json_put(&h, &len, &cap, ",", d ? 1 : 0)))
-				e = tfs_json_u64(&h, &len, &cap, tb->dims[ts->dims_off + d]);
-		}
-		if (e || (e = tfs_json_puts(&h, &len, &cap, "],\"data_offsets\":[")) ||
-		    (e = tfs_json_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
-		    (e = tfs_json_u64(&h, &len, &cap, at + sz)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
-			break;
-		at += sz;
-	}
-	if (!e)
-		e = tfs_json_put(&h, &len, &cap, "}", 1);
-	/* Spaces after it to a multiple of 8, as safetensors' writer pads:
-	 * with the 8-byte length in front, the data starts 8-aligned. */
-	while (!e && len % 8)
-		e = tfs_json_put(&h, &len, &cap, " ", 1);
-	free(keys);
-	keys = NULL;
+	e = tfs_export_header(ent, b->n, x->meta, x->meta_len, &b->hdr, &b->hdr_len, b->start);
+	for (uint32_t i = 0; !e && i < b->n; i++)
+		b->order[i] = ent[i].id;
+	free(ent);
 	if (e)
 		goto fail;
-	uint64_t nhdr = len - 8;
-	if (nhdr > HEADER_LIMIT) {
-		e = TFS_ERR_FORMAT;
-		goto fail;
-	}
-	for (int i = 0; i < 8; i++)
-		h[i] = (char)(nhdr >> (8 * i));
-	for (uint32_t i = 0; i < b->n; i++)
-		b->start[i] += len;
-	b->start[b->n] = len + at;
-	b->hdr = h;
-	b->hdr_len = len;
+	cap = b->hdr_len;
 	b->slot = en->ref;
 	b->bytes = cap + ((size_t)b->n + 1) * (sizeof *b->order + sizeof *b->start) + sizeof *b;
 	*out = b;
 	return TFS_OK;
 fail:
-	free(keys);
-	free(h);
 	built_free(b);
 	return e;
 }
@@ -512,7 +509,7 @@ static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pi
 	if (s->state == CANNOT)
 		return s->why;
 	if (!x->meta_done) {
-		x->meta_err = make_meta(t->m, &x->meta, &x->meta_len);
+		x->meta_err = tfs_export_meta(t->m, &x->meta, &x->meta_len);
 		x->meta_done = 1;
 	}
 	if (x->meta_err)

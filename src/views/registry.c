@@ -9,6 +9,8 @@ extern const struct tfs_view_ops tfs_view_export;
 extern const struct tfs_view_ops tfs_view_original;
 extern const struct tfs_view_ops tfs_view_sums;
 extern const struct tfs_view_ops tfs_view_stats;
+extern const struct tfs_view_ops tfs_view_gguf;
+extern const struct tfs_view_ops tfs_view_reshard;
 
 /* Indexed by enum tfs_node_kind (a directory has none). */
 const struct tfs_view_ops *const tfs_views[] = {
@@ -21,6 +23,8 @@ const struct tfs_view_ops *const tfs_views[] = {
 	&tfs_view_original, /* TFS_NODE_ORIGINAL */
 	&tfs_view_sums,     /* TFS_NODE_SUMS */
 	&tfs_view_stats,    /* TFS_NODE_STATS */
+	&tfs_view_gguf,     /* TFS_NODE_GGUF */
+	&tfs_view_reshard,  /* TFS_NODE_RESHARD */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

@@ -1,6 +1,7 @@
 #include "views/tree.h"
 #include "views/view.h"
 #include "views/hashes.h"
+#include "views/tree_i.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *
 }
 
 /* Inserts node `ni`; returns 0, or the node that already has its name. */
-static uint32_t slot_insert(struct tfs_tree *t, uint32_t ni)
+uint32_t tfs_tree_slot_insert(struct tfs_tree *t, uint32_t ni)
 {
 	const struct tfs_node *n = &t->nodes[ni];
 	size_t j = key_hash(n->parent, n->fname, n->fname_len) & (t->nslots - 1);
@@ -109,31 +110,14 @@ void tfs_tree_free(struct tfs_tree *t)
 	if (t->stats)
 		tfs_view_of_kind(TFS_NODE_STATS)->state_free(t->stats);
 	tfs_digests_free(t->digests);
+	for (unsigned k = 0; k < TFS_NODE_KINDS; k++)
+		if (t->vstate[k])
+			tfs_view_of_kind(k)->state_free(t->vstate[k]);
 	memset(t, 0, sizeof *t);
 }
 
-/* Building state: names before they are mapped, and the directory index
- * keyed by raw component bytes (two components must never share a directory
- * because their mapped names happen to meet). */
-struct build {
-	struct tfs_tree *t;
-	const char **raw; /* per node: raw name bytes (not NUL-terminated) */
-	uint32_t *raw_len;
-	uint8_t *conflict; /* per node: tensor whose name a directory has */
-	size_t cap;
-	uint32_t *dslots; /* directory node keyed by (parent, raw) */
-	size_t ndslots, ndirs;
-	const struct tfs_model *m;
-	const struct tfs_tree_opts *o;
-	size_t npy_len; /* of the .npy suffix, 0 without format=npy */
-	uint32_t root, first_user;
-	uint64_t *foff; /* per node: its name's offset in t->fnames */
-	size_t fcap, flen;
-	uint32_t *late; /* hashed names that met another */
-	uint32_t nlate;
-};
 
-static tfs_err node_new(struct build *b, uint32_t *out)
+tfs_err tfs_tree_node_new(struct build *b, uint32_t *out)
 {
 	struct tfs_tree *t = b->t;
 	if (t->nnodes == UINT32_MAX)
@@ -203,7 +187,7 @@ static tfs_err dir_get(struct build *b, uint32_t parent, const char *raw, size_t
 		return TFS_OK;
 	}
 	uint32_t d;
-	tfs_err e = node_new(b, &d);
+	tfs_err e = tfs_tree_node_new(b, &d);
 	if (e)
 		return e;
 	b->t->nodes[d].kind = TFS_NODE_DIR;
@@ -221,7 +205,7 @@ static tfs_err add_blob(struct build *b, const char *name, char *data, size_t le
 {
 	struct tfs_tree *t = b->t;
 	uint32_t i;
-	tfs_err e = node_new(b, &i);
+	tfs_err e = tfs_tree_node_new(b, &i);
 	if (e) {
 		free(data);
 		return e;
@@ -266,7 +250,7 @@ static tfs_err build_start(struct build *b)
 		b->cap = want;
 	}
 	/* Node 0 is never used: inode 0 means nothing to FUSE. */
-	if (node_new(b, &b->root) || node_new(b, &b->root))
+	if (tfs_tree_node_new(b, &b->root) || tfs_tree_node_new(b, &b->root))
 		return TFS_ERR_NOMEM;
 	t->nodes[b->root].kind = TFS_NODE_DIR;
 	t->nodes[b->root].parent = b->root;
@@ -307,7 +291,7 @@ static tfs_err add_tensors(struct build *b)
 					start = k + 1;
 				}
 			}
-			if (node_new(b, &ni))
+			if (tfs_tree_node_new(b, &ni))
 				return TFS_ERR_NOMEM;
 			t->nodes[ni].kind = TFS_NODE_TENSOR;
 			t->nodes[ni].parent = parent;
@@ -349,7 +333,7 @@ static tfs_err add_per_dir(struct build *b, uint8_t kind, uint32_t *count, void 
 		uint32_t ni;
 		if (t->nodes[i].kind != TFS_NODE_DIR)
 			continue;
-		if (node_new(b, &ni))
+		if (tfs_tree_node_new(b, &ni))
 			return TFS_ERR_NOMEM;
 		struct tfs_node *n = &t->nodes[ni];
 		n->kind = kind;
@@ -383,7 +367,7 @@ static tfs_err add_sums(struct build *b)
 		uint32_t ni;
 		if (!has[i])
 			continue;
-		if (node_new(b, &ni)) {
+		if (tfs_tree_node_new(b, &ni)) {
 			e = TFS_ERR_NOMEM;
 			break;
 		}
@@ -411,7 +395,7 @@ static tfs_err add_stats(struct build *b)
 		uint32_t ni;
 		if (t->nodes[i].kind != TFS_NODE_TENSOR)
 			continue;
-		if (node_new(b, &ni))
+		if (tfs_tree_node_new(b, &ni))
 			return TFS_ERR_NOMEM;
 		struct tfs_node *n = &t->nodes[ni];
 		n->kind = TFS_NODE_STATS;
@@ -432,7 +416,7 @@ static tfs_err add_originals(struct build *b, struct tfs_diag *d)
 	if (e)
 		return e;
 	uint32_t di;
-	if (node_new(b, &di))
+	if (tfs_tree_node_new(b, &di))
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
 	t->nodes[di].kind = TFS_NODE_DIR;
 	t->nodes[di].parent = b->root;
@@ -441,7 +425,7 @@ static tfs_err add_originals(struct build *b, struct tfs_diag *d)
 	for (uint32_t k = 0; k < tfs_originals_count(t->originals); k++) {
 		uint32_t ni;
 		size_t nl;
-		if (node_new(b, &ni))
+		if (tfs_tree_node_new(b, &ni))
 			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory building the file table");
 		t->nodes[ni].kind = TFS_NODE_ORIGINAL;
 		t->nodes[ni].parent = di;
@@ -453,134 +437,42 @@ static tfs_err add_originals(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-/* Keeps name[0..len) (NUL-terminated) in t->fnames as node i's. */
-static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t len)
+struct tfs_tree_add {
+	struct build *b;
+	uint8_t kind;
+};
+
+tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *name, int dir, uint32_t ref,
+			  uint32_t *out)
 {
-	struct tfs_tree *t = b->t;
-	b->foff[i] = b->flen;
-	t->nodes[i].fname_len = (uint32_t)len;
-	if (tfs_json_put(&t->fnames, &b->flen, &b->fcap, name, len) ||
-	    tfs_json_put(&t->fnames, &b->flen, &b->fcap, "", 1))
+	uint32_t ni;
+	if (tfs_tree_node_new(a->b, &ni))
 		return TFS_ERR_NOMEM;
+	struct tfs_node *n = &a->b->t->nodes[ni];
+	n->kind = dir ? TFS_NODE_DIR : a->kind;
+	n->parent = parent;
+	n->ref = dir ? 0 : ref;
+	n->fname = name;
+	n->fname_len = (uint32_t)strlen(name);
+	if (out)
+		*out = ni;
 	return TFS_OK;
 }
 
-static int stats_like(const char *s, size_t n)
+/* The files of the views that add their own. */
+static tfs_err add_views(struct build *b, struct tfs_diag *d)
 {
-	size_t k = strlen(TFS_STATS_SUFFIX);
-	return n >= k && memcmp(s + n - k, TFS_STATS_SUFFIX, k) == 0;
-}
-
-/* -o stats, flat layout: a tensor named "X.stats.json" would take the name
- * of X's statistics; its '.' before "stats" is shown as %2E (which no
- * other name can produce: a '%' of a name is always %25). */
-static tfs_err name_stats_like(struct build *b, uint32_t i)
-{
-	char buf[TFS_NAME_MAX + 1];
-	int hashed;
-	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - 2, &hashed);
-	size_t k = strlen(TFS_STATS_SUFFIX);
-	if (!hashed && stats_like(buf, len)) {
-		memmove(buf + len - k + 3, buf + len - k + 1, k - 1);
-		memcpy(buf + len - k, "%2E", 3);
-		len += 2;
-	}
-	buf[len] = 0;
-	return keep_name(b, i, buf, len);
-}
-
-/* One tensor's or directory's file name (not yet named ones only). */
-static tfs_err name_one(struct build *b, uint32_t i)
-{
-	struct tfs_tree *t = b->t;
-	struct tfs_node *n = &t->nodes[i];
-	const enum tfs_layout layout = b->o->layout;
-	char buf[TFS_NAME_MAX + 1];
-	int hashed;
-	int file = n->kind == TFS_NODE_TENSOR;
-	/* In the flat layout the root's generated file could meet a tensor
-	 * of its name: the tensor's '.' is escaped. */
-	if (b->o->export && layout == TFS_LAYOUT_FLAT && !b->npy_len && file &&
-	    b->raw_len[i] == strlen(TFS_EXPORT_ROOT) &&
-	    memcmp(b->raw[i], TFS_EXPORT_ROOT, b->raw_len[i]) == 0) {
-		static const char esc[] = "model%2Esafetensors";
-		return keep_name(b, i, esc, strlen(esc));
-	}
-	if (layout == TFS_LAYOUT_FLAT && file && !b->npy_len && b->o->stats &&
-	    stats_like(b->raw[i], b->raw_len[i]))
-		return name_stats_like(b, i);
-	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) &&
-	    tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
-		n->fname = b->raw[i];
-		n->fname_len = b->raw_len[i];
-		return TFS_OK;
-	}
-	/* Leave room for the suffixes, so a long name is shortened by the
-	 * usual rule rather than cut. A directory keeps room for its
-	 * generated file's suffix whether or not -o export is given: a
-	 * tensor's path must not depend on it. */
-	size_t room = (file && b->conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) + (file ? b->npy_len : 0) +
-		      (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
-	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
-	if (file && b->conflict[i]) {
-		memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
-		len += strlen(TFS_CONFLICT_SUFFIX);
-	}
-	if (file && b->npy_len) {
-		memcpy(buf + len, TFS_NPY_SUFFIX, b->npy_len);
-		len += b->npy_len;
-	}
-	buf[len] = 0;
-	return keep_name(b, i, buf, len);
-}
-
-/* A generated file's name: D.safetensors, from D's name. */
-static tfs_err name_export(struct build *b, uint32_t i)
-{
-	struct tfs_tree *t = b->t;
-	struct tfs_node *n = &t->nodes[i];
-	if (n->first == b->root) {
-		n->fname = TFS_EXPORT_ROOT;
-		n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
-		return TFS_OK;
-	}
-	const struct tfs_node *dn = &t->nodes[n->first];
-	char buf[TFS_NAME_MAX + 1];
-	memcpy(buf, t->fnames + b->foff[n->first], dn->fname_len);
-	size_t len = dn->fname_len;
-	const char *suffix = TFS_EXPORT_SUFFIX;
-	if (dn->parent == b->root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
-	    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
-		suffix = TFS_EXPORT_CLASH_SUFFIX;
-	memcpy(buf + len, suffix, strlen(suffix));
-	len += strlen(suffix);
-	return keep_name(b, i, buf, len);
-}
-
-/* File names. Plain flat names are the tensor names themselves (they are
- * NUL-terminated in the header arena); the rest go to t->fnames. */
-static tfs_err name_files(struct build *b)
-{
-	struct tfs_tree *t = b->t;
-	b->foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *b->foff);
-	if (!b->foff)
-		return TFS_ERR_NOMEM;
-	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
-		const struct tfs_node *n = &t->nodes[i];
-		b->foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->kind == TFS_NODE_STATS ||
-		    n->fname)
-			continue; /* named already, or later */
-		if (name_one(b, i))
+	tfs_err e = TFS_OK;
+	for (unsigned k = 0; !e && k < TFS_NODE_KINDS; k++) {
+		const struct tfs_view_ops *v = tfs_view_of_kind(k);
+		if (!v || !v->add)
+			continue;
+		struct tfs_tree_add a = {b, (uint8_t)k};
+		if (!(b->t->vstate[k] = v->state_new(0)))
 			return TFS_ERR_NOMEM;
+		e = v->add(b->m, b->o, b->t->vstate[k], &a, d);
 	}
-	for (uint32_t i = b->first_user; i < t->nnodes && b->o->export; i++)
-		if (t->nodes[i].kind == TFS_NODE_EXPORT && name_export(b, i))
-			return TFS_ERR_NOMEM;
-	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (b->foff[i] != UINT64_MAX)
-			t->nodes[i].fname = t->fnames + b->foff[i];
-	return TFS_OK;
+	return e;
 }
 
 /* Children, in creation order, the synthetic files first in every
@@ -619,96 +511,6 @@ static tfs_err link_children(struct build *b)
 	return TFS_OK;
 }
 
-/* The lookup index by mapped name. A hashed name that meets another gets
- * "-N", N being its inode number: unique in the mount, so crafted hash
- * collisions cost one insert each and can never make this quadratic. */
-static tfs_err index_names(struct build *b, struct tfs_diag *d)
-{
-	struct tfs_tree *t = b->t;
-	t->nslots = 16;
-	while (t->nslots < (size_t)t->nnodes * 2)
-		t->nslots *= 2;
-	t->slots = tfs_calloc_big(t->nslots, sizeof *t->slots);
-	if (!t->slots)
-		return TFS_ERR_NOMEM;
-	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
-		if (t->nodes[ni].kind == TFS_NODE_STATS)
-			continue; /* named once the tensors are, in name_stats */
-		uint32_t other = slot_insert(t, ni);
-		if (!other)
-			continue;
-		struct tfs_node *n = &t->nodes[ni];
-		/* Only hashed long forms can meet another name. */
-		if (!memmem(n->fname, n->fname_len, "%~", 2)) {
-			char q1[120], q2[120];
-			tfs_quote(q1, sizeof q1, n->fname, n->fname_len);
-			tfs_quote(q2, sizeof q2, t->nodes[other].fname, t->nodes[other].fname_len);
-			return tfs_fail(d, TFS_ERR_FORMAT, "file names %s and %s collide (a bug in tensorfs)",
-					q1, q2);
-		}
-		if (!b->late && !(b->late = malloc((size_t)t->nnodes * sizeof *b->late)))
-			return TFS_ERR_NOMEM;
-		b->late[b->nlate++] = ni;
-	}
-	for (uint32_t k = 0; k < b->nlate; k++) {
-		uint32_t i = b->late[k];
-		char buf[TFS_NAME_MAX + 32];
-		/* Read through the offset: an earlier append may have moved the
-		 * arena under the node's fname. */
-		int len = snprintf(buf, sizeof buf, "%.*s-%u", (int)t->nodes[i].fname_len,
-				   t->fnames + b->foff[i], i);
-		if (keep_name(b, i, buf, (size_t)len))
-			return TFS_ERR_NOMEM;
-	}
-	if (!b->nlate)
-		return TFS_OK;
-	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (b->foff[i] != UINT64_MAX)
-			t->nodes[i].fname = t->fnames + b->foff[i];
-	for (uint32_t k = 0; k < b->nlate; k++)
-		if (slot_insert(t, b->late[k]))
-			return tfs_fail(d, TFS_ERR_FORMAT,
-					"file name collision after hashing (a bug in tensorfs)");
-	return TFS_OK;
-}
-
-/* -o stats: NAME.stats.json from each tensor's final file name; one whose
- * name has no room for the suffix gets __stats_INODE__.json (a reserved
- * shape no tensor's file can have). */
-static tfs_err name_stats(struct build *b, struct tfs_diag *d)
-{
-	struct tfs_tree *t = b->t;
-	if (!t->nstats)
-		return TFS_OK;
-	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
-		struct tfs_node *n = &t->nodes[i];
-		if (n->kind != TFS_NODE_STATS)
-			continue;
-		const struct tfs_node *tn = &t->nodes[n->first];
-		/* Through the offset: an earlier append may have moved the arena. */
-		const char *tname =
-			b->foff[n->first] != UINT64_MAX ? t->fnames + b->foff[n->first] : tn->fname;
-		char buf[TFS_NAME_MAX + 32];
-		size_t k = strlen(TFS_STATS_SUFFIX);
-		int len = tn->fname_len + k <= TFS_NAME_MAX
-				  ? snprintf(buf, sizeof buf, "%.*s%s", (int)tn->fname_len, tname,
-					     TFS_STATS_SUFFIX)
-				  : snprintf(buf, sizeof buf, "__stats_%u__.json", n->first);
-		if (keep_name(b, i, buf, (size_t)len))
-			return TFS_ERR_NOMEM;
-		/* (keep_name may move the arena: the others' names are set below) */
-		n->fname = NULL;
-	}
-	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (b->foff[i] != UINT64_MAX)
-			t->nodes[i].fname = t->fnames + b->foff[i];
-	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (t->nodes[i].kind == TFS_NODE_STATS && slot_insert(t, i))
-			return tfs_fail(d, TFS_ERR_FORMAT,
-					"a statistics file's name meets another (a bug in tensorfs)");
-	return TFS_OK;
-}
-
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *t,
 		       struct tfs_diag *d)
 {
@@ -743,13 +545,15 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	if (!e && o->originals)
 		e = add_originals(&b, d);
 	if (!e)
-		e = name_files(&b);
+		e = add_views(&b, d);
+	if (!e)
+		e = tfs_tree_name_files(&b);
 	if (!e)
 		e = link_children(&b);
 	if (!e)
-		e = index_names(&b, d);
+		e = tfs_tree_index_names(&b, d);
 	if (!e)
-		e = name_stats(&b, d);
+		e = tfs_tree_name_stats(&b, d);
 	if (!e && !(t->digests = tfs_digests_new(t->nnodes)))
 		e = TFS_ERR_NOMEM;
 	free_build(&b);

@@ -36,6 +36,12 @@
 /* A root directory that would take the root file's name ("model", as in
  * model.layers.0...) gets this suffix instead. */
 #define TFS_EXPORT_CLASH_SUFFIX ".dir.safetensors"
+/* -o export of a model whose metadata is typed (GGUF): one GGUF file of it
+ * all (views/gguffile.c). */
+#define TFS_GGUF_ROOT "model.gguf"
+/* -o max_shard_size: the re-sharded set, shards and index, in this
+ * directory of the root (views/reshard.c). */
+#define TFS_RESHARD_DIR "__shards__"
 
 enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
@@ -55,6 +61,9 @@ enum tfs_node_kind {
 	TFS_NODE_ORIGINAL, /* -o originals: one of the source's own files */
 	TFS_NODE_SUMS,     /* -o sums: a directory's TFS_SUMS_NAME */
 	TFS_NODE_STATS,    /* -o stats: a tensor's statistics */
+	TFS_NODE_GGUF,     /* -o export of a GGUF model: model.gguf */
+	TFS_NODE_RESHARD,  /* -o max_shard_size: the re-sharded set */
+	TFS_NODE_KINDS
 };
 
 struct tfs_node {
@@ -106,6 +115,9 @@ struct tfs_tree {
 	struct tfs_statsfiles *stats; /* -o stats' state, or NULL without */
 	uint32_t nstats;
 	struct tfs_digests *digests; /* the files' hashes, as they are worked out */
+	/* The state of each view that adds its own files (views/view.h, add),
+	 * by node kind. */
+	void *vstate[TFS_NODE_KINDS];
 };
 
 struct tfs_tree_opts {
@@ -116,7 +128,17 @@ struct tfs_tree_opts {
 	int originals; /* -o originals: the source's own files in __files__ */
 	int sums;      /* -o sums: a TFS_SUMS_NAME in every directory with tensors */
 	int stats;     /* -o stats: NAME.stats.json beside every tensor file */
+	uint64_t max_shard_size; /* -o max_shard_size: the re-sharded set; 0 without */
 };
+
+/* For a view's `add` (views/view.h): a file of the view's kind with its
+ * `ref`, or with dir set a directory (whose index *out gets), under node
+ * `parent` (TFS_TREE_ROOT for the root). `name` must live as long as the
+ * tree (the view's state can hold it). */
+#define TFS_TREE_ROOT 1u
+struct tfs_tree_add;
+tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *name, int dir, uint32_t ref,
+			  uint32_t *out);
 
 tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o, struct tfs_tree *out,
 		       struct tfs_diag *d);

@@ -17,6 +17,9 @@
 
 struct tfs_tree;
 struct tfs_node;
+struct tfs_model;
+struct tfs_tree_opts;
+struct tfs_tree_add;
 
 /* A piece of a file: `len` bytes at mem, or, where mem is NULL, bytes
  * [off, off + len) of src, inside an object (a tensor) that ends at limit
@@ -74,6 +77,12 @@ struct tfs_view_ops {
 	/* Optional: a warning about the tree to say once at mount (what the
 	 * view cannot show), into buf; 0 when there is none. */
 	int (*notice)(const struct tfs_tree *t, char *buf, size_t cap);
+	/* Optional: adds the view's own files to a tree being built, after
+	 * the tensors (views/tree.h, tfs_tree_add_node), or nothing when the
+	 * options or the model do not call for them. `state` is the view's
+	 * (state_new(0)), kept in the tree's vstate[kind]. */
+	tfs_err (*add)(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
+		       struct tfs_tree_add *a, struct tfs_diag *d);
 };
 
 /* Every view's notice about the tree, one call of say() each. */

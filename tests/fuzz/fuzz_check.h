@@ -54,4 +54,41 @@ static inline void fuzz_check_table(const struct tfs_table *h, const uint8_t *da
 	fuzz_check_table_ex(h, data, size, 0);
 }
 
+/* A file of the tree read whole through its view, in reads of `step`
+ * bytes (0: one read), the pieces resolved as the FUSE side would. */
+#include "views/tree.h"
+#include "views/view.h"
+
+static inline unsigned char *fuzz_read_node(const struct tfs_tree *tr, const struct tfs_node *nd, uint64_t size,
+					    size_t step)
+{
+	unsigned char *buf = malloc(size + 1);
+	if (!buf)
+		abort();
+	for (uint64_t at = 0; at < size;) {
+		size_t len = step && size - at > step ? step : (size_t)(size - at);
+		struct tfs_piece v[8];
+		char *out = malloc(len);
+		struct tfs_pieces p = {.v = v, .max = 8, .out = out, .cap = len};
+		if (!out || tfs_node_pieces(tr, nd, at, len, &p) != TFS_OK)
+			abort();
+		size_t got = 0;
+		for (unsigned k = 0; k < p.n; k++) {
+			if (got + v[k].len > len)
+				abort();
+			if (v[k].mem)
+				memcpy(buf + at + got, v[k].mem, v[k].len);
+			else if (tfs_source_serve(v[k].src, buf + at + got, v[k].len, v[k].off, v[k].limit))
+				abort();
+			got += v[k].len;
+		}
+		if (got != len)
+			abort(); /* a view gives the whole range it is asked for */
+		free(out);
+		at += len;
+	}
+	buf[size] = 0; /* for a reader of text */
+	return buf;
+}
+
 #endif

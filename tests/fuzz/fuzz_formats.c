@@ -4,7 +4,10 @@
  * every tensor inside the file and exactly the size its shape and dtype
  * give; metadata JSON that json-c parses; and, for types convert=f32
  * decodes, decoding of the stored blocks (GGUF's dequantization runs on
- * whatever bytes the input holds). */
+ * whatever bytes the input holds). An accepted GGUF also gives -o export's
+ * model.gguf, read whole and in odd pieces: a file our strict reader
+ * accepts, with the same tensors (names, types, shapes, bytes) and the
+ * same metadata but split.*. */
 #include <json.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +17,72 @@
 #include "formats/bintensors.h"
 #include "formats/gguf.h"
 #include "formats/tensorsafe.h"
+#include "core/model.h"
+
+static void check_generated_gguf(const uint8_t *data, size_t size)
+{
+	struct tfs_source *src, *gsrc;
+	struct tfs_table h, g;
+	struct tfs_diag d;
+	struct tfs_model m;
+	struct tfs_tree tr;
+	struct tfs_parse_opts strict = {.flags = TFS_PARSE_STRICT};
+	if (tfs_source_open_mem(data, size, "fuzz", &src))
+		return;
+	if (tfs_gguf_read(src, NULL, &h, &d) != TFS_OK || tfs_model_single(&m, src, &h))
+		abort();
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .export = 1};
+	if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK) {
+		tfs_model_free(&m);
+		return; /* a name the mapping cannot give (not the view's) */
+	}
+	const struct tfs_node *gn = NULL;
+	for (uint32_t i = 2; i < tr.nnodes; i++)
+		if (tr.nodes[i].kind == TFS_NODE_GGUF)
+			gn = &tr.nodes[i];
+	const struct tfs_table *sh = &m.shards[0].h;
+	if (!gn)
+		abort(); /* every GGUF tensor has a ggml type */
+	uint64_t gsize = tfs_node_size(&tr, gn);
+	unsigned char *whole = fuzz_read_node(&tr, gn, gsize, 0);
+	unsigned char *bits = fuzz_read_node(&tr, gn, gsize, 37);
+	if (memcmp(whole, bits, gsize))
+		abort();
+	if (tfs_source_open_mem(whole, gsize, "model.gguf", &gsrc) || tfs_gguf_read(gsrc, &strict, &g, &d) != TFS_OK)
+		abort();
+	if (g.n != sh->n || g.part_count)
+		abort();
+	for (uint32_t i = 0; i < g.n; i++) {
+		const struct tfs_tensor *a = &sh->t[i], *b = &g.t[i];
+		if (a->name_len != b->name_len || memcmp(tfs_tensor_name(sh, a), tfs_tensor_name(&g, b), a->name_len) ||
+		    a->dtype != b->dtype || a->ndim != b->ndim ||
+		    (a->ndim && memcmp(&sh->dims[a->dims_off], &g.dims[b->dims_off], a->ndim * sizeof *g.dims)) ||
+		    a->end - a->begin != b->end - b->begin || memcmp(data + a->begin, whole + b->begin, a->end - a->begin))
+			abort();
+	}
+	uint64_t split = 0;
+	struct tfs_kv kv;
+	size_t pos = 0;
+	while (tfs_kvs_next(&sh->kv, &pos, &kv))
+		split += kv.klen >= 6 && memcmp(kv.key, "split.", 6) == 0;
+	if (g.kv.n != sh->kv.n - split)
+		abort();
+	if (!split) {
+		char *x, *y;
+		size_t xl, yl;
+		if (tfs_table_meta_json(sh, &x, &xl) || tfs_table_meta_json(&g, &y, &yl) || xl != yl ||
+		    memcmp(x, y, xl))
+			abort();
+		free(x);
+		free(y);
+	}
+	tfs_table_free(&g);
+	tfs_source_close(gsrc);
+	free(whole);
+	free(bits);
+	tfs_tree_free(&tr);
+	tfs_model_free(&m);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -29,6 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (drivers[k]->read(src, NULL, &h, &d) == TFS_OK) {
 			fuzz_check_table(&h, data, size);
 			tfs_table_free(&h);
+			if (k == 0)
+				check_generated_gguf(data, size);
 		} else if (!memchr(d.msg, 0, sizeof d.msg) || strchr(d.msg, '\n')) {
 			abort(); /* a diagnostic is one line */
 		}

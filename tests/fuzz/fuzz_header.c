@@ -6,13 +6,17 @@
  * of the input), every generated file, read whole and in odd pieces, is
  * one our strict parser accepts: the tensors of its directory that the
  * export holds, each with its dtype, shape and bytes, at the alignment
- * the README promises, and the source's metadata. */
+ * the README promises, and the source's metadata. With -o max_shard_size
+ * (another bit), every re-sharded file is one our strict parser accepts,
+ * holding tensors of the source with their bytes, and the index names
+ * each tensor the shards hold once. */
 #include <json.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
+#include "fuzz_check.h"
 #include "views/export.h"
 #include "core/index.h"
 #include "core/jscan.h"
@@ -228,6 +232,49 @@ static void check_export(const struct tfs_tree *tr, const struct tfs_node *en, c
 	free(g.out);
 }
 
+/* A re-sharded file: a shard (strictly valid, every tensor the source's)
+ * or the index (JSON whose weight_map counts the tensors of all shards). */
+static void check_reshard(const struct tfs_tree *tr, const struct tfs_node *nd, const uint8_t *data,
+			  uint64_t *shard_tensors, int64_t *index_tensors)
+{
+	uint64_t size = tfs_node_size(tr, nd);
+	unsigned char *whole = fuzz_read_node(tr, nd, size, 0);
+	unsigned char *bits = fuzz_read_node(tr, nd, size, 53);
+	if (memcmp(whole, bits, size))
+		abort();
+	const struct tfs_table *sh = &tr->m->shards[0].h;
+	if (strcmp(nd->fname, "model.safetensors.index.json") == 0) {
+		json_object *o = json_tokener_parse((const char *)whole), *wm;
+		if (!o || !json_object_object_get_ex(o, "weight_map", &wm))
+			abort();
+		*index_tensors = json_object_object_length(wm);
+		json_object_put(o);
+	} else {
+		struct tfs_source *src;
+		struct tfs_table x;
+		struct tfs_diag d;
+		struct tfs_parse_opts o = {.flags = TFS_PARSE_STRICT, .warn = noop_warn};
+		if (tfs_source_open_mem(whole, size, "shard", &src) || tfs_st_read(src, &o, &x, &d) != TFS_OK ||
+		    x.n == 0)
+			abort();
+		for (uint32_t i = 0; i < x.n; i++) {
+			const struct tfs_tensor *t = &x.t[i], *s = NULL;
+			for (uint32_t k = 0; k < sh->n && !s; k++)
+				if (sh->t[k].name_len == t->name_len &&
+				    !memcmp(tfs_tensor_name(sh, &sh->t[k]), tfs_tensor_name(&x, t), t->name_len))
+					s = &sh->t[k];
+			if (!s || s->dtype != t->dtype || s->end - s->begin != t->end - t->begin ||
+			    memcmp(whole + t->begin, data + s->begin, s->end - s->begin))
+				abort();
+		}
+		*shard_tensors += x.n;
+		tfs_table_free(&x);
+		tfs_source_close(src);
+	}
+	free(whole);
+	free(bits);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tfs_source *src;
@@ -262,7 +309,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				.view = f & 3,
 				.tables = (f & 4) != 0,
 				.export = (f & 8) != 0,
+				.max_shard_size = (f & 16) ? 1 + (uint64_t)(f >> 5) * 24 : 0,
 			};
+			uint64_t shard_tensors = 0;
+			int64_t index_tensors = -1;
 			if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK)
 				continue;
 			for (uint32_t i = 2; i < tr.nnodes; i++) {
@@ -277,7 +327,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					check_table(&tr, nd);
 				if (nd->kind == TFS_NODE_EXPORT)
 					check_export(&tr, nd, data);
+				if (nd->kind == TFS_NODE_RESHARD)
+					check_reshard(&tr, nd, data, &shard_tensors, &index_tensors);
 			}
+			if (index_tensors >= 0 && (uint64_t)index_tensors != shard_tensors)
+				abort();
 			tfs_tree_free(&tr);
 		}
 		tfs_model_free(&m);
