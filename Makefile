@@ -4,6 +4,8 @@
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR = $(PREFIX)/bin
+MANDIR = $(PREFIX)/share/man
+COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 
 CC ?= cc
 PKG_CONFIG ?= pkg-config
@@ -77,7 +79,7 @@ $(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(ALL_HDRS) | $(SAN)
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
 		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
 
-FUZZ_TARGETS = header index names remote formats pytorch dispatch manifest
+FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(ALL_HDRS) | $(BUILD)
@@ -110,11 +112,13 @@ demo: deps
 	scripts/demo.sh
 
 install: tensorfs
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(COMPLETIONDIR)
 	install -m 0755 tensorfs $(DESTDIR)$(BINDIR)/tensorfs
+	install -m 0644 docs/tensorfs.1 $(DESTDIR)$(MANDIR)/man1/tensorfs.1
+	install -m 0644 docs/tensorfs.bash $(DESTDIR)$(COMPLETIONDIR)/tensorfs
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/tensorfs
+	rm -f $(DESTDIR)$(BINDIR)/tensorfs $(DESTDIR)$(MANDIR)/man1/tensorfs.1 $(DESTDIR)$(COMPLETIONDIR)/tensorfs
 
 clean:
 	rm -rf $(BUILD) $(SAN) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,20 +16,102 @@
 
 /* Once detached the daemon has no terminal: its warnings go to syslog. */
 static int log_syslog;
+/* -d: libfuse's debug lines (every request and reply) go out too. */
+static int log_debug;
+/* -o verbose: info lines too (retries, the counters at unmount). */
+static int log_verbose;
+/* -o logfile=PATH: every line there, with a time, instead of syslog. */
+static FILE *log_file;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tfs_log_debug(int on)
+{
+	log_debug = on;
+}
+
+void tfs_log_verbose(int on)
+{
+	log_verbose = on;
+}
+
+int tfs_log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	setvbuf(f, NULL, _IOLBF, 0);
+	log_file = f;
+	return 0;
+}
+
+/* One line out: the log file, syslog once detached, or stderr. */
+static void emit(int prio, const char *m)
+{
+	pthread_mutex_lock(&log_lock);
+	if (log_file) {
+		char ts[32];
+		time_t now = time(NULL);
+		struct tm tm;
+		strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S%z", localtime_r(&now, &tm));
+		fprintf(log_file, "%s tensorfs[%d]: %s\n", ts, (int)getpid(), m);
+	} else if (log_syslog) {
+		syslog(prio, "%s", m);
+	} else {
+		fprintf(stderr, "tensorfs: %s\n", m);
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+void tfs_log_info_line(const char *line)
+{
+	/* The mount command on a terminal says what it is waiting for
+	 * (a server that does not answer); later only -o verbose does. */
+	if (!log_syslog && !log_file && isatty(2))
+		emit(LOG_INFO, line);
+	else if (log_verbose)
+		emit(LOG_INFO, line);
+}
+
+void tfs_log_counters(const char *why)
+{
+	struct tfs_counters c;
+	char line[400];
+	int n = snprintf(line, sizeof line, "%s: ", why);
+	tfs_sources_counters(&c);
+	tfs_counters_line(&c, line + n, sizeof line - (size_t)n);
+	emit(LOG_NOTICE, line);
+}
 
 /* libfuse prints its own messages, sometimes a line in several calls:
- * gather each line and print it once with our prefix. */
+ * gather each line (per thread: ten workers log at once) and print it
+ * once with our prefix, one line at a time. */
 void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-	static char line[1024];
-	static size_t len;
-	if (level > FUSE_LOG_NOTICE)
+	static _Thread_local char line[1024];
+	static _Thread_local size_t len;
+	if (level > FUSE_LOG_NOTICE && !(log_debug && level == FUSE_LOG_DEBUG) &&
+	    !(log_verbose && level == FUSE_LOG_INFO))
 		return;
 	if (len < sizeof line - 1)
 		vsnprintf(line + len, sizeof line - len, fmt, ap);
 	len = strlen(line);
 	if (!len || line[len - 1] != '\n')
 		return;
+	if (level == FUSE_LOG_DEBUG) {
+		/* libfuse's own trace, as it writes it (sshfs -d shows the
+		 * same), to stderr: -d keeps the daemon in the foreground. */
+		pthread_mutex_lock(&log_lock);
+		fputs(line, stderr);
+		fflush(stderr);
+		pthread_mutex_unlock(&log_lock);
+		len = 0;
+		line[0] = 0;
+		return;
+	}
 	while (len && line[len - 1] == '\n')
 		line[--len] = 0;
 	for (char *p = line; *p; p++)
@@ -37,10 +120,17 @@ void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	const char *m = strncmp(line, "fuse: ", 6) == 0 ? line + 6 : line;
 	if (strncmp(m, "tensorfs: ", 10) == 0)
 		m += 10;
-	if (log_syslog)
-		syslog(level <= FUSE_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", m);
-	else
-		fprintf(stderr, "tensorfs: %s\n", m);
+	/* libfuse's words for a /dev/fuse the user may not open: say how to
+	 * fix it (Debian makes it 0666; a container may not pass it on). */
+	char fixed[sizeof line + 200];
+	if (strstr(m, "/dev/fuse") && strstr(m, "Permission denied")) {
+		snprintf(fixed, sizeof fixed,
+			 "%s (the user must be able to read and write /dev/fuse: Debian makes it 0666, "
+			 "chmod 0666 /dev/fuse as root; in a container, pass the device, docker run --device /dev/fuse)",
+			 m);
+		m = fixed;
+	}
+	emit(level <= FUSE_LOG_ERR ? LOG_ERR : level >= FUSE_LOG_INFO ? LOG_INFO : LOG_WARNING, m);
 	len = 0;
 	line[0] = 0;
 }
@@ -217,13 +307,30 @@ void tfs_after_init(void *arg)
 	tfs_sources_start();
 }
 
+/* SIGUSR1 asks for the counters in the log, as rclone's stats; the
+ * handler only sets this, the watch thread writes the line. */
+static volatile sig_atomic_t usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1 = 1;
+}
+
 static void *watch(void *arg)
 {
 	struct tfs_watch *w = arg;
 	struct timespec tick = {0, 100 * 1000 * 1000};
-	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && !fuse_session_exited(w->se))
+	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && !fuse_session_exited(w->se)) {
 		nanosleep(&tick, NULL);
+		if (usr1) {
+			usr1 = 0;
+			tfs_log_counters("counters (SIGUSR1)");
+		}
+	}
 	tfs_sources_stop();
+	if (log_verbose)
+		tfs_log_counters("counters at unmount");
 	return NULL;
 }
 
@@ -231,6 +338,12 @@ int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se)
 {
 	w->se = se;
 	w->done = 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
 	return pthread_create(&w->th, NULL, watch, w);
 }
 

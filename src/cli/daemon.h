@@ -21,6 +21,18 @@ enum {
 /* libfuse's log function: one line per message, prefixed, to stderr, or
  * to syslog once the daemon has detached. */
 void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap);
+/* -d: let libfuse's debug lines through too. */
+void tfs_log_debug(int on);
+/* -o verbose: info lines too. */
+void tfs_log_verbose(int on);
+/* -o logfile=PATH: every line appended there (made 0600 if new); -1 when
+ * it cannot be opened (errno says why). */
+int tfs_log_open_file(const char *path);
+/* The core's info sink (tfs_log_set_info): the terminal while the mount
+ * command has one, else the log with -o verbose. */
+void tfs_log_info_line(const char *line);
+/* One line of the sources' counters, "WHY: requests=N ...", always. */
+void tfs_log_counters(const char *why);
 
 /* Checks the mount point and returns its absolute, symlink-free path, or
  * NULL after one line on stderr. */

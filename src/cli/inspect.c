@@ -175,9 +175,11 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 {
 	unsigned long long ts = 0;
 	int has_ts = total_size(m->index_meta, &ts);
-	uint32_t missing = 0;
-	for (uint32_t s = 0; s < m->nshards; s++)
+	uint32_t missing = 0, pointers = 0;
+	for (uint32_t s = 0; s < m->nshards; s++) {
 		missing += (uint32_t)m->shards[s].missing;
+		pointers += (uint32_t)m->shards[s].lfs_pointer;
+	}
 	if (json) {
 		fputs("{\"source\": ", f);
 		tfs_json_fstr(f, source, strlen(source));
@@ -185,9 +187,10 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 		for (uint32_t s = 0; s < m->nshards; s++) {
 			fputs(s ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
 			tfs_json_fstr(f, m->shards[s].name, strlen(m->shards[s].name));
-			fprintf(f, ", \"tensors\": %llu, \"present\": %s}",
+			fprintf(f, ", \"tensors\": %llu, \"present\": %s, \"lfs_pointer\": %s}",
 				(unsigned long long)m->shards[s].index_tensors,
-				m->shards[s].missing ? "false" : "true");
+				m->shards[s].missing || m->shards[s].lfs_pointer ? "false" : "true",
+				m->shards[s].lfs_pointer ? "true" : "false");
 		}
 		fputs(m->nshards ? "\n], \"missing_shards\": [" : "], \"missing_shards\": [", f);
 		for (uint32_t s = 0, k = 0; s < m->nshards; s++) {
@@ -206,7 +209,12 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 		fputs("}\n", f);
 		return ferror(f) ? -1 : 0;
 	}
-	fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing, m->nshards);
+	if (pointers)
+		fprintf(f, "%s: %u of %u shards missing and %u Git LFS pointers (git lfs pull fetches them); what the index alone tells:\n",
+			source, missing, m->nshards, pointers);
+	else
+		fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing,
+			m->nshards);
 	size_t w = 5;
 	for (uint32_t s = 0; s < m->nshards; s++)
 		if (display_width(m->shards[s].name) > w)
@@ -216,7 +224,7 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		put_padded(f, m->shards[s].name, w);
 		fprintf(f, "  %9llu  %s\n", (unsigned long long)m->shards[s].index_tensors,
-			m->shards[s].missing ? "missing" : "present");
+			m->shards[s].missing ? "missing" : m->shards[s].lfs_pointer ? "LFS pointer" : "present");
 	}
 	fprintf(f, "\n%llu tensors in %u shards", (unsigned long long)m->ntensors, m->nshards);
 	if (has_ts)

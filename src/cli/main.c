@@ -1,6 +1,8 @@
 /* The command line: parse options, validate the whole source, mount, and
  * only then detach, so that every failure is reported in the foreground. */
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include "views/view.h"
 #include "fuse/behind.h"
 #include "fuse/kinit.h"
+#include "core/edits.h"
 #include "core/mem.h"
 #include "cli/daemon.h"
 #include "fuse/fuse.h"
@@ -27,9 +30,7 @@
 #include "cli/verify.h"
 #include "core/hash.h"
 
-#ifndef TFS_VERSION
-#define TFS_VERSION "0.1.0"
-#endif
+#include "core/version.h"
 
 enum {
 	EXIT_OK = TFS_EXIT_OK,
@@ -60,6 +61,10 @@ struct cli {
 	char *convert;
 	char *input;
 	char *readahead;
+	char *edits;
+	char *max_shard;
+	char *logfile;
+	int verbose;
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
@@ -92,6 +97,10 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("convert=%s", convert, 0),
 	CLI_OPT("input=%s", input, 0),
 	CLI_OPT("readahead_kb=%s", readahead, 0),
+	CLI_OPT("edits=%s", edits, 0),
+	CLI_OPT("logfile=%s", logfile, 0),
+	CLI_OPT("verbose", verbose, 1),
+	CLI_OPT("max_shard_size=%s", max_shard, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
 	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
@@ -136,6 +145,13 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		 * libfuse, which refuses what it does not know. */
 		const char *eq = strchr(arg, '=');
 		size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+		/* libfuse would take it and the kernel mount would stay
+		 * read-only: say so rather than accept it in silence. */
+		if (strcmp(arg, "rw") == 0) {
+			fprintf(stderr, "tensorfs: -o rw: the mount is read-only (the source is never written); "
+					"say ro (in an fstab line: ro, as defaults means rw)\n");
+			return -1;
+		}
 		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
 		if (!spec)
 			return 1;
@@ -210,7 +226,9 @@ static void usage(FILE *f)
 		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
 		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
 		"(*.index.json), a directory holding one index, or a directory of\n"
-		"checkpoint files (all of them, as one model). Formats: %s.\n"
+		"checkpoint files (all of them, as one model), on disk or remote:\n"
+		"http(s)://HOST/PATH, hf://ORG/REPO[@REV][/PATH] (the Hugging Face\n"
+		"Hub), s3://BUCKET/KEY. Formats: %s.\n"
 		"\n"
 		"options:\n"
 		"    -h, --help            print this help and exit\n"
@@ -219,7 +237,8 @@ static void usage(FILE *f)
 		"    -d                    debug output (implies -f)\n"
 		"    -s                    single-threaded\n"
 		"    -o opt[,opt...]       mount options:\n"
-		"       uid=N, gid=N       owner of every file (default: the caller)\n"
+		"       uid=N, gid=N       owner of every file, a number or a name\n"
+		"                          (default: the caller)\n"
 		"       strict             refuse what the format's reference reader refuses\n"
 		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
 		"                          tree: names split on '.' into directories\n"
@@ -227,7 +246,8 @@ static void usage(FILE *f)
 		"       convert=f32        narrow float and quantized tensors as float32\n"
 		"       notsv              no __tensors__.tsv table in each directory\n"
 		"       export             model.safetensors of every tensor, and with\n"
-		"                          layout=tree D.safetensors beside every directory D\n"
+		"                          layout=tree D.safetensors beside every directory D;\n"
+		"                          for a GGUF model also model.gguf (all parts merged)\n"
 		"       export_cache       read generated files through the page cache even\n"
 		"                          where direct I/O could keep shared mmap\n"
 		"       originals          the source's own files (shards, index, config.json...)\n"
@@ -236,18 +256,34 @@ static void usage(FILE *f)
 		"                          (sha256sum -c reads it; reading it hashes them)\n"
 		"       stats              NAME.stats.json beside each tensor file (--stats's\n"
 		"                          figures for it, worked out when read)\n"
+		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
+		"                          null) applied to __metadata__.json and generated files\n"
+		"       max_shard_size=SIZE  the model re-sharded as save_pretrained does it, in\n"
+		"                          __shards__/ (5GB: 10^9 bytes; 4GiB, 4G: 2^30)\n"
 		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
 		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
 		"       nosplice           copy through a buffer instead of splicing\n"
 		"       overmount          mount even where something is mounted already\n"
 		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
 		"                          0 keeps the kernel's 128; needs root)\n"
-		"       max_threads=N      worker threads (default 10)\n",
+		"       max_threads=N      worker threads (default 10)\n"
+		"       logfile=PATH       the daemon's messages appended to PATH, with\n"
+		"                          times (default: syslog once detached)\n"
+		"       verbose            also retries, and the counters at unmount\n",
 		tfs_format_names());
 	const struct tfs_opt_spec *o;
-	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++)
-		fprintf(f, "       %-18s %s\n", o->name, o->help);
+	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++) {
+		char name[64];
+		snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
+			 o->takes_value && o->value ? o->value : "");
+		fprintf(f, "       %-18s %s\n", name, o->help);
+	}
 	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
+		   "\n"
+		   "environment: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME,\n"
+		   "HF_HUB_CACHE, HF_HUB_OFFLINE; AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+		   "AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE,\n"
+		   "AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL. See man tensorfs.\n"
 		   "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
 		   "4 invalid checkpoint, 5 mount failed, 6 --verify found a mismatch.\n"
@@ -312,19 +348,21 @@ static int tool_args(const struct cli *c, const struct fuse_args *rest)
 
 static void say_index_only(const struct tfs_model *model)
 {
-	char list[512];
+	char list[512] = "";
 	size_t o = 0;
-	uint32_t k = 0;
+	uint32_t k = 0, ptrs = 0;
 	for (uint32_t s = 0; s < model->nshards; s++) {
-		if (!model->shards[s].missing)
+		ptrs += (uint32_t)model->shards[s].lfs_pointer;
+		if (!model->shards[s].missing && !model->shards[s].lfs_pointer)
 			continue;
 		if (k++ < 4 && o < sizeof list)
 			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
 					      model->shards[s].name);
 	}
 	fprintf(stderr,
-		"tensorfs: %s: warning: %u of %u shards missing (%s%s): showing what the index alone tells\n",
-		model->index_path, k, model->nshards, list, k > 4 ? ", ..." : "");
+		"tensorfs: %s: warning: %u of %u shards missing%s (%s%s): showing what the index alone tells\n",
+		model->index_path, k, model->nshards, ptrs ? " or Git LFS pointers" : "", list,
+		k > 4 ? ", ..." : "");
 }
 
 /* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE
@@ -396,7 +434,40 @@ struct settings {
 	unsigned long uid, gid, readahead_kb;
 	enum tfs_layout layout;
 	unsigned view;
+	uint64_t max_shard;
 };
+
+/* A size as transformers' max_shard_size takes it ("5GB" is 5 x 10^9,
+ * "5GiB" 5 x 2^30; KB, MB, TB alike), or as our other options do (a
+ * number, or with K, M, G or T: powers of 2). 0, or -1. */
+static int parse_shard_size(const char *s, uint64_t *v)
+{
+	size_t n = strlen(s);
+	char num[32];
+	uint64_t mul = 0;
+	static const char units[] = "KMGT";
+	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' && strchr(units, s[n - 3] & ~0x20) &&
+	    s[n - 3] != 0) {
+		mul = 1ull << (10 * (strchr(units, s[n - 3] & ~0x20) - units + 1));
+		n -= 3;
+	} else if (n >= 2 && (s[n - 1] | 0x20) == 'b' && s[n - 2] != 0 && strchr(units, s[n - 2] & ~0x20)) {
+		mul = 1;
+		for (long k = strchr(units, s[n - 2] & ~0x20) - units + 1; k > 0; k--)
+			mul *= 1000;
+		n -= 2;
+	}
+	if (!mul)
+		return tfs_opt_number(s, 1, UINT64_MAX, v);
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = 0;
+	uint64_t x;
+	if (tfs_opt_number(num, 0, UINT64_MAX / mul, &x))
+		return -1;
+	*v = x * mul;
+	return 0;
+}
 
 /* EXIT_OK, or EXIT_USAGE with one line said. */
 static int check_settings(const struct cli *c, struct settings *s)
@@ -406,6 +477,7 @@ static int check_settings(const struct cli *c, struct settings *s)
 	s->readahead_kb = 4096;
 	s->layout = TFS_LAYOUT_FLAT;
 	s->view = 0;
+	s->max_shard = 0;
 	if (c->bad_extra) {
 		fprintf(stderr,
 			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
@@ -418,14 +490,43 @@ static int check_settings(const struct cli *c, struct settings *s)
 			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
 		return EXIT_USAGE;
 	}
-	if ((c->uid && parse_id(c->uid, &s->uid)) || (c->gid && parse_id(c->gid, &s->gid))) {
-		fprintf(stderr, "tensorfs: -o uid= and gid= take a decimal number\n");
-		return EXIT_USAGE;
+	/* A name, as sshfs takes it (an fstab line is easier to read so). */
+	if (c->uid && parse_id(c->uid, &s->uid)) {
+		struct passwd *pw = getpwnam(c->uid);
+		if (!pw) {
+			fprintf(stderr, "tensorfs: -o uid=%s: no such user (a name or a number)\n", c->uid);
+			return EXIT_USAGE;
+		}
+		s->uid = pw->pw_uid;
+	}
+	if (c->gid && parse_id(c->gid, &s->gid)) {
+		struct group *gr = getgrnam(c->gid);
+		if (!gr) {
+			fprintf(stderr, "tensorfs: -o gid=%s: no such group (a name or a number)\n", c->gid);
+			return EXIT_USAGE;
+		}
+		s->gid = gr->gr_gid;
 	}
 	if (c->readahead && (parse_id(c->readahead, &s->readahead_kb) || s->readahead_kb > (1ul << 20))) {
 		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
 		return EXIT_USAGE;
 	}
+	/* Only root may write the mount's read_ahead_kb in sysfs. */
+	if (c->readahead && geteuid() != 0)
+		fprintf(stderr,
+			"tensorfs: warning: -o readahead_kb=%s needs root; the kernel's readahead (128 KiB) stays\n",
+			c->readahead);
+	if (c->max_shard && (parse_shard_size(c->max_shard, &s->max_shard) || s->max_shard == 0)) {
+		fprintf(stderr, "tensorfs: -o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
+				"4GiB or 4G (2^30), or a number of bytes, not '%s'\n",
+			c->max_shard);
+		return EXIT_USAGE;
+	}
+	if (c->logfile && tfs_log_open_file(c->logfile) != 0) {
+		fprintf(stderr, "tensorfs: -o logfile=%s: cannot open it: %s\n", c->logfile, strerror(errno));
+		return EXIT_USAGE;
+	}
+	tfs_log_verbose(c->verbose);
 	if (c->export_cache && !c->export) {
 		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
 		return EXIT_USAGE;
@@ -468,13 +569,25 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
 		return exit_of(e);
 	}
+	if (c->edits) {
+		struct tfs_edits *ed = NULL;
+		e = tfs_edits_load(c->edits, &ed, &d);
+		for (uint32_t k = 0; !e && k < model->nshards; k++)
+			e = tfs_edits_apply(ed, &model->shards[k].h, &d);
+		tfs_edits_free(ed);
+		if (e) {
+			fprintf(stderr, "tensorfs: %s\n", d.msg);
+			return exit_of(e);
+		}
+	}
 	struct tfs_tree_opts to = {.layout = s->layout,
 				   .view = s->view,
 				   .tables = !c->notsv,
 				   .export = c->export,
 				   .originals = c->originals,
 				   .sums = c->sums,
-				   .stats = c->stats_files};
+				   .stats = c->stats_files,
+				   .max_shard_size = s->max_shard};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
@@ -569,6 +682,7 @@ static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct f
 		return tool_main(c, mo, args);
 	if (fuse_parse_cmdline(args, fo) != 0)
 		return EXIT_USAGE;
+	tfs_log_debug(fo->debug);
 	if (fo->show_help) {
 		usage(stdout);
 		return EXIT_OK;
@@ -595,6 +709,9 @@ static void free_cli(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_ar
 	free(c->convert);
 	free(c->input);
 	free(c->readahead);
+	free(c->edits);
+	free(c->logfile);
+	free(c->max_shard);
 	tfs_opts_free(&c->driver_opts);
 	fuse_opt_free_args(args);
 }
@@ -622,6 +739,7 @@ int main(int argc, char **argv)
 	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(tfs_log_cb);
 	tfs_log_set(log_line);
+	tfs_log_set_info(tfs_log_info_line);
 
 	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;

@@ -43,8 +43,12 @@ size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int
 	 * it; 1.0 needs 10 and is moved down two bytes below). */
 	char *d = out + 12;
 	size_t dcap = cap - 12;
-	o += (size_t)snprintf(d + o, dcap - o, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-			      descr ? descr : "|u1");
+	/* A transposed table entry (an array stored in Fortran order) is the
+	 * stored array again for np.load: its shape as stored, in Fortran
+	 * order, the same bytes. Raw bytes (no descr) stay as they are. */
+	int fortran = descr && (t->flags & TFS_TENSOR_TRANSPOSED);
+	o += (size_t)snprintf(d + o, dcap - o, "{'descr': '%s', 'fortran_order': %s, 'shape': (",
+			      descr ? descr : "|u1", fortran ? "True" : "False");
 	const struct tfs_dtype_info *di = tfs_dtype_info(t->dtype);
 	if (!descr && di && di->block) {
 		o += (size_t)snprintf(d + o, dcap - o, "%llu, %u",
@@ -55,7 +59,7 @@ size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int
 	} else {
 		for (uint32_t i = 0; i < t->ndim; i++)
 			o += (size_t)snprintf(d + o, dcap - o, "%s%llu", i ? ", " : "",
-					      (unsigned long long)h->dims[t->dims_off + i]);
+					      (unsigned long long)h->dims[t->dims_off + (fortran ? t->ndim - 1 - i : i)]);
 		if (t->ndim == 1)
 			d[o++] = ',';
 	}

@@ -6,10 +6,28 @@
 #include <string.h>
 
 static void (*log_sink)(const char *line);
+static void (*info_sink)(const char *line);
 
 void tfs_log_set(void (*sink)(const char *line))
 {
 	log_sink = sink;
+}
+
+void tfs_log_set_info(void (*sink)(const char *line))
+{
+	info_sink = sink;
+}
+
+void tfs_log_info(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (!info_sink)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	info_sink(line);
 }
 
 void tfs_log(const char *fmt, ...)

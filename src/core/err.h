@@ -42,6 +42,11 @@ tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap);
  * report itself (a remote file that changed). */
 void tfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tfs_log_set(void (*sink)(const char *line));
+/* What is going on that is no problem yet (a retry, a counter): said on
+ * the terminal while the mount command is still attached to one, and in
+ * the log with -o verbose; dropped without a sink. */
+void tfs_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tfs_log_set_info(void (*sink)(const char *line));
 
 /* Writes `name` as a single-quoted, printable, bounded rendering for messages:
  * bytes that could break a one-line message (control characters, quotes,

@@ -548,7 +548,7 @@ tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *
 	if (o && o->index_only_ok) {
 		int missing = 0;
 		for (uint32_t i = 0; i < m->nshards; i++)
-			missing |= m->shards[i].missing;
+			missing |= m->shards[i].missing || m->shards[i].lfs_pointer;
 		if (missing) {
 			e = index_only(m, &x, path, md);
 			goto out;

@@ -69,6 +69,17 @@ struct job {
 	struct warn_buf *warns;
 };
 
+/* What `git clone` without git-lfs leaves in place of a large file: a
+ * small text file naming it (https://git-lfs.com/spec/v1). */
+static int is_lfs_pointer(struct tfs_source *src)
+{
+	static const char magic[] = "version https://git-lfs.github.com/spec/";
+	char head[sizeof magic - 1];
+	struct tfs_diag d;
+	return src && src->id.size < 1024 && src->id.size >= sizeof head &&
+	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK && memcmp(head, magic, sizeof head) == 0;
+}
+
 static void read_one(struct job *j, uint32_t i)
 {
 	struct tfs_shard *s = &j->m->shards[i];
@@ -81,6 +92,7 @@ static void read_one(struct job *j, uint32_t i)
 	if (!j->errs[i])
 		j->errs[i] = tfs_format_read(s->src, j->o ? j->o->format : NULL, &po, &s->h, &j->diags[i]);
 	s->missing = j->errs[i] == TFS_ERR_NOENT;
+	s->lfs_pointer = j->errs[i] == TFS_ERR_FORMAT && is_lfs_pointer(s->src);
 }
 
 static void *reader(void *arg)
@@ -137,8 +149,12 @@ static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struc
 			if (m->kind == TFS_MODEL_FILE)
 				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
 			else
-				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s", s->name,
-					      j.diags[i].msg);
+				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s%s", s->name, j.diags[i].msg,
+					      /* only the index came (or LFS pointers): say
+					       * what can still be seen */
+					      (s->missing || s->lfs_pointer) && m->kind == TFS_MODEL_INDEX
+						      ? " (tensorfs --inspect shows what the index alone tells)"
+						      : "");
 		}
 		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
 			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
@@ -333,6 +349,38 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
  * files in the directory decides; its one index, or else all its files.
  * A Hub repository that ships both safetensors and .bin files mounts the
  * safetensors ones. */
+/* Files of other formats beside the ones mounted: one warning naming
+ * them (a directory is one model, of one format). */
+static void warn_others(const char *dir, const struct tfs_dirlist *dl, size_t chosen, const char *where,
+			const struct tfs_model_opts *o)
+{
+	char list[400];
+	size_t n = 0, len = 0;
+	(void)dir;
+	if (!o || !o->warn)
+		return;
+	list[0] = 0;
+	for (size_t i = 0; i < dl->n; i++) {
+		for (size_t f = 0; tfs_formats[f]; f++) {
+			const char *ext = tfs_formats[f]->ext;
+			if (f == chosen || !ext || !tfs_ends_with(dl->name[i], ext))
+				continue;
+			if (n++ < 3 && len < sizeof list - 1)
+				len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+							dl->name[i]);
+			break;
+		}
+	}
+	if (!n)
+		return;
+	char msg[600];
+	snprintf(msg, sizeof msg,
+		 "also holds %zu file%s of another format, not mounted (%s%s): a directory is one model; "
+		 "mount %s on its own",
+		 n, n == 1 ? "" : "s", list, n > 3 ? ", ..." : "", n == 1 ? "it" : "each");
+	o->warn(o->warn_ctx, where, msg);
+}
+
 static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 			const struct tfs_model_opts *o, struct tfs_model_diag *md)
 {
@@ -350,8 +398,10 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	size_t chosen = 0;
 	for (size_t f = 0; tfs_formats[f] && !nidx && !nfiles; f++) {
 		const char *ext = o && o->format ? o->format->ext : tfs_formats[f]->ext;
+		chosen = f;
 		char isuf[64];
 		if (!ext)
 			continue;
@@ -365,6 +415,8 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 		if (o && o->format)
 			break;
 	}
+	if ((nidx || nfiles) && !(o && o->format))
+		warn_others(dir, &dl, chosen, where, o);
 	if (nidx > 1) {
 		char list[768];
 		size_t o2 = 0;
@@ -396,8 +448,18 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 			if (tfs_formats[f]->ext)
 				k += (size_t)snprintf(exts + k, sizeof exts - k, "%s%s", k ? ", " : "",
 						      tfs_formats[f]->ext);
-		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-			      "the directory holds no checkpoint file (%s) and no index", exts);
+		/* A repository whose checkpoints are in subfolders (diffusers:
+		 * unet/, vae/...): name them. */
+		char subs[300] = "";
+		for (size_t i = 0, at = 0; i < dl.ndirs && at < sizeof subs - 1; i++)
+			at += (size_t)snprintf(subs + at, sizeof subs - at, "%s%s/", i ? ", " : "", dl.dirs[i]);
+		if (dl.ndirs)
+			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+				      "the directory holds no checkpoint file (%s) and no index; it has subfolders (%s): mount one of them (%s%s%s)",
+				      exts, subs, where, where[strlen(where) - 1] == '/' ? "" : "/", dl.dirs[0]);
+		else
+			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+				      "the directory holds no checkpoint file (%s) and no index", exts);
 		goto out;
 	}
 	qsort(files, nfiles, sizeof *files, name_cmp);

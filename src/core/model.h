@@ -19,6 +19,7 @@ struct tfs_shard {
 	struct tfs_source *src;
 	struct tfs_table h;
 	int missing;            /* index_only: the file is not there */
+	int lfs_pointer;        /* index_only: a Git LFS pointer is there instead */
 	uint64_t index_tensors; /* index_only: weight_map entries for it */
 };
 

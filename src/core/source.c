@@ -42,6 +42,27 @@ int tfs_sources_warm(uint64_t *done, uint64_t *total)
 	return 0;
 }
 
+void tfs_sources_counters(struct tfs_counters *c)
+{
+	memset(c, 0, sizeof *c);
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		int seen = 0;
+		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
+			seen |= (*e)->counters == (*d)->counters;
+		if ((*d)->counters && !seen)
+			(*d)->counters(c);
+	}
+}
+
+int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
+{
+	return snprintf(out, n,
+			"requests=%llu bytes_fetched=%llu retries=%llu cache_hits=%llu cache_misses=%llu disk_hits=%llu",
+			(unsigned long long)c->requests, (unsigned long long)c->bytes_fetched,
+			(unsigned long long)c->retries, (unsigned long long)c->cache_hits,
+			(unsigned long long)c->cache_misses, (unsigned long long)c->disk_hits);
+}
+
 static const struct tfs_source_driver *claimer(const char *spec)
 {
 	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
@@ -190,8 +211,23 @@ tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size)
 	return TFS_OK;
 }
 
+tfs_err tfs_dirlist_add_dir(struct tfs_dirlist *l, const char *name, size_t len)
+{
+	for (size_t i = 0; i < l->ndirs; i++)
+		if (strlen(l->dirs[i]) == len && memcmp(l->dirs[i], name, len) == 0)
+			return TFS_OK;
+	if (tfs_grow((void **)&l->dirs, &l->cdirs, l->ndirs + 1, sizeof *l->dirs) ||
+	    !(l->dirs[l->ndirs] = strndup(name, len)))
+		return TFS_ERR_NOMEM;
+	l->ndirs++;
+	return TFS_OK;
+}
+
 void tfs_dirlist_free(struct tfs_dirlist *l)
 {
+	for (size_t i = 0; i < l->ndirs; i++)
+		free(l->dirs[i]);
+	free(l->dirs);
 	for (size_t i = 0; i < l->n; i++)
 		free(l->name[i]);
 	free(l->name);

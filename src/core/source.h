@@ -173,7 +173,8 @@ void tfs_opts_free(struct tfs_opts *o);
 struct tfs_opt_spec {
 	const char *name;
 	int takes_value;
-	const char *help; /* one line for --help */
+	const char *help;  /* one line for --help */
+	const char *value; /* its value's name in --help (SIZE, DIR...) */
 };
 
 /* ---- stores ---- */
@@ -186,8 +187,14 @@ struct tfs_dirlist {
 	char **name;
 	uint64_t *size;
 	size_t n, cap;
+	/* Its subdirectories' names, where the store knows them: only for a
+	 * hint (a Hub repository whose checkpoint is in a subfolder). */
+	char **dirs;
+	size_t ndirs, cdirs;
 };
 tfs_err tfs_dirlist_add(struct tfs_dirlist *l, const char *name, uint64_t size);
+/* A subdirectory's name, once (len bytes of name). */
+tfs_err tfs_dirlist_add_dir(struct tfs_dirlist *l, const char *name, size_t len);
 void tfs_dirlist_free(struct tfs_dirlist *l);
 
 struct tfs_store_ops {
@@ -217,6 +224,8 @@ void tfs_store_close(struct tfs_store *st);
 
 /* ---- source drivers ---- */
 
+struct tfs_counters;
+
 struct tfs_source_driver {
 	const char *name;
 	/* 1 when the SOURCE argument is this driver's (by its scheme). */
@@ -236,6 +245,8 @@ struct tfs_source_driver {
 	void (*stop)(void);
 	/* The warm-up's progress (-o warm): 1 when it was asked for. */
 	int (*warm)(uint64_t *done, uint64_t *total);
+	/* Adds its counters to *c (drivers that share them share this). */
+	void (*counters)(struct tfs_counters *c);
 	/* spec as messages may show it (a URL's credentials left out)... */
 	void (*redact)(const char *spec, char *out, size_t n);
 	/* ... and spec overwritten in place where it holds a secret (a URL's
@@ -251,6 +262,15 @@ void tfs_sources_start(void);
 /* The mount is going away: every transfer in progress ends now, and reads
  * that need the network fail. */
 void tfs_sources_stop(void);
+/* What the sources did since the mount began, for a user to read while
+ * mounted (user.counters on the root, SIGUSR1's log line). */
+struct tfs_counters {
+	uint64_t requests, bytes_fetched, retries, cache_hits, cache_misses, disk_hits;
+};
+void tfs_sources_counters(struct tfs_counters *c);
+/* As one line: "requests=N bytes_fetched=N ..."; its length. */
+int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n);
+
 /* Progress of the warm-up (-o warm): bytes in the disk cache so far and
  * of all; 0 when none was asked for. */
 int tfs_sources_warm(uint64_t *done, uint64_t *total);

@@ -302,6 +302,7 @@ tfs_err tfs_npz_read(struct tfs_source *src, const struct tfs_parse_opts *o, str
 		for (uint32_t k = 0; k < h.ndim; k++)
 			nontrivial += h.shape[k] > 1;
 		int rev = h.fortran && nontrivial > 1;
+		t.flags = rev ? TFS_TENSOR_TRANSPOSED : 0;
 		for (uint32_t k = 0; k < h.ndim; k++)
 			if (tfs_table_dim(&b, rev ? h.shape[h.ndim - 1 - k] : h.shape[k])) {
 				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");

@@ -286,10 +286,15 @@ static tfs_err global(struct run *r, const char *mod, size_t ml, const char *nam
 		snprintf(full, sizeof full, "%.*s.%.*s", (int)(ml > 140 ? 140 : ml), mod,
 			 (int)(nl > 140 ? 140 : nl), name);
 		tfs_quote(q, sizeof q, full, strlen(full));
+		/* torch.save(model) pickles the model's classes (torch.nn's, or
+		 * the user's own in __main__): the weights are in its
+		 * state_dict(), which is what loaders want anyway. */
+		int whole = (ml >= 8 && memcmp(mod, "torch.nn", 8) == 0) || (ml == 8 && memcmp(mod, "__main__", 8) == 0);
 		return tfs_fail(
 			r->d, TFS_ERR_FORMAT,
-			"pickle: refused the global %s (byte %zu of data.pkl): it is not on tensorfs's allow-list; nothing was imported or run",
-			q, r->at);
+			"pickle: refused the global %s (byte %zu of data.pkl): it is not on tensorfs's allow-list; nothing was imported or run%s",
+			q, r->at,
+			whole ? " (a whole model saved with torch.save(model)? save model.state_dict() instead)" : "");
 	}
 	struct tfs_pk_obj *o = tfs_pk_new(r->vm, TFS_PK_GLOBAL);
 	if (!o)

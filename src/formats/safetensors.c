@@ -565,6 +565,21 @@ static const char *sniff(const unsigned char *p, size_t n)
 		return "this is a Git LFS pointer, not the file itself: fetch the real file (git lfs pull)";
 	if (n >= 4 && memcmp(p, "GGUF", 4) == 0)
 		return "this is a GGUF file, not safetensors";
+	/* Archives and compressed files, by their magic bytes: a downloaded
+	 * model is often one of these, and its first 8 bytes read as a
+	 * 19-digit header length. */
+	if (n >= 263 && memcmp(p + 257, "ustar", 5) == 0)
+		return "this is a tar archive, not safetensors: unpack it (tar -xf) and mount what it holds";
+	if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+		return "this is a gzip-compressed file, not safetensors: decompress it first (gunzip)";
+	if (n >= 4 && memcmp(p, "\x28\xb5\x2f\xfd", 4) == 0)
+		return "this is a zstd-compressed file, not safetensors: decompress it first (zstd -d)";
+	if (n >= 6 && memcmp(p, "\xfd" "7zXZ\0", 6) == 0)
+		return "this is an xz-compressed file, not safetensors: decompress it first (xz -d)";
+	if (n >= 3 && memcmp(p, "BZh", 3) == 0 && n >= 4 && p[3] >= '1' && p[3] <= '9')
+		return "this is a bzip2-compressed file, not safetensors: decompress it first (bunzip2)";
+	if (n >= 6 && memcmp(p, "7z\xbc\xaf\x27\x1c", 6) == 0)
+		return "this is a 7-Zip archive, not safetensors: unpack it (7z x) and mount what it holds";
 	if (n >= 4 && memcmp(p, "PK\x03\x04", 4) == 0)
 		return "this is a zip archive (a PyTorch .bin/.pt checkpoint?), not safetensors";
 	if (n >= 2 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5)

@@ -13,12 +13,49 @@
 /* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
 #define TFS_XATTR_MAX 65536
 
-enum { XA_DTYPE, XA_SHAPE, XA_NAME, XA_OFFSETS, XA_SOURCE, XA_SOURCE_DTYPE, XA_ETAG, XA_REVISION, XA_COUNT };
+enum {
+	XA_DTYPE,
+	XA_SHAPE,
+	XA_NAME,
+	XA_OFFSETS,
+	XA_SOURCE,
+	XA_SOURCE_DTYPE,
+	XA_ETAG,
+	XA_REVISION,
+	XA_COMMENT,
+	XA_COUNT
+};
 static const char *const xa_names[XA_COUNT] = {
 	"user.dtype",   "user.shape",    "user.name",
 	"user.offsets", "user.source",   "user.source_dtype", /* only on tensors served converted */
 	"user.etag",    "user.revision",                      /* only where the source pins a version */
+	/* freedesktop's comment attribute, which file managers can show in a
+	 * column: "BF16 [4096, 4096], 32 MiB" */
+	"user.xdg.comment",
 };
+
+/* user.xdg.comment's value: the dtype as served, the shape, the size. */
+static size_t comment(const struct tfs_fs *fs, const struct tfs_node *n, char *out, size_t cap)
+{
+	size_t dl;
+	const char *dt = tfs_node_dtype(fs->tree, n, &dl);
+	const struct tfs_table *h = &fs->m->shards[n->shard].h;
+	const struct tfs_tensor *t = &h->t[n->ref];
+	size_t o = (size_t)snprintf(out, cap, "%.*s [", (int)(dl < 64 ? dl : 64), dt);
+	for (uint32_t i = 0; i < t->ndim && o < cap - 40; i++)
+		o += (size_t)snprintf(out + o, cap - o, "%s%llu", i ? ", " : "",
+				      (unsigned long long)h->dims[t->dims_off + i]);
+	static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)tfs_node_size(fs->tree, n);
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	o += (size_t)snprintf(out + o, cap - o, u ? (v < 10 ? "], %.1f %s" : "], %.0f %s") : "], %.0f %s", v,
+			      units[u]);
+	return o < cap ? o : cap - 1;
+}
 
 static void reply_value(fuse_req_t req, size_t size, const char *v, size_t len);
 
@@ -95,6 +132,15 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 		return;
 	}
 	uint64_t done, total;
+	if (ino == FUSE_ROOT_ID && strcmp(name, "user.counters") == 0) {
+		/* What the sources did so far: requests, bytes, cache. */
+		struct tfs_counters c;
+		char v[400];
+		tfs_sources_counters(&c);
+		int k = tfs_counters_line(&c, v, sizeof v);
+		reply_value(req, size, v, (size_t)k);
+		return;
+	}
 	if (ino == FUSE_ROOT_ID && strcmp(name, "user.warm") == 0) {
 		/* The warm-up's progress: bytes cached and of all. */
 		char v[48];
@@ -147,6 +193,11 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 		len = tfs_node_offsets(fs->tree, n, small);
 		reply_value(req, size, small, len);
 		return;
+	case XA_COMMENT: {
+		char c[400];
+		reply_value(req, size, c, comment(fs, n, c, sizeof c));
+		return;
+	}
 	case XA_SHAPE: {
 		/* Shapes are small but not bounded by the format: size the
 		 * buffer per request. */
@@ -174,9 +225,16 @@ void tfs_fuse_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	uint64_t done, total;
+	struct tfs_counters cn;
+	if (ino == FUSE_ROOT_ID && (tfs_sources_counters(&cn), cn.requests > 0)) {
+		/* Listed where there is something to count (a remote source);
+		 * a local mount's root keeps no attribute. */
+		memcpy(list, "user.counters", 14);
+		len = 14;
+	}
 	if (ino == FUSE_ROOT_ID && tfs_sources_warm(&done, &total)) {
-		memcpy(list, "user.warm", 10);
-		len = 10;
+		memcpy(list + len, "user.warm", 10);
+		len += 10;
 	}
 	if (n->kind == TFS_NODE_TENSOR) {
 		for (int i = 0; i < XA_COUNT; i++) {

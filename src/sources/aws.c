@@ -137,15 +137,22 @@ static int printable(const char *s)
 
 tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_diag *d)
 {
+	return tfs_aws_credentials_of(c, need_key, NULL, d);
+}
+
+tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char *named, struct tfs_diag *d)
+{
 	memset(c, 0, sizeof *c);
-	const char *profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
+	const char *profile = named && *named ? named : env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
 	snprintf(c->profile, sizeof c->profile, "%s", profile);
 	struct want w;
 	memset(&w, 0, sizeof w);
 	w.c = c;
 	char path[4096], section[300];
 	const char *home = env("HOME") ? env("HOME") : "/root";
-	int env_keys = env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY");
+	/* A profile named on the command line (or in fstab) wins over keys in
+	 * the environment, as the AWS CLI's --profile does. */
+	int env_keys = !(named && *named) && env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY");
 	tfs_err e = TFS_OK;
 	/* The credentials file: [NAME]. The config file: [profile NAME], or
 	 * [default] for the default profile. */

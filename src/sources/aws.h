@@ -33,6 +33,10 @@ struct tfs_aws_creds {
  * (no_sign_request) only the region is looked for. A file that cannot be
  * parsed fails with its name and line; missing keys fail with what to set. */
 tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_diag *d);
+/* The same with the profile named (-o aws_profile=, for an fstab line,
+ * which cannot set the environment): it is read even when the
+ * environment holds keys. NULL or "": as above. */
+tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char *profile, struct tfs_diag *d);
 
 /* One page of a ListObjectsV2 answer: every <Contents> (key, size, ETag)
  * goes to object(), every <CommonPrefixes><Prefix> to prefix(); *truncated

@@ -301,6 +301,8 @@ static void load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durab
 	char *from_disk = calloc(n ? n : 1, 1);
 	for (uint64_t i = 0, from = 0; C.dir && from_disk && i < n; i++) {
 		from_disk[i] = (char)tfs_cache_disk_read(f, blocks[i]);
+		if (from_disk[i])
+			__atomic_fetch_add(&C.disk_hits, 1, __ATOMIC_RELAXED);
 		if (from_disk[i] && i + 1 < n)
 			continue;
 		/* The blocks read from the disk so far are served at once, in
@@ -714,7 +716,10 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			if (!again)
 				b = NULL;
 		}
+		if (b)
+			C.hits++;
 		if (!b) {
+			C.misses++;
 			/* A reader always gets its blocks, over budget if it
 			 * must (by at most what the readers in flight hold). */
 			tfs_cache_make_room(B, 0);
@@ -772,6 +777,15 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	*niov = map->n;
 	*token = map;
 	return TFS_OK;
+}
+
+void tfs_cache_counters(uint64_t *hits, uint64_t *misses, uint64_t *disk_hits)
+{
+	pthread_mutex_lock(&C.lock);
+	*hits = C.hits;
+	*misses = C.misses;
+	pthread_mutex_unlock(&C.lock);
+	*disk_hits = __atomic_load_n(&C.disk_hits, __ATOMIC_RELAXED);
 }
 
 void tfs_cfile_unmap(struct tfs_cmap *map)

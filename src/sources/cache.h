@@ -96,5 +96,8 @@ void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next);
 /* The warm-up (-o warm): bytes in the disk cache so far, of all the
  * remote files' bytes; *on says whether it was asked for. */
 void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);
+/* Blocks readers asked for that were cached, were not, and came from the
+ * disk cache, since the mount began. */
+void tfs_cache_counters(uint64_t *hits, uint64_t *misses, uint64_t *disk_hits);
 
 #endif

@@ -141,6 +141,9 @@ struct tfs_cache_state {
 	 * at most this many at once (the rest are read into memory). */
 	unsigned nfds, fds_max;
 	int evicting;
+	/* Blocks readers asked for: already cached, or fetched (of which
+	 * from the disk cache: atomic, counted outside the lock). */
+	uint64_t hits, misses, disk_hits;
 };
 
 /* Seeds the block files' checksums and the name of a file's directory

@@ -185,9 +185,13 @@ static tfs_err dir_list(struct tfs_store *st, const char *sub, struct tfs_dirlis
 		if (de->d_name[0] == '.')
 			continue;
 		struct stat s;
-		if (fstatat(dirfd(dir), de->d_name, &s, 0) != 0 || !S_ISREG(s.st_mode))
+		if (fstatat(dirfd(dir), de->d_name, &s, 0) != 0)
 			continue;
-		if (tfs_dirlist_add(out, de->d_name, (uint64_t)s.st_size))
+		if (S_ISDIR(s.st_mode) && tfs_dirlist_add_dir(out, de->d_name, strlen(de->d_name)))
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		if (!S_ISREG(s.st_mode))
+			continue;
+		if (!e && tfs_dirlist_add(out, de->d_name, (uint64_t)s.st_size))
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	closedir(dir);
@@ -226,6 +230,11 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	if (stat(spec, &st) != 0)
 		return tfs_fail(d, errno == ENOENT ? TFS_ERR_NOENT : TFS_ERR_OPEN, "cannot open: %s",
 				strerror(errno));
+	/* A pipe (tensorfs <(cat x) mnt) has no path to resolve and no bytes
+	 * to read twice. */
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return tfs_fail(d, TFS_ERR_NOTREG,
+				"is not a regular file (a device, pipe or socket cannot be mounted)");
 	struct dir_store *ds = calloc(1, sizeof *ds);
 	if (!ds)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");

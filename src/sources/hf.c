@@ -34,6 +34,7 @@ struct hf_store {
 	char *auth;       /* "Authorization: Bearer ...", or NULL */
 	char commit[41];
 	int offline;
+	int no_answer; /* a request got no answer at all (not an HTTP error) */
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
@@ -70,15 +71,19 @@ static char *hf_home(void)
 	return strdup(buf);
 }
 
-/* HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then $HF_HOME/token. */
-static char *token(const char *home)
+/* -o token_file=, then HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then
+ * $HF_HOME/token. */
+static char *token(const char *home, const char *file)
 {
-	const char *t = getenv("HF_TOKEN");
-	if (!t || !*t)
+	const char *t = file && *file ? NULL : getenv("HF_TOKEN");
+	if (!(file && *file) && (!t || !*t))
 		t = getenv("HUGGING_FACE_HUB_TOKEN");
 	char buf[4096];
 	if (!t || !*t) {
-		snprintf(buf, sizeof buf, "%s/token", home);
+		if (file && *file)
+			snprintf(buf, sizeof buf, "%s", file);
+		else
+			snprintf(buf, sizeof buf, "%s/token", home);
 		FILE *f = fopen(buf, "r");
 		if (!f)
 			return NULL;
@@ -159,6 +164,23 @@ static char *api_url(const struct hf_store *hs, const char *what, const char *re
 		return NULL;
 	}
 	return u;
+}
+
+/* The repository as the user names it: datasets keep their "datasets/". */
+static const char *repo_shown(const struct hf_store *hs, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "", hs->ref.repo);
+	return buf;
+}
+
+/* No answer came (a name that does not resolve, a refused connection, a
+ * timeout): say that, and where the Hub was looked for. */
+static tfs_err no_answer(struct hf_store *hs, tfs_err e, const char *what, struct tfs_diag *d)
+{
+	hs->no_answer = 1;
+	char why[sizeof d->msg];
+	snprintf(why, sizeof why, "%s", d->msg);
+	return tfs_fail(d, e, "no answer from the Hub at %s for %s: %s", hs->endpoint, what, why);
 }
 
 /* What an HTTP status from the Hub means, as one line. */
@@ -262,7 +284,7 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 		h->status = rs.status;
 		if (e && f != TFS_HTTP_STATUS) {
 			free(url);
-			return e;
+			return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, full, d) : e;
 		}
 		if (rs.status >= 400) {
 			free(url);
@@ -350,7 +372,7 @@ static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, c
 	if (e) {
 		free(*body);
 		*body = NULL;
-		return e;
+		return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, what, d) : e;
 	}
 	if (rs.status != 200 || !*body) {
 		free(*body);
@@ -537,6 +559,8 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	return e;
 }
 
+static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec, struct tfs_diag *d);
+
 static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirlist *out, struct tfs_diag *d)
 {
 	struct hf_store *hs = (struct hf_store *)st;
@@ -566,10 +590,15 @@ static tfs_err store_list(struct tfs_store *st, const char *dir, struct tfs_dirl
 		return e;
 	}
 	tfs_err e = list_repo(hs, d);
+	if (e && fall_back(hs, NULL, hs->base.location, d))
+		return store_list(st, dir, out, d);
 	for (size_t i = 0; !e && i < hs->files.n; i++) {
 		const char *p = hs->files.name[i];
-		if (strncmp(p, prefix, pl) == 0 && !strchr(p + pl, '/') &&
-		    tfs_dirlist_add(out, p + pl, hs->files.size[i]))
+		if (strncmp(p, prefix, pl) != 0)
+			continue;
+		const char *slash = strchr(p + pl, '/');
+		if (slash ? tfs_dirlist_add_dir(out, p + pl, (size_t)(slash - (p + pl)))
+			  : tfs_dirlist_add(out, p + pl, hs->files.size[i]))
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	return e;
@@ -607,6 +636,44 @@ static int claims(const char *spec)
 	return strncmp(spec, "hf://", 5) == 0;
 }
 
+/* The Hub gave no answer (not an HTTP error: no name, no connection, no
+ * byte), but the Hugging Face cache may hold the revision's snapshot: go
+ * on from it, as huggingface_hub does, with one warning. 1 when the store
+ * is offline now (call pin() again); 0 leaves *d as it was. */
+static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec, struct tfs_diag *d)
+{
+	if (hs->offline || !hs->no_answer || (!repo_dir && !hs->snapshot))
+		return 0;
+	char sha[64] = "", p[4600];
+	const char *rev = hs->ref.rev;
+	if (hs->snapshot) {
+		/* pinned already, and its snapshot is there */
+		snprintf(sha, sizeof sha, "%s", hs->commit);
+		snprintf(p, sizeof p, "%s", hs->snapshot);
+	} else if (tfs_hub_is_commit(rev)) {
+		snprintf(sha, sizeof sha, "%.40s", rev); /* a commit: 40 hex digits */
+	} else {
+		snprintf(p, sizeof p, "%s/refs/%s", repo_dir, rev);
+		FILE *f = strstr(rev, "..") ? NULL : fopen(p, "r");
+		if (f) {
+			if (!fgets(sha, sizeof sha, f))
+				sha[0] = 0;
+			fclose(f);
+		}
+		sha[strcspn(sha, "\r\n")] = 0;
+	}
+	struct stat st;
+	if (!hs->snapshot)
+		snprintf(p, sizeof p, "%s/snapshots/%s", repo_dir, sha);
+	if (!tfs_hub_is_commit(sha) || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s", spec, d->msg, sha);
+	hs->offline = 1;
+	free(hs->auth);
+	hs->auth = NULL;
+	return 1;
+}
+
 /* The commit REV names, pinned once. */
 static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file, struct tfs_diag *d)
 {
@@ -630,7 +697,7 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 			return tfs_fail(
 				d, TFS_ERR_NOENT,
 				"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
-				rev, hs->ref.repo);
+				rev, repo_shown(hs, (char[300]){0}, 300));
 		memcpy(hs->commit, sha, 41);
 		return TFS_OK;
 	}
@@ -655,14 +722,59 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 	size_t len;
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	char what[600];
-	snprintf(what, sizeof what, "revision '%s' of %s", rev, hs->ref.repo);
+	char what[600], rn[300];
+	snprintf(what, sizeof what, "revision '%s' of %s", rev, repo_shown(hs, rn, sizeof rn));
 	tfs_err e = api_get(hs, url, what, &body, &len, NULL, 0, d);
 	free(url);
 	if (!e)
 		e = tfs_hub_parse_revision(body, len, hs->commit, d);
 	free(body);
 	return e;
+}
+
+/* The Hub's address: -o hf_endpoint=, HF_ENDPOINT, else huggingface.co;
+ * and its origin, the only place the token goes. */
+static tfs_err set_endpoint(struct hf_store *hs, const struct tfs_opts *o, struct tfs_diag *d)
+{
+	const char *ep = tfs_opts_get(o, "hf_endpoint");
+	if (!ep || !*ep)
+		ep = getenv("HF_ENDPOINT");
+	hs->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
+	if (!hs->endpoint)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	for (size_t n = strlen(hs->endpoint); n && hs->endpoint[n - 1] == '/'; n--)
+		hs->endpoint[n - 1] = 0;
+	if (strncasecmp(hs->endpoint, "https://", 8) != 0 && strncasecmp(hs->endpoint, "http://", 7) != 0)
+		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT must be an http(s) URL");
+	const char *host = strstr(hs->endpoint, "://") + 3;
+	size_t ol = (size_t)(host - hs->endpoint) + strcspn(host, "/?#");
+	if (ol >= sizeof hs->origin)
+		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT is too long");
+	memcpy(hs->origin, hs->endpoint, ol);
+	return TFS_OK;
+}
+
+/* Whether PATH names a file (1) or a directory (0): the cache says,
+ * offline (or once the Hub gave no answer), else the listing. */
+static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *spec, int *is_file,
+			 struct tfs_diag *d)
+{
+	tfs_err e = hs->offline ? TFS_OK : list_repo(hs, d);
+	if (hs->offline || (e && fall_back(hs, repo_dir, spec, d))) {
+		int hsz = 0;
+		uint64_t sz = 0;
+		char *p = cached(hs, hs->ref.path, &hsz, &sz);
+		*is_file = p != NULL;
+		free(p);
+		return TFS_OK;
+	}
+	if (e)
+		return e;
+	*is_file = 0;
+	for (size_t i = 0; i < hs->files.n; i++)
+		if (strcmp(hs->files.name[i], hs->ref.path) == 0)
+			*is_file = 1;
+	return TFS_OK;
 }
 
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
@@ -683,32 +795,22 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	pthread_mutex_init(&hs->lock, NULL);
 	if ((e = tfs_hub_parse_ref(spec, &hs->ref, d)))
 		goto fail;
-	const char *ep = getenv("HF_ENDPOINT");
-	hs->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
-	if (!hs->endpoint) {
-		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if ((e = set_endpoint(hs, o, d)))
 		goto fail;
-	}
-	for (size_t n = strlen(hs->endpoint); n && hs->endpoint[n - 1] == '/'; n--)
-		hs->endpoint[n - 1] = 0;
-	if (strncasecmp(hs->endpoint, "https://", 8) != 0 && strncasecmp(hs->endpoint, "http://", 7) != 0) {
-		e = tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT must be an http(s) URL");
-		goto fail;
-	}
-	const char *host = strstr(hs->endpoint, "://") + 3;
-	size_t ol = (size_t)(host - hs->endpoint) + strcspn(host, "/?#");
-	if (ol >= sizeof hs->origin) {
-		e = tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT is too long");
-		goto fail;
-	}
-	memcpy(hs->origin, hs->endpoint, ol);
 	const char *off = getenv("HF_HUB_OFFLINE");
 	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
-	hs->auth = hs->offline ? NULL : token(home);
+	const char *tf = tfs_opts_get(o, "token_file");
+	if (tf && *tf && access(tf, R_OK) != 0) {
+		e = tfs_fail(d, TFS_ERR_INVAL, "-o token_file=%s: cannot read it: %s", tf, strerror(errno));
+		goto fail;
+	}
+	hs->auth = hs->offline ? NULL : token(home, tf);
 	repo_dir = cache_repo_dir(hs, home);
 	int path_is_file;
-	if ((e = pin(hs, repo_dir, &path_is_file, d)))
+	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
+		goto fail;
+	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
 	if (repo_dir) {
 		size_t n = strlen(repo_dir) + 64;
@@ -722,23 +824,8 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 				free(snap);
 		}
 	}
-	/* PATH: a file to open, or a directory to pick the checkpoint in. */
-	if (*hs->ref.path && path_is_file < 0) {
-		if (hs->offline) {
-			int hsz = 0;
-			uint64_t sz = 0;
-			char *p = cached(hs, hs->ref.path, &hsz, &sz);
-			path_is_file = p != NULL;
-			free(p);
-		} else {
-			if ((e = list_repo(hs, d)))
-				goto fail;
-			path_is_file = 0;
-			for (size_t i = 0; i < hs->files.n; i++)
-				if (strcmp(hs->files.name[i], hs->ref.path) == 0)
-					path_is_file = 1;
-		}
-	}
+	if (*hs->ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
+		goto fail;
 	if (path_is_file == 1) {
 		const char *slash = strrchr(hs->ref.path, '/');
 		hs->root = strndup(hs->ref.path, slash ? (size_t)(slash - hs->ref.path) + 1 : 0);
@@ -773,12 +860,21 @@ fail:
 	return e;
 }
 
+/* What an fstab line cannot say through the environment. */
+static const struct tfs_opt_spec hf_opts[] = {
+	{"hf_endpoint", 1, "hf: the Hub's address (or HF_ENDPOINT)", "URL"},
+	{"token_file", 1, "hf: a file holding the Hub token (else HF_TOKEN, $HF_HOME/token)", "PATH"},
+	{NULL, 0, NULL, NULL},
+};
+
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
 	.claims = claims,
 	.resolve = resolve,
+	.opts = hf_opts,
 	.shared_opts = tfs_remote_opts,
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
+	.counters = tfs_remote_counters,
 };

@@ -159,6 +159,7 @@ const struct tfs_source_driver tfs_source_http = {
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
+	.counters = tfs_remote_counters,
 	.redact = tfs_http_redact,
 	.hide = tfs_http_hide,
 };

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "core/table.h"
 
-#ifndef TFS_VERSION
-#define TFS_VERSION "0.2.0"
-#endif
+#include "core/version.h"
 
 #define HEADERS_MAX (256u << 10) /* all response headers of one transfer */
 #define ERRBODY_MAX 4096         /* what is kept of an error body */
@@ -26,7 +26,7 @@ static pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
 static pthread_key_t handle_key;
 static struct tfs_http_policy policy = {.retries = 3, .stall_seconds = 15, .connect_seconds = 10};
 static int aborted;
-static uint64_t nrequests, nretried;
+static uint64_t nrequests, nretried, nbytes;
 
 static void lock_cb(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
 {
@@ -85,9 +85,52 @@ void tfs_http_get_policy(struct tfs_http_policy *p)
 	*p = policy;
 }
 
+/* Every socket libcurl has open, so that an abort can wake the transfers
+ * blocked on them at once: libcurl looks at the progress callback only
+ * about once a second while a server sends nothing, and SIGTERM must not
+ * wait that long (README, "When the network fails"). Opened and closed
+ * under the lock the abort holds, so it never touches a descriptor that
+ * was closed and given to something else. */
+static pthread_mutex_t socks_lock = PTHREAD_MUTEX_INITIALIZER;
+static curl_socket_t *socks;
+static size_t nsocks, csocks;
+
+static curl_socket_t open_sock(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	(void)ctx;
+	(void)purpose;
+	pthread_mutex_lock(&socks_lock);
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	if (!tfs_http_aborted() && (nsocks < csocks || !tfs_grow((void **)&socks, &csocks, nsocks + 1, sizeof *socks))) {
+		fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+		if (fd != CURL_SOCKET_BAD)
+			socks[nsocks++] = fd;
+	}
+	pthread_mutex_unlock(&socks_lock);
+	return fd;
+}
+
+static int close_sock(void *ctx, curl_socket_t fd)
+{
+	(void)ctx;
+	pthread_mutex_lock(&socks_lock);
+	for (size_t i = 0; i < nsocks; i++)
+		if (socks[i] == fd) {
+			socks[i] = socks[--nsocks];
+			break;
+		}
+	int r = close(fd);
+	pthread_mutex_unlock(&socks_lock);
+	return r;
+}
+
 void tfs_http_abort(void)
 {
 	__atomic_store_n(&aborted, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&socks_lock);
+	for (size_t i = 0; i < nsocks; i++)
+		shutdown(socks[i], SHUT_RDWR);
+	pthread_mutex_unlock(&socks_lock);
 }
 
 int tfs_http_aborted(void)
@@ -98,6 +141,11 @@ int tfs_http_aborted(void)
 uint64_t tfs_http_requests(void)
 {
 	return __atomic_load_n(&nrequests, __ATOMIC_RELAXED);
+}
+
+uint64_t tfs_http_bytes(void)
+{
+	return __atomic_load_n(&nbytes, __ATOMIC_RELAXED);
 }
 
 uint64_t tfs_http_retried(void)
@@ -369,6 +417,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 	const struct tfs_http_req *rq = x->rq;
 	size_t n = size * nmemb;
 	long st = x->rs->status;
+	if (st >= 200 && st <= 299)
+		__atomic_fetch_add(&nbytes, (uint64_t)n, __ATOMIC_RELAXED);
 	if (st < 200 || st > 299) {
 		/* An error's body: keep the start (S3 says what in it). */
 		size_t k = ERRBODY_MAX - x->errlen < n ? ERRBODY_MAX - x->errlen : n;
@@ -512,6 +562,8 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_sock);
+	curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, close_sock);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	if (rq->head)
@@ -624,9 +676,21 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		return TFS_HTTP_NOTHTTP;
 	}
 	if (c != CURLE_OK) {
-		tfs_fail(d, TFS_ERR_OPEN, "%s", *errbuf ? errbuf : curl_easy_strerror(c));
+		/* No answer came: say which way, then libcurl's words. */
+		const char *lib = *errbuf ? errbuf : curl_easy_strerror(c);
+		char stalled[64];
+		snprintf(stalled, sizeof stalled, "no answer for %u s", policy.stall_seconds);
+		const char *how = c == CURLE_COULDNT_RESOLVE_HOST ? "the host name does not resolve"
+				  : c == CURLE_COULDNT_CONNECT     ? "the connection was refused or failed"
+				  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
+				  : c == CURLE_OPERATION_TIMEDOUT                            ? "it timed out"
+											     : NULL;
+		if (how)
+			tfs_fail(d, TFS_ERR_OPEN, "%s (%s)", how, lib);
+		else
+			tfs_fail(d, TFS_ERR_OPEN, "%s", lib);
 		/* A name that does not resolve will not resolve on retry. */
-		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_STATUS : TFS_HTTP_NET;
+		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_NONAME : TFS_HTTP_NET;
 	}
 	return TFS_HTTP_OK;
 }
@@ -716,6 +780,15 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 	return f != TFS_HTTP_OK ? f : answer_verdict(&x, rs, d);
 }
 
+/* The host of a URL, for messages (never its user or password). */
+static void url_host(const char *url, char *out, size_t n)
+{
+	const char *host;
+	const char *at = userinfo_at(url, &host);
+	const char *p = at ? at + 1 : host;
+	snprintf(out, n, "%.*s", (int)strcspn(p, "/?#"), p);
+}
+
 static int retryable(enum tfs_http_fail f, long status)
 {
 	if (f == TFS_HTTP_NET)
@@ -746,9 +819,19 @@ tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, 
 		*fail = f;
 		if (f == TFS_HTTP_OK)
 			return TFS_OK;
-		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted())
+		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted()) {
+			/* The tries made are part of what happened. */
+			if (n > 0 && !tfs_http_aborted()) {
+				char msg[sizeof d->msg];
+				snprintf(msg, sizeof msg, "%s", d->msg);
+				tfs_fail(d, TFS_ERR_IO, "%s (%u tries)", msg, n + 1);
+			}
 			return TFS_ERR_IO;
+		}
 		__atomic_fetch_add(&nretried, 1, __ATOMIC_RELAXED);
+		char host[256];
+		url_host(rq->url, host, sizeof host);
+		tfs_log_info("%s: %s; retrying (%u of %u)", host, d->msg, n + 1, policy.retries);
 		/* Jitter spreads the retries of many readers apart. */
 		uint32_t r = 0;
 		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)

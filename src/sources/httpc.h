@@ -90,6 +90,7 @@ struct tfs_http_resp {
 enum tfs_http_fail {
 	TFS_HTTP_OK,
 	TFS_HTTP_NET,       /* connect, reset, timeout, truncated: retried */
+	TFS_HTTP_NONAME,    /* the host's name does not resolve: not retried */
 	TFS_HTTP_STATUS,    /* an HTTP status: resp.status says which */
 	TFS_HTTP_NORANGE,   /* 200 with the whole body to a Range request */
 	TFS_HTTP_BADRANGE,  /* 206 with another Content-Range or length */
@@ -127,6 +128,8 @@ uint64_t tfs_http_requests(void);
 /* How many attempts failed and were tried again (all threads): what the
  * cache's in-flight limit backs off on (a 503, SlowDown, a reset). */
 uint64_t tfs_http_retried(void);
+/* Body bytes received in 2xx answers, since the process began. */
+uint64_t tfs_http_bytes(void);
 
 /* Takes one response header line (not NUL-terminated) into rs; returns 1
  * for a status line, which starts a new response. (Exposed for the

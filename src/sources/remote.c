@@ -10,15 +10,15 @@
 #include "sources/cache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
-	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)"},
-	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts"},
-	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)"},
-	{"retries", 1, "remote sources: retries of a failed request (default 3)"},
-	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)"},
-	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)"},
-	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)"},
-	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting"},
-	{NULL, 0, NULL},
+	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE"},
+	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR"},
+	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE"},
+	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N"},
+	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)", "SECONDS"},
+	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N"},
+	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE"},
+	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL},
+	{NULL, 0, NULL, NULL},
 };
 
 static int parse_uint(const char *s, unsigned max, unsigned *v)
@@ -460,6 +460,18 @@ void tfs_remote_start(void)
 void tfs_remote_stop(void)
 {
 	tfs_http_abort();
+}
+
+void tfs_remote_counters(struct tfs_counters *c)
+{
+	uint64_t hits, misses, disk;
+	tfs_cache_counters(&hits, &misses, &disk);
+	c->requests += tfs_http_requests();
+	c->bytes_fetched += tfs_http_bytes();
+	c->retries += tfs_http_retried();
+	c->cache_hits += hits;
+	c->cache_misses += misses;
+	c->disk_hits += disk;
 }
 
 int tfs_remote_warm(uint64_t *done, uint64_t *total)

@@ -54,5 +54,7 @@ extern const struct tfs_opt_spec tfs_remote_opts[];
 void tfs_remote_start(void);
 void tfs_remote_stop(void);
 int tfs_remote_warm(uint64_t *done, uint64_t *total);
+/* The remote drivers' counters (one HTTP client and cache for all). */
+void tfs_remote_counters(struct tfs_counters *c);
 
 #endif

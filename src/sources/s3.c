@@ -358,7 +358,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	memcpy(st->bucket, b, bl);
 	struct tfs_aws_creds cr;
 	int nosign = tfs_opts_get(o, "no_sign_request") != NULL;
-	if ((e = tfs_aws_credentials(&cr, !nosign, d)))
+	if ((e = tfs_aws_credentials_of(&cr, !nosign, tfs_opts_get(o, "aws_profile"), d)))
 		goto fail;
 	/* The endpoint: -o endpoint=, AWS_ENDPOINT_URL, else AWS's own for
 	 * the region (virtual-hosted). A custom one is path-style. */
@@ -436,10 +436,11 @@ fail:
 }
 
 static const struct tfs_opt_spec s3_opts[] = {
-	{"endpoint", 1, "s3: an S3-compatible store's URL (or AWS_ENDPOINT_URL)"},
-	{"path_style", 0, "s3: BUCKET in the path, not the host name"},
-	{"no_sign_request", 0, "s3: no credentials, for a public bucket"},
-	{NULL, 0, NULL},
+	{"endpoint", 1, "s3: an S3-compatible store's URL (or AWS_ENDPOINT_URL)", "URL"},
+	{"path_style", 0, "s3: BUCKET in the path, not the host name", NULL},
+	{"no_sign_request", 0, "s3: no credentials, for a public bucket", NULL},
+	{"aws_profile", 1, "s3: the profile in ~/.aws/credentials and config (or AWS_PROFILE)", "NAME"},
+	{NULL, 0, NULL, NULL},
 };
 
 const struct tfs_source_driver tfs_source_s3 = {
@@ -451,4 +452,5 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
+	.counters = tfs_remote_counters,
 };

@@ -86,7 +86,7 @@ class Nginx:
             "events { worker_connections 1024; }",
             "http {",
             "  log_format tfs '$request_method\t$uri\t$status\t$body_bytes_sent\t$http_range\t"
-            "$http_if_match\t$http_authorization\t$server_port';",
+            "$http_if_match\t$http_authorization\t$server_port\t$http_user_agent';",
             f"  access_log {self.log} tfs;",
             "  sendfile on; keepalive_requests 100000;",
         ]
@@ -127,7 +127,7 @@ class Nginx:
     def requests(self):
         """The access log so far: one dict per request ("-" for a header
         the request did not have)."""
-        keys = ("method", "uri", "status", "bytes", "range", "if_match", "auth", "port")
+        keys = ("method", "uri", "status", "bytes", "range", "if_match", "auth", "port", "agent")
         out = []
         if not os.path.exists(self.log):
             return out

@@ -8,6 +8,7 @@ server that must not hang ls, stat, reads or the unmount."""
 
 import hashlib
 import json
+import re
 import os
 import shutil
 import signal
@@ -288,7 +289,12 @@ def test_dead_server_never_holds_up_sigterm(web, proxied, tmp):
     t0 = time.time()
     os.kill(pid, signal.SIGTERM)
     assert wait_gone(pid, 10), "the daemon did not exit"
-    assert time.time() - t0 < 5
+    took = time.time() - t0
+    print(f"SIGTERM to exit: {took:.3f} s")
+    # README, "When the network fails": within about 0.1 s; a bound with
+    # room for a loaded machine (it was about 2 s before aborts shut the
+    # transfers' sockets)
+    assert took < 1.0, took
     th.join(10)
     assert not th.is_alive() and res["r"] != "read"
     assert not is_mounted(mnt)
@@ -519,3 +525,83 @@ def test_index_over_http_with_escaped_shard_names(web):
             assert read_in(mnt, f"t{i}") == bytes([i])
     uris = {r["uri"] for r in requests_for(web, "/gen/sh/")}
     assert "/gen/sh/a b.safetensors" in uris  # nginx logs the decoded path
+
+
+def test_one_version_everywhere(web, tmp):
+    """The User-Agent of every request names the version --version prints
+    (one version, defined once in core/version.h)."""
+    v = run(["--version"])
+    assert v.returncode == 0
+    version = v.stdout.split()[1]
+    gen(web, "ua.safetensors", [("w", "U8", (4,), b"abcd")])
+    web.clear_log()
+    with mounted(web.url("plain", "gen/ua.safetensors")) as mnt:
+        assert read_in(mnt) == b"abcd"
+    agents = {r["agent"] for r in requests_for(web, "ua.safetensors")}
+    assert agents == {f"tensorfs/{version}"}, agents
+
+
+def counters(mnt):
+    return {k: int(v) for k, v in (f.split("=") for f in os.getxattr(mnt, "user.counters").decode().split())}
+
+
+def wait_for(path, text, seconds=10):
+    for _ in range(int(seconds * 20)):
+        if os.path.exists(path) and text in open(path).read():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_counters_log_file_and_sigusr1(web, proxied, tmp):
+    """user.counters on the root says what the sources did (requests,
+    bytes fetched, retries, cache hits and misses); SIGUSR1 writes the same
+    to -o logfile=, as do retries and, with -o verbose, the counters at
+    unmount."""
+    n = 3 << 20
+    raw = os.urandom(n)
+    gen(web, "cnt.safetensors", [("w", "U8", (n,), raw)])
+    log = os.path.join(tmp, "tfs.log")
+    # the server fails the first request once: retried, and said in the log
+    proxied.faults({"match": "cnt", "fault": "status", "status": 503, "times": 1})
+    with mounted(proxied.url("gen/cnt.safetensors"), "-o", f"logfile={log},verbose,direct_io") as mnt:
+        assert "user.counters" in os.listxattr(mnt)
+        c0 = counters(mnt)
+        assert c0["requests"] >= 2 and c0["retries"] == 1, c0
+        assert wait_for(log, "retrying (1 of 3)")
+        assert read_in(mnt) == raw
+        c1 = counters(mnt)
+        # every block the reader asked for was fetched for it or ahead of it
+        assert c1["bytes_fetched"] >= n and c1["cache_misses"] >= 1, c1
+        assert c1["cache_hits"] + c1["cache_misses"] >= n // (256 << 10), c1
+        assert read_in(mnt) == raw  # direct_io: the daemon is asked again
+        c2 = counters(mnt)
+        assert c2["cache_hits"] + c2["cache_misses"] >= c1["cache_hits"] + c1["cache_misses"] + n // (256 << 10)
+        assert c2["requests"] >= c1["requests"] and c2["bytes_fetched"] >= c1["bytes_fetched"], (c1, c2)
+        os.kill(daemon_pids(mnt)[0], signal.SIGUSR1)
+        assert wait_for(log, "counters (SIGUSR1): requests=")
+    assert wait_for(log, "counters at unmount: requests=")
+    text = open(log).read()
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} tensorfs\[\d+\]: ", l) for l in text.splitlines()), text
+    assert oct(os.stat(log).st_mode & 0o777) == "0o600"
+
+
+def test_retries_said_on_a_terminal(web, proxied, tmp):
+    """On a terminal the command says what it is waiting for ("...;
+    retrying (1 of 3)"), and a final failure says how many tries were
+    made; without a terminal (a pipe) stderr stays one line."""
+    import shutil
+    if not shutil.which("script"):
+        from tfsutil import missing
+        missing("script (util-linux), for a terminal")
+    gen(web, "tty.safetensors", [("w", "U8", (4,), b"abcd")])
+    url = proxied.url("gen/tty.safetensors")
+    proxied.faults({"match": "tty", "fault": "status", "status": 503, "times": 1})
+    r = subprocess.run(["script", "-qec", f"{BIN} --inspect {url}", "/dev/null"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    assert "HTTP 503; retrying (1 of 3)" in r.stdout, r.stdout
+    proxied.faults({"match": "tty", "fault": "status", "status": 503})
+    r = run(["-o", "retries=2", "--inspect", url])
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "(3 tries)" in r.stderr, r.stderr
+    proxied.faults()

@@ -8,6 +8,7 @@ without the network."""
 import hashlib
 import json
 import os
+import subprocess
 import shutil
 import tempfile
 
@@ -306,3 +307,72 @@ def test_verify_checks_the_lfs_oid(hub, env):
     assert hashlib.sha256(bytes(served)).hexdigest() in bad.stdout
     js = json.loads(run(["--verify", "--json", "hf://org/tampered"]).stdout)
     assert js["ok"] is False and js["mismatches"][0]["expected"] == true
+
+
+def test_fstab_line_with_hub_settings(hub, env, tmp):
+    """What an fstab line can carry, with no environment: the Hub's
+    address (hf_endpoint=), the token (token_file=), owners by name; a
+    real `mount -T FSTAB -a` mounts it (the prog#source form, which names
+    the binary by its path), and defaults (rw) is refused with a hint."""
+    import shutil
+    import subprocess
+    from tfsutil import BIN, EXIT_USAGE, is_mounted, missing
+    if os.getuid() != 0 or not shutil.which("mount") or not os.path.exists("/usr/sbin/mount.fuse3") and \
+            not os.path.exists("/sbin/mount.fuse3"):
+        missing("root, mount(8) and mount.fuse3 (to mount from an fstab line)")
+    tok = os.path.join(tmp, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    fstab = os.path.join(tmp, "fstab")
+    opts = f"ro,hf_endpoint={hub.endpoint},token_file={tok},uid=nobody,gid=nogroup"
+    with open(fstab, "w") as f:
+        f.write(f"# tensorfs from the Hub\n{BIN}#hf://org/gated {mnt} fuse {opts} 0 0\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    clean["HF_HOME"] = os.path.join(tmp, "empty-home")  # no token file there
+    r = subprocess.run(["mount", "-T", fstab, "-a"], capture_output=True, text=True, timeout=60, env=clean)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(mnt)
+        assert read(mnt, "w") == b"v1"
+        st = os.stat(os.path.join(mnt, "w"))
+        assert (st.st_uid, st.st_gid) == (65534, 65534)
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+    assert not is_mounted(mnt)
+    with open(fstab, "w") as f:
+        f.write(f"{BIN}#hf://org/gated {mnt} fuse defaults,hf_endpoint={hub.endpoint},token_file={tok} 0 0\n")
+    r = subprocess.run(["mount", "-T", fstab, "-a"], capture_output=True, text=True, timeout=60, env=clean)
+    assert r.returncode != 0 and "as defaults means rw" in r.stderr, r.stderr
+    assert not is_mounted(mnt)
+    # the same settings on the command line, and an unreadable token file
+    r = run(["-o", f"hf_endpoint={hub.endpoint},token_file={tmp}/absent", "--inspect", "hf://org/gated"])
+    assert r.returncode == EXIT_USAGE and "token_file" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = run(["-o", "uid=no-such-user-x", "hf://org/gated", mnt])
+    assert r.returncode == EXIT_USAGE and "no such user" in r.stderr
+
+
+def test_unreachable_hub_falls_back_to_the_cache(hub, env, tmp):
+    """No answer from the Hub (nothing listens), but the Hugging Face
+    cache holds the snapshot: the mount goes on from it, with one warning
+    naming why, by branch and by full commit hash, as huggingface_hub does;
+    without the snapshot it fails with the real cause. HF_HUB_OFFLINE=1
+    is unchanged (test_offline)."""
+    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
+             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing there
+    for ref in ("hf://org/versions", f"hf://org/versions@{C2}", f"hf://org/versions@{C2}/model.safetensors"):
+        mnt = os.path.join(tmp, "m")
+        os.makedirs(mnt, exist_ok=True)
+        r = run([ref, mnt])
+        try:
+            assert r.returncode == 0, r.stderr
+            lines = r.stderr.splitlines()
+            assert len(lines) == 1 and "warning: no answer from the Hub at http://127.0.0.1:9" in lines[0], r.stderr
+            assert f"using the Hugging Face cache's snapshot of {C2[:12]}" in lines[0]
+            assert read(mnt, "w") == b"v2"
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    r = run(["hf://org/julia", tmp])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1 and "no answer from the Hub" in r.stderr

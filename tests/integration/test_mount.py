@@ -136,7 +136,10 @@ def test_xattrs(model):
     with mounted(path) as mnt:
         p = os.path.join(mnt, "layers.0.weight")
         assert sorted(os.listxattr(p)) == sorted(
-            ["user.dtype", "user.shape", "user.name", "user.offsets", "user.source"])
+            ["user.dtype", "user.shape", "user.name", "user.offsets", "user.source", "user.xdg.comment"])
+        # freedesktop's comment, which file managers can show in a column
+        assert os.getxattr(p, "user.xdg.comment") == b"F32 [3, 4], 48 bytes"
+        assert os.getxattr(os.path.join(mnt, "big"), "user.xdg.comment") == b"U8 [300001], 293 KiB"
         assert os.getxattr(p, "user.dtype") == b"F32"
         assert os.getxattr(p, "user.shape") == b"[3,4]"
         assert os.getxattr(p, "user.name") == b"layers.0.weight"
@@ -178,7 +181,7 @@ def test_xattrs(model):
         buf = ctypes.create_string_buffer(5)
         assert libc.getxattr(bp, b"user.shape", buf, 5) == 5 and buf.raw == b"[3,4]"
         n = libc.listxattr(bp, None, 0)
-        assert n == len(b"user.dtype\0user.shape\0user.name\0user.offsets\0user.source\0")
+        assert n == len(b"user.dtype\0user.shape\0user.name\0user.offsets\0user.source\0user.xdg.comment\0")
         assert libc.listxattr(bp, ctypes.create_string_buffer(3), 3) == -1
         assert ctypes.get_errno() == errno.ERANGE
 
@@ -422,10 +425,11 @@ def test_usage_and_source_errors(model, tmp):
     mnt = os.path.join(tmp, "m")
     os.mkdir(mnt)
     for args in ([], [path], [path, mnt, "extra"], ["--bogus", path, mnt], ["-o", "nonsense", path, mnt],
-                 ["-o", "export_cache", path, mnt]):
+                 ["-o", "export_cache", path, mnt], ["-o", "rw", path, mnt], ["-o", "ro,rw", path, mnt]):
         r = run(args)
         assert r.returncode == EXIT_USAGE, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("tensorfs: "), (args, r.stderr)
+        assert not (len(args) > 1 and "rw" in args[1].split(",")) or "read-only" in r.stderr, r.stderr
     r = run([os.path.join(tmp, "missing.safetensors"), mnt])
     assert r.returncode == EXIT_SOURCE and "No such file" in r.stderr
     empty_dir = os.path.join(tmp, "nothing-here")
@@ -434,6 +438,16 @@ def test_usage_and_source_errors(model, tmp):
     assert r.returncode == EXIT_FORMAT and "holds no checkpoint file (.safetensors, .gguf, .bt, .tensorsafe, .bin, .npz) and no index" in r.stderr, r.stderr
     r = run(["/dev/null", mnt])
     assert r.returncode == EXIT_SOURCE and "not a regular file" in r.stderr
+    # a pipe, as the shell's <(cat x.safetensors) gives one
+    rfd, wfd = os.pipe()
+    try:
+        r = subprocess.run([BIN, f"/dev/fd/{rfd}", mnt], capture_output=True, text=True, timeout=60,
+                           pass_fds=(rfd,))
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+    assert r.returncode == EXIT_SOURCE and "not a regular file" in r.stderr and \
+        r.stderr.count("\n") == 1, r.stderr
     r = run([path, os.path.join(tmp, "nowhere")])
     assert r.returncode == EXIT_MOUNT and "does not exist" in r.stderr
     r = run([path, path])

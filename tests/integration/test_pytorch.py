@@ -498,6 +498,18 @@ def test_npz_fortran_order_shown_transposed(tmp):
         assert json.loads(os.getxattr(os.path.join(mnt, "v"), "user.shape")) == [5]
     r = run(["--inspect", p])
     assert "Fortran order" in r.stderr and "fortran_order" in r.stdout
+    # format=npy: the NPY header says fortran_order True with the stored
+    # shape, so np.load gives the original array back; the raw file and
+    # user.shape stay the transpose
+    b = np.asfortranarray(np.arange(24, dtype=np.int16).reshape(2, 3, 4))
+    p2 = os.path.join(tmp, "f3.npz")
+    np.savez(p2, a=a, v=v, b=b)
+    with mounted(p2, "-o", "format=npy") as mnt:
+        for name, want in (("a", a), ("v", v), ("b", b)):
+            got = np.load(os.path.join(mnt, name + ".npy"))
+            assert got.shape == want.shape and (got == want).all(), name
+            assert got.flags.f_contiguous
+        assert json.loads(os.getxattr(os.path.join(mnt, "a.npy"), "user.shape")) == [4, 3]
 
 
 def npz_with_members(path, members, method=zipfile.ZIP_STORED):

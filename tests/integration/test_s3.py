@@ -229,3 +229,18 @@ def test_no_sign_request_and_bad_references(s3rver, aws_env, tmp):
     assert r.returncode == EXIT_SOURCE and "NoSuchBucket" in r.stderr
     r = run(["-o", "endpoint=ftp://x", "s3://models/x.safetensors", tmp])
     assert r.returncode == EXIT_USAGE and "must be an http(s) URL" in r.stderr
+
+
+def test_profile_and_endpoint_as_options(double, aws_env, tmp):
+    """-o aws_profile= and -o endpoint=, what an fstab line can carry: the
+    profile named wins over wrong keys in the environment (as the AWS CLI's
+    --profile does)."""
+    aws = os.path.join(tmp, ".aws")
+    os.makedirs(aws)
+    with open(os.path.join(aws, "credentials"), "w") as f:
+        f.write("[work]\naws_access_key_id = AKIDTEST\naws_secret_access_key = SECRETTEST\n")
+    os.environ.update({"AWS_ACCESS_KEY_ID": "NOBODY", "AWS_SECRET_ACCESS_KEY": "wrong"})
+    with mounted("s3://models/m/model.safetensors", "-o", f"aws_profile=work,endpoint={double.endpoint}") as m:
+        assert len(read(m)) == 3 << 20
+    r = run(["-o", f"endpoint={double.endpoint}", "s3://models/m/model.safetensors", tmp])
+    assert r.returncode == EXIT_SOURCE and "InvalidAccessKeyId" in r.stderr

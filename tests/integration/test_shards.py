@@ -86,7 +86,7 @@ def test_real_index_only_refused(which, tmp):
     r = run([d, tmp])
     idx = os.path.join(d, "model.safetensors.index.json")
     assert r.returncode == EXIT_SOURCE
-    assert r.stderr == f"tensorfs: {idx}: shard 'model-00001-of-00002.safetensors': cannot open: No such file or directory\n"
+    assert r.stderr == f"tensorfs: {idx}: shard 'model-00001-of-00002.safetensors': cannot open: No such file or directory (tensorfs --inspect shows what the index alone tells)\n"
 
 
 @pytest.mark.parametrize("index", [True, False])
@@ -172,7 +172,7 @@ def test_inconsistent_index(tmp):
     idx = case("gone")
     os.unlink(os.path.join(os.path.dirname(idx), "b.safetensors"))
     msg = refused(idx, tmp, EXIT_SOURCE)
-    assert msg == f"tensorfs: {idx}: shard 'b.safetensors': cannot open: No such file or directory\n"
+    assert msg == f"tensorfs: {idx}: shard 'b.safetensors': cannot open: No such file or directory (tensorfs --inspect shows what the index alone tells)\n"
 
     idx = case("dangling")
     os.unlink(os.path.join(os.path.dirname(idx), "b.safetensors"))
