@@ -18,18 +18,6 @@
 #include "core/jscan.h"
 
 /* The value types are core/kv.h's (the table keeps the pairs as read). */
-enum {
-	T_U8 = TFS_KV_U8,
-	T_U32 = TFS_KV_U32,
-	T_BOOL = TFS_KV_BOOL,
-	T_STR = TFS_KV_STR,
-	T_ARR = TFS_KV_ARR,
-	T_F32 = TFS_KV_F32,
-	T_F64 = TFS_KV_F64,
-	T_COUNT = TFS_KV_COUNT
-};
-#define type_size(t) tfs_kv_type_size(t)
-#define type_names(t) tfs_kv_type_name(t)
 
 #define GGML_MAX_NAME 64 /* ggml.h: a name and its NUL */
 #define MAX_DIMS 4
@@ -119,7 +107,7 @@ static tfs_err get_str(struct rd *r, size_t *off, size_t *len, const char *what)
 struct kv {
 	size_t key, klen; /* into the header buffer */
 	size_t val;       /* the value's first byte (after the type) */
-	uint32_t type;    /* T_ARR: elem_type and count */
+	uint32_t type;    /* TFS_KV_ARR: elem_type and count */
 	uint32_t elem;
 	uint64_t count;
 };
@@ -132,13 +120,13 @@ static void quote_at(struct rd *r, size_t off, size_t len, char *q, size_t qs)
 /* Steps over one value of type `t` (not an array). */
 static tfs_err skip_value(struct rd *r, uint32_t t, const char *key)
 {
-	if (t == T_STR) {
+	if (t == TFS_KV_STR) {
 		size_t o, l;
 		return get_str(r, &o, &l, key);
 	}
-	tfs_err e = need(r, type_size(t), key);
+	tfs_err e = need(r, tfs_kv_type_size(t), key);
 	if (!e)
-		r->pos += type_size(t);
+		r->pos += tfs_kv_type_size(t);
 	return e;
 }
 
@@ -159,36 +147,36 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 		return e;
 	kv->type = (uint32_t)v;
 	kv->count = 1;
-	if (kv->type == T_ARR) {
+	if (kv->type == TFS_KV_ARR) {
 		if ((e = get(r, 4, &v, what)))
 			return e;
 		kv->elem = (uint32_t)v;
 		if ((e = get(r, 8, &kv->count, what)))
 			return e;
-		if (kv->elem >= T_COUNT || kv->elem == T_ARR)
+		if (kv->elem >= TFS_KV_COUNT || kv->elem == TFS_KV_ARR)
 			return tfs_fail(
 				r->d, TFS_ERR_FORMAT, "key %s: an array of %s%u, which ggml's reader refuses",
-				q, kv->elem == T_ARR ? "arrays, type " : "invalid value type ", kv->elem);
-	} else if (kv->type >= T_COUNT) {
+				q, kv->elem == TFS_KV_ARR ? "arrays, type " : "invalid value type ", kv->elem);
+	} else if (kv->type >= TFS_KV_COUNT) {
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "key %s has invalid value type %u", q, kv->type);
 	}
 	kv->val = r->pos;
-	if (kv->type != T_ARR)
+	if (kv->type != TFS_KV_ARR)
 		return skip_value(r, kv->type, what);
-	if (kv->elem != T_STR) {
+	if (kv->elem != TFS_KV_STR) {
 		/* Fixed-size elements: check the whole array at once. */
-		if (kv->count > (r->size - r->pos) / type_size(kv->elem))
+		if (kv->count > (r->size - r->pos) / tfs_kv_type_size(kv->elem))
 			return need(r, r->size - r->pos + 1, what);
-		if ((e = need(r, kv->count * type_size(kv->elem), what)))
+		if ((e = need(r, kv->count * tfs_kv_type_size(kv->elem), what)))
 			return e;
-		r->pos += (size_t)(kv->count * type_size(kv->elem));
+		r->pos += (size_t)(kv->count * tfs_kv_type_size(kv->elem));
 		return TFS_OK;
 	}
 	/* Each string takes at least its 8-byte length. */
 	if (kv->count > (r->size - r->pos) / 8)
 		return need(r, r->size - r->pos + 1, what);
 	for (uint64_t k = 0; k < kv->count; k++)
-		if ((e = skip_value(r, T_STR, what)))
+		if ((e = skip_value(r, TFS_KV_STR, what)))
 			return e;
 	return TFS_OK;
 }
@@ -222,10 +210,10 @@ static const struct kv *find_key(struct rd *r, const struct kv *kvs, uint64_t n,
 /* An unsigned integer scalar of any width, for the keys tensorfs reads. */
 static int kv_uint(struct rd *r, const struct kv *kv, uint64_t *v)
 {
-	if (!kv || kv->type == T_ARR || type_size(kv->type) == 0 || kv->type == T_F32 || kv->type == T_F64 ||
-	    kv->type == T_BOOL)
+	if (!kv || kv->type == TFS_KV_ARR || tfs_kv_type_size(kv->type) == 0 || kv->type == TFS_KV_F32 || kv->type == TFS_KV_F64 ||
+	    kv->type == TFS_KV_BOOL)
 		return 0;
-	*v = le(r->buf + kv->val, type_size(kv->type));
+	*v = le(r->buf + kv->val, tfs_kv_type_size(kv->type));
 	return 1;
 }
 
@@ -244,7 +232,7 @@ static tfs_err facts(struct rd *r, struct tfs_table *out, const struct kv *kvs, 
 	static const char *const strs[] = {"general.architecture", "general.name"};
 	for (size_t i = 0; i < 2; i++) {
 		const struct kv *kv = find_key(r, kvs, n, strs[i]);
-		if (kv && kv->type == T_STR) {
+		if (kv && kv->type == TFS_KV_STR) {
 			size_t l = (size_t)le(r->buf + kv->val, 8);
 			char q[200];
 			tfs_quote(q, sizeof q, (const char *)r->buf + kv->val + 8, l);
@@ -254,7 +242,7 @@ static tfs_err facts(struct rd *r, struct tfs_table *out, const struct kv *kvs, 
 				return e;
 		}
 	}
-	if (arch && arch->type == T_STR) {
+	if (arch && arch->type == TFS_KV_STR) {
 		size_t al = (size_t)le(r->buf + arch->val, 8);
 		char key[128];
 		uint64_t v;
@@ -450,9 +438,9 @@ static tfs_err alignment(struct rd *r, const struct kv *kvs, uint64_t nkv, uint6
 	const struct kv *a = find_key(r, kvs, nkv, "general.alignment");
 	if (!a)
 		return TFS_OK;
-	if (a->type != T_U32)
+	if (a->type != TFS_KV_U32)
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment is of type %s; ggml requires UINT32",
-				type_names(a->type));
+				tfs_kv_type_name(a->type));
 	*align = le(r->buf + a->val, 4);
 	if (*align == 0 || (*align & (*align - 1)))
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "general.alignment %llu is not a power of 2",

@@ -659,9 +659,13 @@ static int export_notice(const struct tfs_tree *t, char *buf, size_t cap)
 {
 	char first[200];
 	uint64_t left = t->exports ? tfs_export_left_out(t, first, sizeof first) : 0;
+	/* A GGUF model's model.gguf holds them all: say so, or the warning
+	 * reads as if they were lost. */
+	int gguf = tfs_tree_lookup(t, 1, TFS_GGUF_ROOT, strlen(TFS_GGUF_ROOT)) != 0;
 	if (left)
-		snprintf(buf, cap, "-o export leaves out %llu tensor%s that safetensors cannot hold (%s)",
-			 (unsigned long long)left, left == 1 ? "" : "s", first);
+		snprintf(buf, cap, "-o export leaves out %llu tensor%s that safetensors cannot hold (%s)%s",
+			 (unsigned long long)left, left == 1 ? "" : "s", first,
+			 gguf ? "; " TFS_GGUF_ROOT " holds every tensor" : "");
 	return left != 0;
 }
 

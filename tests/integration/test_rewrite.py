@@ -343,3 +343,23 @@ def test_generated_names_never_meet_a_tensor(tmp):
             assert open(os.path.join(mnt, f), "rb").read() == np.float32(i).tobytes()
             assert os.getxattr(os.path.join(mnt, f), "user.name").decode() == names[i]
         assert os.listdir(os.path.join(mnt, "__shards__")) == ["model.safetensors"]
+
+
+def test_export_warning_names_model_gguf(tmp):
+    """The warning that model.safetensors leaves out GGUF's quantized
+    tensors says that model.gguf holds every one."""
+    rng = np.random.default_rng(3)
+    src = os.path.join(tmp, "q.gguf")
+    open(src, "wb").write(G.build([("general.architecture", G.STR, "llama")],
+                                  [("q", G.ID["Q4_0"], [64], G.random_blocks(G.ID["Q4_0"], 2, rng)),
+                                   ("f", 0, [2], np.ones(2, "<f4").tobytes())]))
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run(["-o", "export", src, mnt])
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count("\n") == 1 and "leaves out 1 tensor" in r.stderr, r.stderr
+        assert "model.gguf holds every tensor" in r.stderr, r.stderr
+        assert "model.gguf" in os.listdir(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)

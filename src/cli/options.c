@@ -1,0 +1,353 @@
+/* The command line's options and --help (cli/options.h). */
+#include "cli/options.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/format.h"
+
+#define CLI_OPT(t, p, v)                                                                                     \
+	{                                                                                                    \
+		t, offsetof(struct cli, p), v                                                                \
+	}
+const struct fuse_opt tfs_cli_opts[] = {
+	CLI_OPT("strict", strict, 1),
+	CLI_OPT("direct_io", direct_io, 1),
+	CLI_OPT("nosplice", nosplice, 1),
+	CLI_OPT("overmount", overmount, 1),
+	CLI_OPT("notsv", notsv, 1),
+	CLI_OPT("export", export, 1),
+	CLI_OPT("export_cache", export_cache, 1),
+	CLI_OPT("originals", originals, 1),
+	CLI_OPT("sums", sums, 1),
+	CLI_OPT("stats", stats_files, 1),
+	CLI_OPT("layout=%s", layout, 0),
+	CLI_OPT("format=%s", format, 0),
+	CLI_OPT("convert=%s", convert, 0),
+	CLI_OPT("input=%s", input, 0),
+	CLI_OPT("readahead_kb=%s", readahead, 0),
+	CLI_OPT("edits=%s", edits, 0),
+	CLI_OPT("logfile=%s", logfile, 0),
+	CLI_OPT("verbose", verbose, 1),
+	CLI_OPT("max_shard_size=%s", max_shard, 0),
+	CLI_OPT("uid=%s", uid, 0),
+	CLI_OPT("gid=%s", gid, 0),
+	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
+	FUSE_OPT_KEY("--json", KEY_JSON),
+	FUSE_OPT_KEY("--verify", KEY_VERIFY),
+	FUSE_OPT_KEY("--xxh64", KEY_XXH64),
+	FUSE_OPT_KEY("--stats", KEY_STATS),
+	FUSE_OPT_END,
+};
+
+/* A copy of SOURCE, and the original in argv with the password of a URL
+ * (scheme://user:PASSWORD@host/...) overwritten, as curl does: the
+ * daemon's /proc/PID/cmdline is readable by every local user for the life
+ * of the mount. */
+static char *take_source(char *arg, char **shown)
+{
+	char *copy = strdup(arg);
+	*shown = malloc(strlen(arg) + 1);
+	if (*shown)
+		tfs_source_redact(arg, *shown, strlen(arg) + 1);
+	tfs_source_hide(arg);
+	return copy;
+}
+
+int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct cli *c = data;
+	(void)out;
+	if (key == KEY_STATS) {
+		c->stats = 1;
+		return 0;
+	}
+	if (key == KEY_INSPECT || key == KEY_JSON || key == KEY_VERIFY || key == KEY_XXH64) {
+		*(key == KEY_INSPECT  ? &c->inspect
+		  : key == KEY_JSON   ? &c->json
+		  : key == KEY_VERIFY ? &c->verify
+				      : &c->xxh64) = 1;
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_OPT) {
+		/* A source driver's option is the driver's; the rest go on to
+		 * libfuse, which refuses what it does not know. */
+		const char *eq = strchr(arg, '=');
+		size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+		/* libfuse would take it and the kernel mount would stay
+		 * read-only: say so rather than accept it in silence. */
+		if (strcmp(arg, "rw") == 0) {
+			fprintf(stderr, "tensorfs: -o rw: the mount is read-only (the source is never written); "
+					"say ro (in an fstab line: ro, as defaults means rw)\n");
+			return -1;
+		}
+		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
+		if (!spec)
+			return 1;
+		if (spec->takes_value != (eq != NULL)) {
+			fprintf(stderr, "tensorfs: -o %.*s %s\n", (int)klen, arg,
+				spec->takes_value ? "takes a value (-o NAME=VALUE)" : "takes no value");
+			return -1;
+		}
+		if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
+			c->nomem = 1;
+		return 0;
+	}
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	/* tensorfs diff A B (a SOURCE named diff is ./diff) */
+	if (c->nonopt == 0 && !c->diff && strcmp(arg, "diff") == 0) {
+		c->diff = 1;
+		return 0;
+	}
+	if (c->nonopt == 1 && c->diff) {
+		c->nonopt++;
+		c->source_b = take_source((char *)arg, &c->shown_b);
+		if (!c->source_b || !c->shown_b)
+			c->nomem = 1;
+		return 0;
+	}
+	switch (c->nonopt++) {
+	case 0:
+		c->source = take_source((char *)arg, &c->shown);
+		if (!c->source || !c->shown)
+			c->nomem = 1;
+		return 0; /* not for libfuse */
+	case 1:
+		/* Kept from fuse_parse_cmdline, which would refuse a bad mount
+		 * point with its own message and exit code. */
+		c->mountpoint = arg;
+		return 0;
+	default:
+		c->bad_extra = 1;
+		c->extra = arg;
+		return 0;
+	}
+}
+
+void tfs_cli_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		"       " INSPECT_USAGE "\n"
+		"       " VERIFY_USAGE "\n"
+		"       " STATS_USAGE "\n"
+		"       " DIFF_USAGE "\n"
+		"\n"
+		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
+		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
+		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
+		"(*.index.json), a directory holding one index, or a directory of\n"
+		"checkpoint files (all of them, as one model), on disk or remote:\n"
+		"http(s)://HOST/PATH, hf://ORG/REPO[@REV][/PATH] (the Hugging Face\n"
+		"Hub), s3://BUCKET/KEY. Formats: %s.\n"
+		"\n"
+		"options:\n"
+		"    -h, --help            print this help and exit\n"
+		"    -V, --version         print the version and exit\n"
+		"    -f                    stay in the foreground\n"
+		"    -d                    debug output (implies -f)\n"
+		"    -s                    single-threaded\n"
+		"    -o opt[,opt...]       mount options:\n"
+		"       uid=N, gid=N       owner of every file, a number or a name\n"
+		"                          (default: the caller)\n"
+		"       strict             refuse what the format's reference reader refuses\n"
+		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
+		"                          tree: names split on '.' into directories\n"
+		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
+		"       convert=f32        narrow float and quantized tensors as float32\n"
+		"       notsv              no __tensors__.tsv table in each directory\n"
+		"       export             model.safetensors of every tensor, and with\n"
+		"                          layout=tree D.safetensors beside every directory D;\n"
+		"                          for a GGUF model also model.gguf (all parts merged)\n"
+		"       export_cache       read generated files through the page cache even\n"
+		"                          where direct I/O could keep shared mmap\n"
+		"       originals          the source's own files (shards, index, config.json...)\n"
+		"                          byte for byte in __files__/\n"
+		"       sums               __sha256sums__.txt in each directory with tensors\n"
+		"                          (sha256sum -c reads it; reading it hashes them)\n"
+		"       stats              NAME.stats.json beside each tensor file (--stats's\n"
+		"                          figures for it, worked out when read)\n"
+		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
+		"                          null) applied to __metadata__.json and generated files\n"
+		"       max_shard_size=SIZE  the model re-sharded as save_pretrained does it, in\n"
+		"                          __shards__/ (5GB: 10^9 bytes; 4GiB, 4G: 2^30)\n"
+		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
+		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
+		"       nosplice           copy through a buffer instead of splicing\n"
+		"       overmount          mount even where something is mounted already\n"
+		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
+		"                          0 keeps the kernel's 128; needs root)\n"
+		"       max_threads=N      worker threads (default 10)\n"
+		"       logfile=PATH       the daemon's messages appended to PATH, with\n"
+		"                          times (default: syslog once detached)\n"
+		"       verbose            also retries, and the counters at unmount\n",
+		tfs_format_names());
+	const struct tfs_opt_spec *o;
+	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++) {
+		char name[64];
+		snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
+			 o->takes_value && o->value ? o->value : "");
+		fprintf(f, "       %-18s %s\n", name, o->help);
+	}
+	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
+		   "\n"
+		   "environment: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME,\n"
+		   "HF_HUB_CACHE, HF_HUB_OFFLINE; AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+		   "AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE,\n"
+		   "AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL. See man tensorfs.\n"
+		   "\n"
+		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
+		   "4 invalid checkpoint, 5 mount failed, 6 --verify found a mismatch.\n"
+		   "Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+static int parse_id(const char *s, unsigned long *v)
+{
+	uint64_t x;
+	if (tfs_opt_number(s, 0, 0xfffffffeul, &x))
+		return -1;
+	*v = (unsigned long)x;
+	return 0;
+}
+
+/* A size as transformers' max_shard_size takes it ("5GB" is 5 x 10^9,
+ * "5GiB" 5 x 2^30; KB, MB, TB alike), or as our other options do (a
+ * number, or with K, M, G or T: powers of 2). 0, or -1. */
+static int parse_shard_size(const char *s, uint64_t *v)
+{
+	size_t n = strlen(s);
+	char num[32];
+	uint64_t mul = 0;
+	static const char units[] = "KMGT";
+	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' && strchr(units, s[n - 3] & ~0x20) &&
+	    s[n - 3] != 0) {
+		mul = 1ull << (10 * (strchr(units, s[n - 3] & ~0x20) - units + 1));
+		n -= 3;
+	} else if (n >= 2 && (s[n - 1] | 0x20) == 'b' && s[n - 2] != 0 && strchr(units, s[n - 2] & ~0x20)) {
+		mul = 1;
+		for (long k = strchr(units, s[n - 2] & ~0x20) - units + 1; k > 0; k--)
+			mul *= 1000;
+		n -= 2;
+	}
+	if (!mul)
+		return tfs_opt_number(s, 1, UINT64_MAX, v);
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = 0;
+	uint64_t x;
+	if (tfs_opt_number(num, 0, UINT64_MAX / mul, &x))
+		return -1;
+	*v = x * mul;
+	return 0;
+}
+
+/* EXIT_OK, or EXIT_USAGE with one line said. */
+int tfs_cli_check_settings(const struct cli *c, struct settings *s)
+{
+	s->uid = getuid();
+	s->gid = getgid();
+	s->readahead_kb = 4096;
+	s->layout = TFS_LAYOUT_FLAT;
+	s->view = 0;
+	s->max_shard = 0;
+	if (c->bad_extra) {
+		fprintf(stderr,
+			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
+			c->extra);
+		return EXIT_USAGE;
+	}
+	if (!c->source || !c->mountpoint) {
+		fprintf(stderr,
+			"tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
+		return EXIT_USAGE;
+	}
+	/* A name, as sshfs takes it (an fstab line is easier to read so). */
+	if (c->uid && parse_id(c->uid, &s->uid)) {
+		struct passwd *pw = getpwnam(c->uid);
+		if (!pw) {
+			fprintf(stderr, "tensorfs: -o uid=%s: no such user (a name or a number)\n", c->uid);
+			return EXIT_USAGE;
+		}
+		s->uid = pw->pw_uid;
+	}
+	if (c->gid && parse_id(c->gid, &s->gid)) {
+		struct group *gr = getgrnam(c->gid);
+		if (!gr) {
+			fprintf(stderr, "tensorfs: -o gid=%s: no such group (a name or a number)\n", c->gid);
+			return EXIT_USAGE;
+		}
+		s->gid = gr->gr_gid;
+	}
+	if (c->readahead && (parse_id(c->readahead, &s->readahead_kb) || s->readahead_kb > (1ul << 20))) {
+		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
+		return EXIT_USAGE;
+	}
+	/* Only root may write the mount's read_ahead_kb in sysfs. */
+	if (c->readahead && geteuid() != 0)
+		fprintf(stderr,
+			"tensorfs: warning: -o readahead_kb=%s needs root; the kernel's readahead (128 KiB) stays\n",
+			c->readahead);
+	if (c->max_shard && (parse_shard_size(c->max_shard, &s->max_shard) || s->max_shard == 0)) {
+		fprintf(stderr, "tensorfs: -o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
+				"4GiB or 4G (2^30), or a number of bytes, not '%s'\n",
+			c->max_shard);
+		return EXIT_USAGE;
+	}
+	if (c->logfile && tfs_log_open_file(c->logfile) != 0) {
+		fprintf(stderr, "tensorfs: -o logfile=%s: cannot open it: %s\n", c->logfile, strerror(errno));
+		return EXIT_USAGE;
+	}
+	tfs_log_verbose(c->verbose);
+	if (c->export_cache && !c->export) {
+		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
+		return EXIT_USAGE;
+	}
+	if (c->layout && strcmp(c->layout, "tree") == 0) {
+		s->layout = TFS_LAYOUT_TREE;
+	} else if (c->layout && strcmp(c->layout, "flat") != 0) {
+		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c->layout);
+		return EXIT_USAGE;
+	}
+	if (c->format && strcmp(c->format, "npy") == 0) {
+		s->view |= TFS_VIEW_NPY;
+	} else if (c->format && strcmp(c->format, "raw") != 0) {
+		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c->format);
+		return EXIT_USAGE;
+	}
+	if (c->convert && strcmp(c->convert, "f32") == 0) {
+		s->view |= TFS_VIEW_F32;
+	} else if (c->convert && strcmp(c->convert, "none") != 0) {
+		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c->convert);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args)
+{
+	free((char *)c->source);
+	free(c->shown);
+	free((char *)c->source_b);
+	free(c->shown_b);
+	free(fo->mountpoint);
+	free(c->uid);
+	free(c->gid);
+	free(c->layout);
+	free(c->format);
+	free(c->convert);
+	free(c->input);
+	free(c->readahead);
+	free(c->edits);
+	free(c->logfile);
+	free(c->max_shard);
+	tfs_opts_free(&c->driver_opts);
+	fuse_opt_free_args(args);
+}

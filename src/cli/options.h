@@ -1,0 +1,82 @@
+/* The command line's options: what tensorfs takes (struct cli, parsed by
+ * libfuse's option parser with tfs_cli_proc), --help, and the settings
+ * they give once checked. cli/main.c runs the tools or the mount. */
+#ifndef TFS_CLI_OPTIONS_H
+#define TFS_CLI_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fuse/fuse.h"
+#include "cli/daemon.h"
+#include "core/source.h"
+#include "views/tree.h"
+
+enum {
+	EXIT_OK = TFS_EXIT_OK,
+	EXIT_INTERNAL = TFS_EXIT_INTERNAL,
+	EXIT_USAGE = TFS_EXIT_USAGE,
+	EXIT_SOURCE = TFS_EXIT_SOURCE,
+	EXIT_FORMAT = TFS_EXIT_FORMAT,
+	EXIT_MOUNT = TFS_EXIT_MOUNT,
+};
+
+struct cli {
+	const char *source; /* a copy: argv's own is scrubbed (take_source) */
+	char *shown;        /* SOURCE without credentials, for messages */
+	const char *mountpoint;
+	int nonopt;
+	int strict;
+	int direct_io;
+	int nosplice;
+	int overmount;
+	int notsv;
+	int export;
+	int export_cache;
+	int originals;
+	int sums;
+	int stats_files; /* -o stats (--stats is the tool) */
+	char *layout;
+	char *format;
+	char *convert;
+	char *input;
+	char *readahead;
+	char *edits;
+	char *max_shard;
+	char *logfile;
+	int verbose;
+	char *uid, *gid;
+	int bad_extra;
+	const char *extra;
+	int inspect, json, verify, xxh64, stats, diff;
+	const char *source_b; /* diff: B, a copy as source is */
+	char *shown_b;
+	struct tfs_opts driver_opts; /* the source drivers' -o options */
+	int nomem;
+};
+
+enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64, KEY_STATS };
+
+#define INSPECT_USAGE "tensorfs --inspect [--json] [-o OPTIONS] SOURCE"
+#define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
+#define STATS_USAGE "tensorfs --stats [--json] [-o OPTIONS] SOURCE"
+#define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
+
+/* What the options say, checked. */
+struct settings {
+	unsigned long uid, gid, readahead_kb;
+	enum tfs_layout layout;
+	unsigned view;
+	uint64_t max_shard;
+};
+
+extern const struct fuse_opt tfs_cli_opts[];
+/* libfuse's option callback: the tools' flags, the source drivers' -o
+ * options, SOURCE and MOUNTPOINT (and diff's B). */
+int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out);
+void tfs_cli_usage(FILE *f);
+/* EXIT_OK, or EXIT_USAGE with one line said. */
+int tfs_cli_check_settings(const struct cli *c, struct settings *s);
+void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args);
+
+#endif
