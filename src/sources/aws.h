@@ -39,8 +39,8 @@ tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_di
 tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char *profile, struct tfs_diag *d);
 
 /* One page of a ListObjectsV2 answer: every <Contents> (key, size, ETag)
- * goes to object(), every <CommonPrefixes><Prefix> to prefix(); *truncated
- * and next (NextContinuationToken) say whether a page follows. The five
+ * goes to object() (<CommonPrefixes>, the subdirectories, are not read);
+ * *truncated and next (NextContinuationToken) say whether a page follows. The five
  * XML entities and character references are decoded; anything else that
  * is not well formed fails. */
 struct tfs_s3_list_cb {
