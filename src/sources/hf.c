@@ -636,6 +636,24 @@ static int claims(const char *spec)
 	return strncmp(spec, "hf://", 5) == 0;
 }
 
+/* The commit the Hugging Face cache's refs/REV names, or "" (no cache, no
+ * such ref, or a REV that would leave refs/). */
+static void cached_ref(const char *repo_dir, const char *rev, char *sha, size_t n)
+{
+	char p[4600];
+	sha[0] = 0;
+	if (!repo_dir || strstr(rev, ".."))
+		return;
+	snprintf(p, sizeof p, "%s/refs/%s", repo_dir, rev);
+	FILE *f = fopen(p, "r");
+	if (f) {
+		if (!fgets(sha, (int)n, f))
+			sha[0] = 0;
+		fclose(f);
+	}
+	sha[strcspn(sha, "\r\n")] = 0;
+}
+
 /* The Hub gave no answer (not an HTTP error: no name, no connection, no
  * byte), but the Hugging Face cache may hold the revision's snapshot: go
  * on from it, as huggingface_hub does, with one warning. 1 when the store
@@ -653,14 +671,7 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 	} else if (tfs_hub_is_commit(rev)) {
 		snprintf(sha, sizeof sha, "%.40s", rev); /* a commit: 40 hex digits */
 	} else {
-		snprintf(p, sizeof p, "%s/refs/%s", repo_dir, rev);
-		FILE *f = strstr(rev, "..") ? NULL : fopen(p, "r");
-		if (f) {
-			if (!fgets(sha, sizeof sha, f))
-				sha[0] = 0;
-			fclose(f);
-		}
-		sha[strcspn(sha, "\r\n")] = 0;
+		cached_ref(repo_dir, rev, sha, sizeof sha);
 	}
 	struct stat st;
 	if (!hs->snapshot)
@@ -684,15 +695,8 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 		return TFS_OK;
 	}
 	if (hs->offline) {
-		char p[4600], sha[64] = "";
-		snprintf(p, sizeof p, "%s/refs/%s", repo_dir ? repo_dir : "/nonexistent", rev);
-		FILE *f = strstr(rev, "..") ? NULL : fopen(p, "r");
-		if (f) {
-			if (!fgets(sha, sizeof sha, f))
-				sha[0] = 0;
-			fclose(f);
-		}
-		sha[strcspn(sha, "\r\n")] = 0;
+		char sha[64];
+		cached_ref(repo_dir, rev, sha, sizeof sha);
 		if (!tfs_hub_is_commit(sha))
 			return tfs_fail(
 				d, TFS_ERR_NOENT,
