@@ -11,10 +11,10 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 CFLAGS ?= -O2 -g
 WARN = -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral
-DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash libcrypto 2>/dev/null)
-DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash libcrypto 2>/dev/null)
+DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash libcrypto libpng 2>/dev/null)
+DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash libcrypto libpng 2>/dev/null)
 # The core without FUSE: unit tests and fuzzers link this.
-JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto 2>/dev/null)
+JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto libpng 2>/dev/null)
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source

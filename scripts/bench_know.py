@@ -16,6 +16,11 @@ once first, so every row reads from the page cache.
                --verify -o cache_dir of each (their tensors' hashes in the disk
                cache's memo): bytes tensorfs diff -o cache_dir reads / the
                bytes of the two differing tensors (1.0: only they are read)
+  picture      cat of layers.00.weight.png (-o pictures, a fresh mount: the
+               heatmap of a [16384, 4096] F32 tensor, sampled) / dd of the
+               tensor's 256 MiB from the source: what a picture costs next
+               to reading its tensor (lower is better)
+  picture-hist the same for w.png of the 1-D tensor (a histogram, sampled)
 """
 
 import json
@@ -119,6 +124,24 @@ def rows(b, reps, want):
         del arr
         out.append(("stats", 1 / r, f"{ELEMS * 4 / ot / 1e9:.2f} GB/s vs numpy {ELEMS * 4 / bt / 1e9:.2f} GB/s",
                     "higher"))
+    for row, src, name in (("picture", a, "layers.00.weight"), ("picture-hist", one, "w")):
+        if row not in want:
+            continue
+        start, hdr = b.header_info(src)
+        lo, hi = hdr[name]["data_offsets"]
+
+        def ours(src=src, name=name):
+            with b.Mount(src, "-o", "pictures") as m:
+                t0 = time.perf_counter()
+                with open(os.path.join(m.mnt, name + ".png"), "rb") as f:
+                    n = len(f.read())
+                t = time.perf_counter() - t0
+                assert n > 0
+                return t
+
+        bt, ot, r = b.paired(reps, lambda: b.dd(src, start + lo, hi - lo), ours)
+        out.append((row, r, f"{ot * 1e3:.0f} ms for the picture vs {bt * 1e3:.0f} ms to read the "
+                    f"{(hi - lo) >> 20} MiB tensor", "lower"))
     if "diff-read" in want:
         import shutil
         import tempfile

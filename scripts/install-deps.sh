@@ -12,6 +12,9 @@ PKGS=(
   libcurl4-openssl-dev            # http(s), Hugging Face Hub and S3 sources
   libxxhash-dev                   # XXH3 (disk cache blocks), XXH64 (user.hash.xxh64)
   libssl-dev                      # libcrypto: SHA-256 with the CPU's SHA instructions
+  libpng-dev                      # the PNG pictures of -o pictures
+  python3-pil                     # tests decode those pictures with an independent reader
+  libgdk-pixbuf2.0-bin            # gdk-pixbuf-thumbnailer, the file managers' PNG thumbnailer, in a test
   xxhash                          # xxh64sum, the baseline of make bench's hash rows
   nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
   curl                            # baselines in make bench

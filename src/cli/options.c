@@ -26,6 +26,7 @@ const struct fuse_opt tfs_cli_opts[] = {
 	CLI_OPT("originals", originals, 1),
 	CLI_OPT("sums", sums, 1),
 	CLI_OPT("stats", stats_files, 1),
+	CLI_OPT("pictures", pictures, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -173,6 +174,9 @@ void tfs_cli_usage(FILE *f)
 		"                          (sha256sum -c reads it; reading it hashes them)\n"
 		"       stats              NAME.stats.json beside each tensor file (--stats's\n"
 		"                          figures for it, worked out when read)\n"
+		"       pictures           NAME.png beside each tensor file: a heatmap of a\n"
+		"                          2-D tensor, a histogram of any other, for file\n"
+		"                          managers' thumbnails (drawn when read, sampled)\n"
 		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
 		"                          null) applied to __metadata__.json and generated files\n"
 		"       max_shard_size=SIZE  the model re-sharded as save_pretrained does it, in\n"

@@ -36,6 +36,7 @@ struct cli {
 	int originals;
 	int sums;
 	int stats_files; /* -o stats (--stats is the tool) */
+	int pictures;    /* -o pictures */
 	char *layout;
 	char *format;
 	char *convert;

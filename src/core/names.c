@@ -13,7 +13,7 @@ static inline int must_escape(unsigned char c)
 }
 
 /* The shapes of the synthetic files' names: "__X__.json", "__X__.tsv",
- * "__X__.txt", and the directory of the source's own files, "__files__". */
+ * "__X__.txt", "__X__.png", and the directory of the source's own files, "__files__". */
 static int looks_synthetic(const char *s, size_t n)
 {
 	if (n == 9 && memcmp(s, "__files__", 9) == 0)
@@ -21,7 +21,7 @@ static int looks_synthetic(const char *s, size_t n)
 	if (n < 8 || s[0] != '_' || s[1] != '_')
 		return 0;
 	return (n >= 9 && memcmp(s + n - 7, "__.json", 7) == 0) || memcmp(s + n - 6, "__.tsv", 6) == 0 ||
-	       memcmp(s + n - 6, "__.txt", 6) == 0;
+	       memcmp(s + n - 6, "__.txt", 6) == 0 || memcmp(s + n - 6, "__.png", 6) == 0;
 }
 
 int tfs_name_is_plain(const char *name, size_t len)

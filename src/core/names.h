@@ -7,7 +7,7 @@
  *     every other byte is kept, so Unicode forms and case stay distinct;
  *   - the empty name becomes "%empty"; "." and ".." become "%2E", "%2E%2E";
  *   - a name shaped like a synthetic file (starts with "__", ends with
- *     "__.json" or "__.tsv") gets its first '_' written as %5F;
+ *     "__.json", "__.tsv", "__.txt" or "__.png") gets its first '_' written as %5F;
  *   - a result over 255 bytes keeps its first 200 bytes (cut at a character
  *     boundary) followed by "%~" and 16 hex digits of a hash of the full name.
  * Decoding %XX back gives the name, and a '%' in the output is always one of

@@ -82,7 +82,7 @@ static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, char **o
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 		      struct tfs_pieces *out)
 {
-	struct tfs_statsfiles *s = t->stats;
+	struct tfs_statsfiles *s = t->vstate[n->kind];
 	pthread_mutex_lock(&s->lock);
 	char *text = s->text[n->ref];
 	pthread_mutex_unlock(&s->lock);
@@ -104,8 +104,16 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return tfs_pieces_mem(out, text + off, len);
 }
 
+static int wanted(const struct tfs_tree_opts *o)
+{
+	return o->stats;
+}
+
 const struct tfs_view_ops tfs_view_stats = {
 	.name = "stats",
+	.beside = TFS_STATS_SUFFIX,
+	.beside_long = "__stats_%u__.json",
+	.wanted = wanted,
 	.size = size,
 	.pieces = pieces,
 	.state_new = state_new,

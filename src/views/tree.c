@@ -107,8 +107,6 @@ void tfs_tree_free(struct tfs_tree *t)
 	tfs_originals_free(t->originals);
 	if (t->sums)
 		tfs_view_of_kind(TFS_NODE_SUMS)->state_free(t->sums);
-	if (t->stats)
-		tfs_view_of_kind(TFS_NODE_STATS)->state_free(t->stats);
 	tfs_digests_free(t->digests);
 	for (unsigned k = 0; k < TFS_NODE_KINDS; k++)
 		if (t->vstate[k])
@@ -385,25 +383,33 @@ static tfs_err add_sums(struct build *b)
 	return e;
 }
 
-/* -o stats: a file beside every tensor's, named once the tensors are
- * (name_stats). */
-static tfs_err add_stats(struct build *b)
+/* The views with a file beside every tensor's (stats, pictures), named
+ * once the tensors are (tfs_tree_name_beside). */
+static tfs_err add_beside(struct build *b)
 {
 	struct tfs_tree *t = b->t;
 	uint32_t nn = t->nnodes;
-	for (uint32_t i = 1; i < nn; i++) {
-		uint32_t ni;
-		if (t->nodes[i].kind != TFS_NODE_TENSOR)
+	for (unsigned k = 0; k < TFS_NODE_KINDS; k++) {
+		const struct tfs_view_ops *v = tfs_view_of_kind(k);
+		if (!v || !v->beside || !v->wanted(b->o))
 			continue;
-		if (tfs_tree_node_new(b, &ni))
+		uint32_t slots = 0;
+		for (uint32_t i = 1; i < nn; i++) {
+			uint32_t ni;
+			if (t->nodes[i].kind != TFS_NODE_TENSOR)
+				continue;
+			if (tfs_tree_node_new(b, &ni))
+				return TFS_ERR_NOMEM;
+			struct tfs_node *n = &t->nodes[ni];
+			n->kind = (uint8_t)k;
+			n->ref = slots++;
+			n->parent = t->nodes[i].parent;
+			n->first = i;
+		}
+		if (!(t->vstate[k] = v->state_new(slots)))
 			return TFS_ERR_NOMEM;
-		struct tfs_node *n = &t->nodes[ni];
-		n->kind = TFS_NODE_STATS;
-		n->ref = t->nstats++;
-		n->parent = t->nodes[i].parent;
-		n->first = i;
 	}
-	return (t->stats = tfs_view_of_kind(TFS_NODE_STATS)->state_new(t->nstats)) ? TFS_OK : TFS_ERR_NOMEM;
+	return TFS_OK;
 }
 
 /* The source's own files, in a directory of the root whose name no
@@ -540,8 +546,8 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	}
 	if (!e && o->sums)
 		e = add_sums(&b);
-	if (!e && o->stats)
-		e = add_stats(&b);
+	if (!e)
+		e = add_beside(&b);
 	if (!e && o->originals)
 		e = add_originals(&b, d);
 	if (!e)
@@ -553,7 +559,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	if (!e)
 		e = tfs_tree_index_names(&b, d);
 	if (!e)
-		e = tfs_tree_name_stats(&b, d);
+		e = tfs_tree_name_beside(&b, d);
 	if (!e && !(t->digests = tfs_digests_new(t->nnodes)))
 		e = TFS_ERR_NOMEM;
 	free_build(&b);

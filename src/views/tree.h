@@ -29,6 +29,9 @@
  * in the flat layout a tensor whose name ends so is shown with that '.'
  * as %2E. */
 #define TFS_STATS_SUFFIX ".stats.json"
+/* -o pictures: NAME.png beside every tensor file NAME (views/picturefile.c),
+ * with the same escape as NAME.stats.json. */
+#define TFS_PICTURE_SUFFIX ".png"
 /* -o export's generated files: D.safetensors beside every directory D,
  * and the root's. */
 #define TFS_EXPORT_SUFFIX ".safetensors"
@@ -63,6 +66,7 @@ enum tfs_node_kind {
 	TFS_NODE_STATS,    /* -o stats: a tensor's statistics */
 	TFS_NODE_GGUF,     /* -o export of a GGUF model: model.gguf */
 	TFS_NODE_RESHARD,  /* -o max_shard_size: the re-sharded set */
+	TFS_NODE_PICTURE,  /* -o pictures: a picture of a tensor */
 	TFS_NODE_KINDS
 };
 
@@ -75,11 +79,12 @@ struct tfs_node {
 			     * index; dir: number of subdirectories; table:
 			     * its slot in the listing state; export: its slot
 			     * in the exports' state; original: its index;
-			     * sums, stats: its slot in the view's state */
+			     * sums, stats, picture: its slot in the
+			     * view's state */
 	uint32_t first; /* dir: first index into children; tensor: the
 			     * length of its NPY header (0 without one);
 			     * export, sums: the directory it covers;
-			     * stats: the tensor's node */
+			     * stats, picture: the tensor's node */
 	uint32_t count; /* dir: number of children */
 	uint8_t kind;
 };
@@ -112,8 +117,6 @@ struct tfs_tree {
 	struct tfs_originals *originals; /* -o originals, or NULL without */
 	struct tfs_sums *sums;           /* -o sums' state, or NULL without */
 	uint32_t nsums;
-	struct tfs_statsfiles *stats; /* -o stats' state, or NULL without */
-	uint32_t nstats;
 	struct tfs_digests *digests; /* the files' hashes, as they are worked out */
 	/* The state of each view that adds its own files (views/view.h, add),
 	 * by node kind. */
@@ -128,6 +131,7 @@ struct tfs_tree_opts {
 	int originals; /* -o originals: the source's own files in __files__ */
 	int sums;      /* -o sums: a TFS_SUMS_NAME in every directory with tensors */
 	int stats;     /* -o stats: NAME.stats.json beside every tensor file */
+	int pictures;  /* -o pictures: NAME.png beside every tensor file */
 	uint64_t max_shard_size; /* -o max_shard_size: the re-sharded set; 0 without */
 };
 

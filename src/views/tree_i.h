@@ -34,6 +34,8 @@ uint32_t tfs_tree_slot_insert(struct tfs_tree *t, uint32_t ni);
 /* The naming steps, in this order, once every node is added. */
 tfs_err tfs_tree_name_files(struct build *b);
 tfs_err tfs_tree_index_names(struct build *b, struct tfs_diag *d);
-tfs_err tfs_tree_name_stats(struct build *b, struct tfs_diag *d);
+tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d);
+/* Whether node ni's kind is a view's with a file beside every tensor's. */
+int tfs_tree_is_beside(const struct tfs_tree *t, uint32_t ni);
 
 #endif

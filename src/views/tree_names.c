@@ -24,22 +24,32 @@ static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t l
 	return TFS_OK;
 }
 
-static int stats_like(const char *s, size_t n)
+/* The suffix of a wanted view with a file beside each tensor's that the
+ * name ends with, or NULL. */
+static const char *beside_like(const struct build *b, const char *s, size_t n)
 {
-	size_t k = strlen(TFS_STATS_SUFFIX);
-	return n >= k && memcmp(s + n - k, TFS_STATS_SUFFIX, k) == 0;
+	for (unsigned k = 0; k < TFS_NODE_KINDS; k++) {
+		const struct tfs_view_ops *v = tfs_view_of_kind(k);
+		if (!v || !v->beside || !v->wanted(b->o))
+			continue;
+		size_t sl = strlen(v->beside);
+		if (n >= sl && memcmp(s + n - sl, v->beside, sl) == 0)
+			return v->beside;
+	}
+	return NULL;
 }
 
-/* -o stats, flat layout: a tensor named "X.stats.json" would take the name
- * of X's statistics; its '.' before "stats" is shown as %2E (which no
+/* Flat layout, with -o stats or -o pictures: a tensor named "X.png" would
+ * take the name of X's picture; the suffix's '.' is shown as %2E (which no
  * other name can produce: a '%' of a name is always %25). */
-static tfs_err name_stats_like(struct build *b, uint32_t i)
+static tfs_err name_beside_like(struct build *b, uint32_t i)
 {
 	char buf[TFS_NAME_MAX + 1];
 	int hashed;
 	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - 2, &hashed);
-	size_t k = strlen(TFS_STATS_SUFFIX);
-	if (!hashed && stats_like(buf, len)) {
+	const char *suffix = hashed ? NULL : beside_like(b, buf, len);
+	if (suffix) {
+		size_t k = strlen(suffix);
 		memmove(buf + len - k + 3, buf + len - k + 1, k - 1);
 		memcpy(buf + len - k, "%2E", 3);
 		len += 2;
@@ -71,9 +81,8 @@ static tfs_err name_one(struct build *b, uint32_t i)
 			return keep_name(b, i, buf, strlen(buf));
 		}
 	}
-	if (layout == TFS_LAYOUT_FLAT && file && !b->npy_len && b->o->stats &&
-	    stats_like(b->raw[i], b->raw_len[i]))
-		return name_stats_like(b, i);
+	if (layout == TFS_LAYOUT_FLAT && file && !b->npy_len && beside_like(b, b->raw[i], b->raw_len[i]))
+		return name_beside_like(b, i);
 	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) &&
 	    tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
 		n->fname = b->raw[i];
@@ -161,8 +170,8 @@ tfs_err tfs_tree_index_names(struct build *b, struct tfs_diag *d)
 	if (!t->slots)
 		return TFS_ERR_NOMEM;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
-		if (t->nodes[ni].kind == TFS_NODE_STATS)
-			continue; /* named once the tensors are, in name_stats */
+		if (tfs_tree_is_beside(t, ni))
+			continue; /* named once the tensors are, in name_beside */
 		uint32_t other = tfs_tree_slot_insert(t, ni);
 		if (!other)
 			continue;
@@ -201,40 +210,46 @@ tfs_err tfs_tree_index_names(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-/* -o stats: NAME.stats.json from each tensor's final file name; one whose
- * name has no room for the suffix gets __stats_INODE__.json (a reserved
- * shape no tensor's file can have). */
-tfs_err tfs_tree_name_stats(struct build *b, struct tfs_diag *d)
+int tfs_tree_is_beside(const struct tfs_tree *t, uint32_t ni)
+{
+	const struct tfs_view_ops *v = tfs_view_of_kind(t->nodes[ni].kind);
+	return v && v->beside;
+}
+
+/* -o stats, -o pictures: NAME.stats.json, NAME.png from each tensor's
+ * final file name, or the view's long form when NAME has no room. */
+tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d)
 {
 	struct tfs_tree *t = b->t;
-	if (!t->nstats)
-		return TFS_OK;
+	int any = 0;
 	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
 		struct tfs_node *n = &t->nodes[i];
-		if (n->kind != TFS_NODE_STATS)
+		if (!tfs_tree_is_beside(t, i))
 			continue;
+		const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
 		const struct tfs_node *tn = &t->nodes[n->first];
 		/* Through the offset: an earlier append may have moved the arena. */
 		const char *tname =
 			b->foff[n->first] != UINT64_MAX ? t->fnames + b->foff[n->first] : tn->fname;
 		char buf[TFS_NAME_MAX + 32];
-		size_t k = strlen(TFS_STATS_SUFFIX);
+		size_t k = strlen(v->beside);
 		int len = tn->fname_len + k <= TFS_NAME_MAX
-				  ? snprintf(buf, sizeof buf, "%.*s%s", (int)tn->fname_len, tname,
-					     TFS_STATS_SUFFIX)
-				  : snprintf(buf, sizeof buf, "__stats_%u__.json", n->first);
+				  ? snprintf(buf, sizeof buf, "%.*s%s", (int)tn->fname_len, tname, v->beside)
+				  : snprintf(buf, sizeof buf, v->beside_long, n->first);
 		if (keep_name(b, i, buf, (size_t)len))
 			return TFS_ERR_NOMEM;
 		/* (keep_name may move the arena: the others' names are set below) */
 		n->fname = NULL;
+		any = 1;
 	}
+	if (!any)
+		return TFS_OK;
 	for (uint32_t i = b->first_user; i < t->nnodes; i++)
 		if (b->foff[i] != UINT64_MAX)
 			t->nodes[i].fname = t->fnames + b->foff[i];
 	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (t->nodes[i].kind == TFS_NODE_STATS && tfs_tree_slot_insert(t, i))
+		if (tfs_tree_is_beside(t, i) && tfs_tree_slot_insert(t, i))
 			return tfs_fail(d, TFS_ERR_FORMAT,
-					"a statistics file's name meets another (a bug in tensorfs)");
+					"a file beside a tensor's has the name of another (a bug in tensorfs)");
 	return TFS_OK;
 }
-

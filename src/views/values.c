@@ -91,14 +91,54 @@ static double plain(unsigned dt, const unsigned char *p)
 	}
 }
 
-tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n)
+/* k elements at p as doubles: the common dtypes in a loop of their own
+ * (a switch and a byte loop per element cost more than the rest of a
+ * picture or the statistics), the others through plain(). */
+static void plain_all(unsigned dt, const unsigned char *p, size_t k, double *v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	switch (dt) {
+	case TFS_DT_F32:
+		for (size_t i = 0; i < k; i++) {
+			float f;
+			memcpy(&f, p + 4 * i, 4);
+			v[i] = f;
+		}
+		return;
+	case TFS_DT_F64:
+		memcpy(v, p, k * 8);
+		return;
+	case TFS_DT_I8:
+		for (size_t i = 0; i < k; i++)
+			v[i] = (int8_t)p[i];
+		return;
+	case TFS_DT_U8:
+		for (size_t i = 0; i < k; i++)
+			v[i] = p[i];
+		return;
+	case TFS_DT_I32:
+		for (size_t i = 0; i < k; i++) {
+			int32_t x;
+			memcpy(&x, p + 4 * i, 4);
+			v[i] = x;
+		}
+		return;
+	default:
+		break;
+	}
+#endif
+	unsigned pb = plain_bytes(dt);
+	for (size_t i = 0; i < k; i++)
+		v[i] = plain(dt, p + i * pb);
+}
+
+tfs_err tfs_values_at(struct tfs_values *r, uint64_t first, size_t k, const double **v)
 {
 	*v = r->v;
-	*n = 0;
-	if (r->next >= r->count)
+	if (first > r->count || k > r->count - first || k > TFS_VALUES_CHUNK)
+		return TFS_ERR_INVAL;
+	if (!k)
 		return TFS_OK;
-	uint64_t first = r->next,
-		 k = r->count - first < TFS_VALUES_CHUNK ? r->count - first : TFS_VALUES_CHUNK;
 	const struct tfs_tensor *t = r->t;
 	unsigned pb = plain_bytes(t->dtype);
 	uint64_t b, e;
@@ -112,16 +152,28 @@ tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n)
 	if (err)
 		return err;
 	if (pb) {
-		for (uint64_t i = 0; i < k; i++)
-			r->v[i] = plain(t->dtype, r->raw + i * pb);
+		plain_all(t->dtype, r->raw, k, r->v);
 	} else {
-		tfs_decode_f32(t->dtype, r->raw, first, (size_t)k, r->dec);
-		for (uint64_t i = 0; i < k; i++) {
+		tfs_decode_f32(t->dtype, r->raw, first, k, r->dec);
+		for (size_t i = 0; i < k; i++) {
 			float f;
 			memcpy(&f, &r->dec[i], 4);
 			r->v[i] = f;
 		}
 	}
+	return TFS_OK;
+}
+
+tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n)
+{
+	*v = r->v;
+	*n = 0;
+	if (r->next >= r->count)
+		return TFS_OK;
+	uint64_t k = r->count - r->next < TFS_VALUES_CHUNK ? r->count - r->next : TFS_VALUES_CHUNK;
+	tfs_err err = tfs_values_at(r, r->next, (size_t)k, v);
+	if (err)
+		return err;
 	r->next += k;
 	*n = (size_t)k;
 	return TFS_OK;

@@ -28,6 +28,9 @@ struct tfs_values {
 tfs_err tfs_values_open(struct tfs_values *r, const struct tfs_shard *sh, const struct tfs_tensor *t);
 /* The next chunk: *n values at *v (0 at the end). */
 tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n);
+/* Elements [first, first + k) at *v, k at most TFS_VALUES_CHUNK (a
+ * sample; the next chunk of tfs_values_next is not moved). */
+tfs_err tfs_values_at(struct tfs_values *r, uint64_t first, size_t k, const double **v);
 /* Back to the first element (a second pass). */
 void tfs_values_rewind(struct tfs_values *r);
 void tfs_values_close(struct tfs_values *r);

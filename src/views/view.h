@@ -83,6 +83,15 @@ struct tfs_view_ops {
 	 * (state_new(0)), kept in the tree's vstate[kind]. */
 	tfs_err (*add)(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
 		       struct tfs_tree_add *a, struct tfs_diag *d);
+	/* Optional, for a view with a file beside every tensor file NAME
+	 * when wanted(o): that file is NAME followed by `beside` (".png"),
+	 * or `beside_long` with the tensor's node number for its %u when
+	 * NAME leaves no room (a shape the name mapping reserves). Its node's
+	 * `first` is the tensor's node, `ref` its slot in the view's state
+	 * (state_new(number of tensor files)), kept in the tree's vstate. */
+	const char *beside;
+	const char *beside_long;
+	int (*wanted)(const struct tfs_tree_opts *o);
 };
 
 /* Every view's notice about the tree, one call of say() each. */

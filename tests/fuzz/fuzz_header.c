@@ -275,6 +275,22 @@ static void check_reshard(const struct tfs_tree *tr, const struct tfs_node *nd, 
 	free(bits);
 }
 
+/* A tensor's picture, whatever its values: a PNG of the size announced,
+ * the same bytes read whole or in pieces. */
+static void check_picture(const struct tfs_tree *tr, const struct tfs_node *nd)
+{
+	static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	uint64_t size = tfs_node_size(tr, nd);
+	if (size < 8 + 25 + 12)
+		abort();
+	unsigned char *whole = fuzz_read_node(tr, nd, size, 0);
+	unsigned char *bits = fuzz_read_node(tr, nd, size, 4093);
+	if (memcmp(whole, sig, 8) || memcmp(whole, bits, size) || memcmp(whole + size - 8, "IEND", 4))
+		abort();
+	free(whole);
+	free(bits);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tfs_source *src;
@@ -310,6 +326,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				.tables = (f & 4) != 0,
 				.export = (f & 8) != 0,
 				.max_shard_size = (f & 16) ? 1 + (uint64_t)(f >> 5) * 24 : 0,
+				.pictures = layout == 1,
 			};
 			uint64_t shard_tensors = 0;
 			int64_t index_tensors = -1;
@@ -329,6 +346,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					check_export(&tr, nd, data);
 				if (nd->kind == TFS_NODE_RESHARD)
 					check_reshard(&tr, nd, data, &shard_tensors, &index_tensors);
+				if (nd->kind == TFS_NODE_PICTURE)
+					check_picture(&tr, nd);
 			}
 			if (index_tensors >= 0 && (uint64_t)index_tensors != shard_tensors)
 				abort();
