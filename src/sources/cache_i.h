@@ -150,12 +150,12 @@ struct tfs_cache_state {
  * in the disk cache. */
 #define DISK_SEED 0x3c6ef372fe94f82bull
 
-/* The one cache of the process, shared by sources/cache.c and
- * sources/cache_disk.c (C is its short name in both). */
+/* The one cache of the process, shared by sources/cache.c,
+ * sources/cache_read.c and sources/cache_disk.c (C is its short name). */
 extern struct tfs_cache_state tfs_cache_g;
 #define C tfs_cache_g
 
-/* sources/cache.c; all under C.lock but now_ns. */
+/* sources/cache.c; all under C.lock but now_ns and load. */
 struct blk *tfs_cache_find(const struct tfs_cfile *f, uint64_t idx);
 int tfs_cache_make_room(uint64_t need, int for_prefetch);
 struct blk *tfs_cache_blk_new(struct tfs_cfile *f, uint64_t idx);
@@ -163,6 +163,12 @@ void tfs_cache_lru_front(struct blk *b);
 void tfs_cache_file_unref(struct tfs_cfile *f);
 void tfs_cache_enqueue(struct tfs_cfile *f, struct job *j, int warm);
 int64_t tfs_cache_now_ns(void);
+/* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller), then
+ * drops the caller's pins (not under C.lock). */
+void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable);
+void tfs_cache_unpin(struct blk *b);
+void tfs_cache_table_remove(struct blk *b);
+void tfs_cache_blk_free(struct blk *b);
 
 /* sources/cache_disk.c */
 tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d); /* under C.lock */

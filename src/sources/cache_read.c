@@ -1,0 +1,320 @@
+/* The read path of the block cache (sources/cache.h): a read's blocks
+ * found or loaded and pinned until they are served, and the read-ahead
+ * that follows a reader going through a file. The blocks, their budget,
+ * loading and the workers are sources/cache.c's. */
+#include "sources/cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sources/cache_i.h"
+
+/* Queues prefetch of blocks [from, to) that are not there yet, while they
+ * fit the budget without pushing out anything a reader holds. */
+static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		struct job *j = NULL;
+		while (from < to && tfs_cache_find(f, from))
+			from++;
+		while (from < to && !tfs_cache_find(f, from) && (!j || j->n < C.run)) {
+			struct blk *nb = NULL;
+			if (!tfs_cache_make_room(B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
+			    !(nb = tfs_cache_blk_new(f, from))) {
+				to = from; /* no room: stop here */
+				break;
+			}
+			nb->unread = 1;
+			if (!j->n)
+				j->first = from;
+			j->n++;
+			from++;
+		}
+		if (!j)
+			return;
+		if (!j->n) {
+			free(j);
+			return;
+		}
+		tfs_cache_enqueue(f, j, 0);
+	}
+}
+
+/* A stream that has read up to `at` (its last block b1): the window after
+ * it fetched ahead in whole parts, on past the tensor it reads into the
+ * next ones (loaders read a checkpoint through), and past the file's end
+ * into the file chained after it (the next shard). */
+static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1)
+{
+	uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
+	uint64_t end = at + s->window;
+	/* Not yet seen going from one object into the next: a part past this
+	 * one's end, no more (1 GiB read from one tensor was followed by
+	 * 128 MiB of the next ones, a tenth more traffic for nothing). */
+	uint64_t part = (uint64_t)C.run * B;
+	if (!s->crossed && s->limit < UINT64_MAX - part && end > s->limit + part)
+		end = s->limit + part > at ? s->limit + part : at;
+	uint64_t to = (end + B - 1) / B;
+	if (to > f->nblocks)
+		to = f->nblocks;
+	/* In whole runs: topping the window up by the block or two each read
+	 * moves it would make every request that small (1,070 requests of
+	 * 512 KiB for 1 GiB from s3rver). */
+	uint64_t wb = s->window / B, run = wb / 2 < C.run ? wb / 2 : C.run;
+	if (from < to && (to - from >= run || to == f->nblocks)) {
+		prefetch(f, from, to);
+		s->ahead = to;
+	}
+	struct tfs_cfile *g = f->next;
+	if (g && end > f->size && s->ahead >= f->nblocks) {
+		uint64_t gto = (end - f->size + B - 1) / B;
+		if (gto > g->nblocks)
+			gto = g->nblocks;
+		if (s->spill < gto && (gto - s->spill >= run || gto == g->nblocks)) {
+			prefetch(g, s->spill, gto);
+			s->spill = gto;
+		}
+	}
+}
+
+/* The prefetch window after a read of [off, off + len): grows while the
+ * reads follow each other, and is 0 for a random read. */
+static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, uint64_t limit)
+{
+	struct stream *s = NULL, *oldest = &f->st[0];
+	f->clock++;
+	for (int i = 0; i < STREAMS; i++) {
+		struct stream *t = &f->st[i];
+		if (t->used && off + STREAM_SLACK >= t->next && off <= t->next + STREAM_SLACK)
+			s = t;
+		if (t->used < oldest->used)
+			oldest = t;
+	}
+	/* Streams share the budget: each of the files read in sequence in
+	 * the last half second gets its part of the window (four readers with
+	 * a whole window each pushed out each other's read-ahead). The file
+	 * chained before this one does not count: its reader is likely this
+	 * one, gone on to the next shard. */
+	int64_t now = tfs_cache_now_ns();
+	unsigned streaming = 1;
+	for (struct tfs_cfile *g = C.files; g; g = g->all_next)
+		if (g != f && g != f->prev && now - g->last_seq < 500000000ll)
+			streaming++;
+	uint64_t cap = C.window_max / streaming;
+	if (cap < 2 * B)
+		cap = 2 * B;
+	if (s) {
+		/* Two random reads can land close by chance; three in a row
+		 * that follow each other are a reader moving forward. */
+		if (++s->hits >= 2) {
+			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
+					      : (2 * B > cap ? cap : 2 * B);
+			if (s->window > cap)
+				s->window = cap;
+			f->last_seq = now;
+		}
+		if (off + len > s->next)
+			s->next = off + len;
+		if (off >= s->limit && limit > s->limit)
+			s->crossed = 1;
+	} else {
+		s = oldest;
+		s->next = off + len;
+		s->hits = 0;
+		s->window = 0;
+		s->ahead = 0;
+		s->spill = 0;
+		/* A reader that came over from the file chained before this one
+		 * (the shard before) keeps going through. */
+		s->crossed = f->prev && now - f->prev->last_seq < 500000000ll;
+	}
+	s->limit = limit;
+	s->used = f->clock;
+	return s;
+}
+
+struct tfs_cmap {
+	unsigned n;
+	struct blk *b[];
+};
+
+/* The piece [start, end) of a loaded block, under C.lock. */
+static tfs_err serve(struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v, struct tfs_diag *d)
+{
+	tfs_cache_lru_front(b);
+	/* Read once as many bytes as it holds have been served: a FUSE read
+	 * is smaller than a block, the kernel's readahead sends a block's two
+	 * halves in two requests that may come in either order, and the
+	 * second would find the block recycled and fetch it again. */
+	b->served += (uint32_t)(end - start);
+	if (b->served >= b->len)
+		b->unread = 0;
+	v->p = b->data ? b->data + start : NULL;
+	v->len = end - start;
+	v->fd = b->fd;
+	v->foff = b->doff + start;
+	/* A block file cut short since it was checked (by hand: the cache
+	 * never writes one in place) would reach the reader as an early end
+	 * of file. */
+	struct stat st;
+	if (!b->data && (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len))
+		return tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+	return TFS_OK;
+}
+
+tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
+		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
+{
+	*niov = 0;
+	*token = NULL;
+	if (len == 0)
+		return TFS_OK;
+	if (off > f->size || len > f->size - off)
+		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
+	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
+	struct blk **mine = malloc(nb * sizeof *mine);
+	struct tfs_cmap *map = malloc(sizeof *map + nb * sizeof map->b[0]);
+	uint64_t nmine = 0;
+	if (!mine || !map) {
+		free(mine);
+		free(map);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	map->n = 0;
+	tfs_err e = TFS_OK;
+	int64_t now = tfs_cache_now_ns();
+
+	pthread_mutex_lock(&C.lock);
+	struct stream *s = follow(f, off, len, limit);
+	/* Every block of the read is pinned from here until it is served: a
+	 * block loaded for this read used to be free for another reader's
+	 * make_room between its loading and its serving, and was then
+	 * fetched a second time. */
+	for (uint64_t i = b0; i <= b1; i++) {
+		struct blk *b = tfs_cache_find(f, i);
+		if (b && b->state == FAILED) {
+			/* Answered from the failure once (the kernel's re-read),
+			 * then gone; unless no reader got it, or long ago. */
+			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			tfs_cache_table_remove(b);
+			if (b->pins == 0 && !again)
+				tfs_cache_blk_free(b);
+			if (!again)
+				b = NULL;
+		}
+		if (b)
+			C.hits++;
+		if (!b) {
+			C.misses++;
+			/* A reader always gets its blocks, over budget if it
+			 * must (by at most what the readers in flight hold). */
+			tfs_cache_make_room(B, 0);
+			if (!(b = tfs_cache_blk_new(f, i))) {
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+				break;
+			}
+			mine[nmine++] = b;
+		}
+		b->pins++;
+		map->b[map->n++] = b;
+	}
+	if (!e && C.started && s->window)
+		read_ahead(f, s, off + len, b1);
+	pthread_mutex_unlock(&C.lock);
+
+	/* Loads in runs of consecutive blocks (they are, unless another
+	 * reader got some of them first), one request a run; every block
+	 * made above is loaded, even after an error, or its waiters would
+	 * wait for ever. */
+	for (uint64_t i = 0; i < nmine;) {
+		uint64_t j = i + 1;
+		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
+			j++;
+		tfs_cache_load(f, mine + i, j - i, 0);
+		i = j;
+	}
+	free(mine);
+
+	pthread_mutex_lock(&C.lock);
+	for (unsigned k = 0; !e && k < map->n; k++) {
+		struct blk *b = map->b[k];
+		while (b->state == LOADING)
+			pthread_cond_wait(&C.changed, &C.lock);
+		if (b->state == FAILED) {
+			/* The failure of this fetch, or of one made for another
+			 * reader a moment ago: never a second round of retries
+			 * within one read. */
+			if (!b->held) {
+				b->held = 1;
+				b->failed_at = tfs_cache_now_ns();
+			}
+			e = tfs_fail(d, b->err, "%s", b->msg);
+			break;
+		}
+		uint64_t start = b->idx == b0 ? off - b0 * B : 0;
+		uint64_t end = b->idx == b1 ? off + len - b1 * B : b->len;
+		e = serve(b, start, end, &iov[k], d);
+	}
+	pthread_mutex_unlock(&C.lock);
+	if (e) {
+		tfs_cfile_unmap(map);
+		return e;
+	}
+	*niov = map->n;
+	*token = map;
+	return TFS_OK;
+}
+
+void tfs_cache_counters(uint64_t *hits, uint64_t *misses, uint64_t *disk_hits)
+{
+	pthread_mutex_lock(&C.lock);
+	*hits = C.hits;
+	*misses = C.misses;
+	pthread_mutex_unlock(&C.lock);
+	*disk_hits = __atomic_load_n(&C.disk_hits, __ATOMIC_RELAXED);
+}
+
+void tfs_cfile_unmap(struct tfs_cmap *map)
+{
+	if (!map)
+		return;
+	pthread_mutex_lock(&C.lock);
+	for (unsigned i = 0; i < map->n; i++)
+		tfs_cache_unpin(map->b[i]);
+	pthread_mutex_unlock(&C.lock);
+	free(map);
+}
+
+tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
+		       struct tfs_diag *d)
+{
+	if (len == 0)
+		return TFS_OK;
+	if (off > f->size || len > f->size - off)
+		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
+	if (len >= DIRECT_MIN || len > C.mem / 4) {
+		struct tfs_iov v = {.p = buf, .len = len};
+		tfs_err e = f->fetch(f->ctx, &v, 1, off, len, NULL, NULL);
+		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
+	}
+	struct tfs_iov *iov = malloc((len / B + 2) * sizeof *iov);
+	struct tfs_cmap *map;
+	unsigned n;
+	if (!iov)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = tfs_cfile_map(f, off, len, limit, iov, &n, &map, d);
+	char *out = buf;
+	for (unsigned i = 0; !e && i < n; i++) {
+		if (iov[i].p)
+			memcpy(out, iov[i].p, iov[i].len);
+		else if (pread(iov[i].fd, out, iov[i].len, (off_t)iov[i].foff) != (ssize_t)iov[i].len)
+			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+		out += iov[i].len;
+	}
+	tfs_cfile_unmap(map);
+	free(iov);
+	return e;
+}
