@@ -135,6 +135,8 @@ uint64_t tfs_http_bytes(void);
  * for a status line, which starts a new response. (Exposed for the
  * fuzzer: every header a server sends comes through here.) */
 int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n);
+/* rs as before any response (sources/httphdr.c, with the line parser). */
+void tfs_http_resp_reset(struct tfs_http_resp *rs);
 
 /* `url` with any user:password@ removed, into out. */
 /* The URL with the password of its user:password@ overwritten by stars, in
