@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include "sources/hflocal.h"
 #include "sources/hub.h"
 #include "core/json.h"
 #include "sources/remote.h"
@@ -42,72 +43,6 @@ struct hf_store {
 	pthread_mutex_t lock; /* relocations (files open in parallel) */
 	struct relocation *relocations;
 };
-
-/* ---- environment ---- */
-
-static char *env_path(const char *var, const char *fallback_var, const char *tail)
-{
-	const char *v = getenv(var);
-	if (v && *v)
-		return strdup(v);
-	const char *base = fallback_var ? getenv(fallback_var) : NULL;
-	char buf[4096];
-	if (base && *base) {
-		snprintf(buf, sizeof buf, "%s/%s", base, tail);
-		return strdup(buf);
-	}
-	return NULL;
-}
-
-/* $HF_HOME, else ${XDG_CACHE_HOME:-~/.cache}/huggingface */
-static char *hf_home(void)
-{
-	char *h = env_path("HF_HOME", "XDG_CACHE_HOME", "huggingface");
-	if (h)
-		return h;
-	const char *home = getenv("HOME");
-	char buf[4096];
-	snprintf(buf, sizeof buf, "%s/.cache/huggingface", home && *home ? home : "/root");
-	return strdup(buf);
-}
-
-/* -o token_file=, then HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then
- * $HF_HOME/token. */
-static char *token(const char *home, const char *file)
-{
-	const char *t = file && *file ? NULL : getenv("HF_TOKEN");
-	if (!(file && *file) && (!t || !*t))
-		t = getenv("HUGGING_FACE_HUB_TOKEN");
-	char buf[4096];
-	if (!t || !*t) {
-		if (file && *file)
-			snprintf(buf, sizeof buf, "%s", file);
-		else
-			snprintf(buf, sizeof buf, "%s/token", home);
-		FILE *f = fopen(buf, "r");
-		if (!f)
-			return NULL;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		t = buf;
-	}
-	/* Only the token's own characters: no header can be smuggled in. */
-	size_t a = 0, n = strlen(t);
-	while (a < n && (t[a] == ' ' || t[a] == '\n' || t[a] == '\r' || t[a] == '\t'))
-		a++;
-	while (n > a && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == '\t'))
-		n--;
-	if (n == a)
-		return NULL;
-	for (size_t i = a; i < n; i++)
-		if ((unsigned char)t[i] <= 0x20 || t[i] == 0x7f)
-			return NULL;
-	char *h = malloc(n - a + 32);
-	if (h)
-		snprintf(h, n - a + 32, "Authorization: Bearer %.*s", (int)(n - a), t + a);
-	return h;
-}
 
 static int same_origin(const struct hf_store *hs, const char *url)
 {
@@ -204,55 +139,6 @@ static tfs_err hub_status(const struct hf_store *hs, long status, const char *wh
 	default:
 		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", status, what);
 	}
-}
-
-/* ---- the Hugging Face cache ---- */
-
-static char *cache_repo_dir(const struct hf_store *hs, const char *home)
-{
-	char *hub = getenv("HF_HUB_CACHE") && *getenv("HF_HUB_CACHE") ? strdup(getenv("HF_HUB_CACHE")) : NULL;
-	char buf[4096], repo[300];
-	if (!hub) {
-		snprintf(buf, sizeof buf, "%s/hub", home);
-		hub = strdup(buf);
-	}
-	if (!hub)
-		return NULL;
-	/* models--org--name, datasets--org--name */
-	size_t o = 0;
-	for (const char *p = hs->ref.repo; *p && o + 3 < sizeof repo; p++) {
-		if (*p == '/') {
-			repo[o++] = '-';
-			repo[o++] = '-';
-		} else {
-			repo[o++] = *p;
-		}
-	}
-	repo[o] = 0;
-	snprintf(buf, sizeof buf, "%s/%s--%s", hub, hs->ref.type, repo);
-	free(hub);
-	return strdup(buf);
-}
-
-/* A file of the cached snapshot: a complete regular file (downloads are
- * renamed into place when done), of the listed size when there is one. */
-static char *cached(const struct hf_store *hs, const char *full, int *has_size, uint64_t *size)
-{
-	if (!hs->snapshot)
-		return NULL;
-	size_t n = strlen(hs->snapshot) + strlen(full) + 2;
-	char *p = malloc(n);
-	struct stat st;
-	if (!p)
-		return NULL;
-	snprintf(p, n, "%s/%s", hs->snapshot, full);
-	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || (*has_size && (uint64_t)st.st_size != *size)) {
-		free(p);
-		return NULL;
-	}
-	*has_size = 1;
-	*size = (uint64_t)st.st_size;
-	return p;
 }
 
 /* ---- requests ---- */
@@ -483,7 +369,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			has_size = 1;
 			size = hs->files.size[i];
 		}
-	char *local = loc ? cached(hs, full, &has_size, &size) : NULL;
+	char *local = loc ? tfs_hf_cached(hs->snapshot, full, &has_size, &size) : NULL;
 	if (!loc) {
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	} else if (local) {
@@ -636,24 +522,6 @@ static int claims(const char *spec)
 	return strncmp(spec, "hf://", 5) == 0;
 }
 
-/* The commit the Hugging Face cache's refs/REV names, or "" (no cache, no
- * such ref, or a REV that would leave refs/). */
-static void cached_ref(const char *repo_dir, const char *rev, char *sha, size_t n)
-{
-	char p[4600];
-	sha[0] = 0;
-	if (!repo_dir || strstr(rev, ".."))
-		return;
-	snprintf(p, sizeof p, "%s/refs/%s", repo_dir, rev);
-	FILE *f = fopen(p, "r");
-	if (f) {
-		if (!fgets(sha, (int)n, f))
-			sha[0] = 0;
-		fclose(f);
-	}
-	sha[strcspn(sha, "\r\n")] = 0;
-}
-
 /* The Hub gave no answer (not an HTTP error: no name, no connection, no
  * byte), but the Hugging Face cache may hold the revision's snapshot: go
  * on from it, as huggingface_hub does, with one warning. 1 when the store
@@ -671,7 +539,7 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 	} else if (tfs_hub_is_commit(rev)) {
 		snprintf(sha, sizeof sha, "%.40s", rev); /* a commit: 40 hex digits */
 	} else {
-		cached_ref(repo_dir, rev, sha, sizeof sha);
+		tfs_hf_cached_ref(repo_dir, rev, sha, sizeof sha);
 	}
 	struct stat st;
 	if (!hs->snapshot)
@@ -696,7 +564,7 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 	}
 	if (hs->offline) {
 		char sha[64];
-		cached_ref(repo_dir, rev, sha, sizeof sha);
+		tfs_hf_cached_ref(repo_dir, rev, sha, sizeof sha);
 		if (!tfs_hub_is_commit(sha))
 			return tfs_fail(
 				d, TFS_ERR_NOENT,
@@ -767,7 +635,7 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 	if (hs->offline || (e && fall_back(hs, repo_dir, spec, d))) {
 		int hsz = 0;
 		uint64_t sz = 0;
-		char *p = cached(hs, hs->ref.path, &hsz, &sz);
+		char *p = tfs_hf_cached(hs->snapshot, hs->ref.path, &hsz, &sz);
 		*is_file = p != NULL;
 		free(p);
 		return TFS_OK;
@@ -788,7 +656,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	if (e)
 		return e;
 	struct hf_store *hs = calloc(1, sizeof *hs);
-	char *home = hf_home(), *repo_dir = NULL;
+	char *home = tfs_hf_home(), *repo_dir = NULL;
 	*target = NULL;
 	if (!hs || !home) {
 		free(hs);
@@ -809,8 +677,8 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		e = tfs_fail(d, TFS_ERR_INVAL, "-o token_file=%s: cannot read it: %s", tf, strerror(errno));
 		goto fail;
 	}
-	hs->auth = hs->offline ? NULL : token(home, tf);
-	repo_dir = cache_repo_dir(hs, home);
+	hs->auth = hs->offline ? NULL : tfs_hf_token(home, tf);
+	repo_dir = tfs_hf_cache_repo_dir(&hs->ref, home);
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
 		goto fail;

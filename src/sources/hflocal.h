@@ -1,0 +1,31 @@
+/* What the hf:// source (sources/hf.c) finds on this machine rather than
+ * on the Hub: the Hugging Face home, the token, and the Hugging Face
+ * cache (HF_HUB_CACHE, hub/models--ORG--NAME/{refs,snapshots}), which a
+ * mount reads before the network and falls back to without one. */
+#ifndef TFS_HFLOCAL_H
+#define TFS_HFLOCAL_H
+
+#include <stdint.h>
+
+#include "sources/hub.h"
+
+/* $HF_HOME, else ${XDG_CACHE_HOME:-~/.cache}/huggingface (malloc'd). */
+char *tfs_hf_home(void);
+
+/* "Authorization: Bearer TOKEN" from -o token_file=, else HF_TOKEN, else
+ * HUGGING_FACE_HUB_TOKEN, else HOME/token; NULL for none or for one
+ * holding a space or a control character (malloc'd). */
+char *tfs_hf_token(const char *home, const char *file);
+
+/* The cache's directory of the repository (malloc'd). */
+char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home);
+
+/* SNAPSHOT/FULL when it is a complete regular file, of *size bytes when
+ * *has_size (then both set), else NULL (malloc'd). */
+char *tfs_hf_cached(const char *snapshot, const char *full, int *has_size, uint64_t *size);
+
+/* The commit the cache's refs/REV names, or "" (no cache, no such ref, or
+ * a REV that would leave refs/). */
+void tfs_hf_cached_ref(const char *repo_dir, const char *rev, char *sha, size_t n);
+
+#endif
