@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/err.h"
 #include "core/source.h"
@@ -77,5 +78,15 @@ const char *tfs_format_names(void);
  * is). */
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			const struct tfs_parse_opts *o, struct tfs_table *out, struct tfs_diag *d);
+
+/* What `git clone` without git-lfs leaves in place of a large file: a
+ * small text file naming it (https://git-lfs.com/spec/v1), which starts
+ * so. Formats name it in their refusal; the model lists such shards. */
+#define TFS_LFS_MAGIC "version https://git-lfs.github.com/spec/"
+
+static inline int tfs_is_lfs_pointer(const void *head, size_t n)
+{
+	return n >= sizeof TFS_LFS_MAGIC - 1 && memcmp(head, TFS_LFS_MAGIC, sizeof TFS_LFS_MAGIC - 1) == 0;
+}
 
 #endif

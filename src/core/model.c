@@ -69,15 +69,13 @@ struct job {
 	struct warn_buf *warns;
 };
 
-/* What `git clone` without git-lfs leaves in place of a large file: a
- * small text file naming it (https://git-lfs.com/spec/v1). */
+/* A small file that is a Git LFS pointer (core/format.h). */
 static int is_lfs_pointer(struct tfs_source *src)
 {
-	static const char magic[] = "version https://git-lfs.github.com/spec/";
-	char head[sizeof magic - 1];
+	char head[sizeof TFS_LFS_MAGIC - 1];
 	struct tfs_diag d;
 	return src && src->id.size < 1024 && src->id.size >= sizeof head &&
-	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK && memcmp(head, magic, sizeof head) == 0;
+	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK && tfs_is_lfs_pointer(head, sizeof head);
 }
 
 static void read_one(struct job *j, uint32_t i)

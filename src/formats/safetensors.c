@@ -561,7 +561,7 @@ static int starts_with_ci(const unsigned char *p, size_t n, const char *lit)
 static const char *sniff(const unsigned char *p, size_t n)
 {
 	size_t i = 0;
-	if (n >= 23 && memcmp(p, "version https://git-lfs", 23) == 0)
+	if (tfs_is_lfs_pointer(p, n))
 		return "this is a Git LFS pointer, not the file itself: fetch the real file (git lfs pull)";
 	if (n >= 4 && memcmp(p, "GGUF", 4) == 0)
 		return "this is a GGUF file, not safetensors";
