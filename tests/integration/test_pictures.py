@@ -340,3 +340,32 @@ def test_extreme_values_draw_safely(tmp):
         assert (pix[:-1] != BACKGROUND).any()
         pix, _, _ = load(os.path.join(mnt, "cells.png"))
         assert pix.shape == (16, 1024) and pix.max() < LEVELS
+
+
+def test_concurrent_readers_of_many_pictures(tmp):
+    """More pictures read at once than are kept (8), by 12 threads in
+    different orders, each read in pieces with direct_io (every piece asks
+    the daemon, which draws pictures again as they leave): every read gets
+    the picture a lone reader gets."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(11)
+    ts = [(f"t{i:02d}", "F32", (64, 32 + i), rng.standard_normal((64, 32 + i)).astype(np.float32).tobytes())
+          for i in range(24)]
+    src = os.path.join(tmp, "c.safetensors")
+    write_st(src, ts)
+    with mounted(src, "-o", "pictures,direct_io") as mnt:
+        want = {}
+        with mounted(src, "-o", "pictures") as other:  # a lone reader, on a mount of its own
+            for name, *_ in ts:
+                want[name] = open(os.path.join(other, name + ".png"), "rb").read()
+
+        def reader(k):
+            order = [ts[(k * 7 + j) % len(ts)][0] for j in range(len(ts))]
+            for name in order:
+                with open(os.path.join(mnt, name + ".png"), "rb") as f:
+                    got = b"".join(iter(lambda: f.read(8191), b""))
+                assert got == want[name], name
+            return len(order)
+
+        with ThreadPoolExecutor(12) as ex:
+            assert sum(ex.map(reader, range(12))) == 12 * len(ts)
