@@ -209,8 +209,7 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 				   .export = c->export,
 				   .originals = c->originals,
 				   .sums = c->sums,
-				   .stats = c->stats_files,
-				   .pictures = c->pictures,
+				   .opts = &c->driver_opts,
 				   .max_shard_size = s->max_shard};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/format.h"
+#include "views/view.h"
 
 #define CLI_OPT(t, p, v)                                                                                     \
 	{                                                                                                    \
@@ -25,8 +26,6 @@ const struct fuse_opt tfs_cli_opts[] = {
 	CLI_OPT("export_cache", export_cache, 1),
 	CLI_OPT("originals", originals, 1),
 	CLI_OPT("sums", sums, 1),
-	CLI_OPT("stats", stats_files, 1),
-	CLI_OPT("pictures", pictures, 1),
 	CLI_OPT("layout=%s", layout, 0),
 	CLI_OPT("format=%s", format, 0),
 	CLI_OPT("convert=%s", convert, 0),
@@ -88,6 +87,8 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 			return -1;
 		}
 		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
+		if (!spec)
+			spec = tfs_view_opt(arg, klen);
 		if (!spec)
 			return 1;
 		if (spec->takes_value != (eq != NULL)) {
@@ -172,11 +173,6 @@ void tfs_cli_usage(FILE *f)
 		"                          byte for byte in __files__/\n"
 		"       sums               __sha256sums__.txt in each directory with tensors\n"
 		"                          (sha256sum -c reads it; reading it hashes them)\n"
-		"       stats              NAME.stats.json beside each tensor file (--stats's\n"
-		"                          figures for it, worked out when read)\n"
-		"       pictures           NAME.png beside each tensor file: a heatmap of a\n"
-		"                          2-D tensor, a histogram of any other, for file\n"
-		"                          managers' thumbnails (drawn when read, sampled)\n"
 		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
 		"                          null) applied to __metadata__.json and generated files\n"
 		"       max_shard_size=SIZE  the model re-sharded as save_pretrained does it, in\n"
@@ -193,6 +189,8 @@ void tfs_cli_usage(FILE *f)
 		"       verbose            also retries, and the counters at unmount\n",
 		tfs_format_names());
 	const struct tfs_opt_spec *o;
+	for (size_t k = 0; (o = tfs_view_opt_at(k)); k++)
+		fprintf(f, "       %-18s %s\n", o->name, o->help);
 	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++) {
 		char name[64];
 		snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",

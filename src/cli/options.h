@@ -35,8 +35,6 @@ struct cli {
 	int export_cache;
 	int originals;
 	int sums;
-	int stats_files; /* -o stats (--stats is the tool) */
-	int pictures;    /* -o pictures */
 	char *layout;
 	char *format;
 	char *convert;

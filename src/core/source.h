@@ -153,8 +153,9 @@ tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *l
 
 /* ---- options ---- */
 
-/* Mount options that belong to drivers (-o cache_dir=..., -o path_style),
- * as the command line collected them: key and value ("" for a flag). */
+/* Mount options that belong to drivers, of sources (-o cache_dir=...,
+ * -o path_style) and of views (-o pictures), as the command line
+ * collected them: key and value ("" for a flag). */
 struct tfs_opts {
 	char **key, **val;
 	size_t n;

@@ -173,9 +173,14 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return e;
 }
 
+static const struct tfs_opt_spec opts[] = {
+	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL},
+	{NULL, 0, NULL, NULL},
+};
+
 static int wanted(const struct tfs_tree_opts *o)
 {
-	return o->pictures;
+	return tfs_opts_get(o->opts, "pictures") != NULL;
 }
 
 const struct tfs_view_ops tfs_view_picture = {
@@ -184,7 +189,8 @@ const struct tfs_view_ops tfs_view_picture = {
 	.pieces = pieces,
 	.state_new = state_new,
 	.state_free = state_free,
-	.beside = TFS_PICTURE_SUFFIX,
+	.beside = ".png",
 	.beside_long = "__picture_%u__.png",
 	.wanted = wanted,
+	.opts = opts,
 };

@@ -2,6 +2,8 @@
  * names them. */
 #include "views/view.h"
 
+#include <string.h>
+
 extern const struct tfs_view_ops tfs_view_tensor;
 extern const struct tfs_view_ops tfs_view_blob;
 extern const struct tfs_view_ops tfs_view_table;
@@ -30,6 +32,24 @@ const struct tfs_view_ops *const tfs_views[] = {
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];
+
+const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
+{
+	for (unsigned i = 0; i < tfs_nviews; i++)
+		for (const struct tfs_opt_spec *s = tfs_views[i] ? tfs_views[i]->opts : NULL; s && s->name; s++)
+			if (k-- == 0)
+				return s;
+	return NULL;
+}
+
+const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len)
+{
+	const struct tfs_opt_spec *s;
+	for (size_t k = 0; (s = tfs_view_opt_at(k)); k++)
+		if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+			return s;
+	return NULL;
+}
 
 void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx)
 {

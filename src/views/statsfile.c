@@ -104,16 +104,24 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return tfs_pieces_mem(out, text + off, len);
 }
 
+static const struct tfs_opt_spec opts[] = {
+	{"stats", 0, "NAME.stats.json beside each tensor file (--stats's figures)", NULL},
+	{NULL, 0, NULL, NULL},
+};
+
 static int wanted(const struct tfs_tree_opts *o)
 {
-	return o->stats;
+	return tfs_opts_get(o->opts, "stats") != NULL;
 }
 
 const struct tfs_view_ops tfs_view_stats = {
 	.name = "stats",
-	.beside = TFS_STATS_SUFFIX,
+	/* In the flat layout a tensor whose name ends so is shown with that
+	 * '.' as %2E (views/tree_names.c). */
+	.beside = ".stats.json",
 	.beside_long = "__stats_%u__.json",
 	.wanted = wanted,
+	.opts = opts,
 	.size = size,
 	.pieces = pieces,
 	.state_new = state_new,

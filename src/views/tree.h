@@ -25,13 +25,8 @@
 /* -o sums: every directory holding tensor files gets a manifest of their
  * SHA-256s that `sha256sum -c` reads (views/sums.c). */
 #define TFS_SUMS_NAME "__sha256sums__.txt"
-/* -o stats: NAME.stats.json beside every tensor file NAME (views/statsfile.c);
- * in the flat layout a tensor whose name ends so is shown with that '.'
- * as %2E. */
-#define TFS_STATS_SUFFIX ".stats.json"
-/* -o pictures: NAME.png beside every tensor file NAME (views/picturefile.c),
- * with the same escape as NAME.stats.json. */
-#define TFS_PICTURE_SUFFIX ".png"
+/* Files beside every tensor file (-o stats, -o pictures) are named by
+ * their views (views/view.h, beside). */
 /* -o export's generated files: D.safetensors beside every directory D,
  * and the root's. */
 #define TFS_EXPORT_SUFFIX ".safetensors"
@@ -130,8 +125,9 @@ struct tfs_tree_opts {
 	int export;    /* -o export: D.safetensors beside every directory */
 	int originals; /* -o originals: the source's own files in __files__ */
 	int sums;      /* -o sums: a TFS_SUMS_NAME in every directory with tensors */
-	int stats;     /* -o stats: NAME.stats.json beside every tensor file */
-	int pictures;  /* -o pictures: NAME.png beside every tensor file */
+	/* The views' own options as the command line collected them
+	 * (views/view.h, opts: -o stats, -o pictures), or NULL. */
+	const struct tfs_opts *opts;
 	uint64_t max_shard_size; /* -o max_shard_size: the re-sharded set; 0 without */
 };
 

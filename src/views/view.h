@@ -92,7 +92,16 @@ struct tfs_view_ops {
 	const char *beside;
 	const char *beside_long;
 	int (*wanted)(const struct tfs_tree_opts *o);
+	/* Optional: the view's own mount options (-o stats), NULL-terminated
+	 * by name; the command line takes them as it takes the source
+	 * drivers', and the tree's options carry them (tfs_tree_opts, opts). */
+	const struct tfs_opt_spec *opts;
 };
+
+/* Whether some view takes mount option `name`; the k-th of every view's
+ * options, NULL past the last (for --help). */
+const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len);
+const struct tfs_opt_spec *tfs_view_opt_at(size_t k);
 
 /* Every view's notice about the tree, one call of say() each. */
 void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx);

@@ -316,6 +316,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct tfs_source *keep;
 		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
 			abort();
+		/* -o pictures in the tree layout's run */
+		char *pk[] = {"pictures"}, *pv[] = {""};
+		struct tfs_opts pictures = {pk, pv, 1};
 		for (int layout = 0; layout < 2; layout++) {
 			/* The last byte picks the options: it is tensor data
 			 * (or the header's end), free to change. */
@@ -326,7 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				.tables = (f & 4) != 0,
 				.export = (f & 8) != 0,
 				.max_shard_size = (f & 16) ? 1 + (uint64_t)(f >> 5) * 24 : 0,
-				.pictures = layout == 1,
+				.opts = layout == 1 ? &pictures : NULL,
 			};
 			uint64_t shard_tensors = 0;
 			int64_t index_tensors = -1;
