@@ -487,8 +487,8 @@ static void hist_draw(struct hist *h)
 	}
 }
 
-static tfs_err histogram(const struct tfs_tensor *t, struct tfs_values *r, int have, unsigned char **png,
-			 size_t *len)
+static tfs_err histogram(const struct tfs_table *tb, const struct tfs_tensor *t, struct tfs_values *r, int have,
+			 unsigned char **png, size_t *len)
 {
 	struct hist h = {0};
 	h.pix = malloc((size_t)TFS_PICTURE_HIST_W * TFS_PICTURE_HIST_H);
@@ -508,8 +508,10 @@ static tfs_err histogram(const struct tfs_tensor *t, struct tfs_values *r, int h
 	}
 	hist_draw(&h);
 	char text[COMMENT_LEN + 1];
+	size_t dl;
+	const char *dt = tfs_tensor_dtype(tb, t, &dl);
 	if (!have)
-		snprintf(text, sizeof text, "tensorfs: no picture, dtype %u holds no plain numbers", t->dtype);
+		snprintf(text, sizeof text, "tensorfs: no picture, %.*s holds no plain numbers", (int)dl, dt);
 	else
 		snprintf(text, sizeof text,
 			 "tensorfs: histogram, %d bins from %.6g to %.6g, linear heights; %llu of %llu elements "
@@ -531,7 +533,7 @@ tfs_err tfs_picture_png(const struct tfs_shard *sh, const struct tfs_tensor *t, 
 	if (e && e != TFS_ERR_UNHANDLED)
 		return e;
 	int have = !e;
-	e = l.heat ? heatmap(&l, &r, png, len) : histogram(t, &r, have, png, len);
+	e = l.heat ? heatmap(&l, &r, png, len) : histogram(&sh->h, t, &r, have, png, len);
 	if (have)
 		tfs_values_close(&r);
 	return e;

@@ -165,7 +165,8 @@ def test_heatmaps_and_histograms_against_numpy(tmp):
                    ("thin", "I8", thin.shape, thin.tobytes()), ("wide", "F16", wide.shape, wide.tobytes()),
                    ("b16", "BF16", b16.shape, bf16(b16).tobytes()), ("vec", "F32", vec.shape, vec.tobytes()),
                    ("cube", "I32", cube.shape, cube.tobytes()), ("const", "F64", const.shape, const.tobytes()),
-                   ("scalar", "F32", (), np.float32(2).tobytes()), ("empty", "F32", (0, 4), b"")])
+                   ("scalar", "F32", (), np.float32(2).tobytes()), ("empty", "F32", (0, 4), b""),
+                   ("cplx", "C64", (3, 3), np.ones(9, np.complex64).tobytes())])
     b16v = (bf16(b16).astype(np.uint32) << 16).view(np.float32)
     with mounted(src, "-o", "pictures") as mnt:
         for name, v in [("w", w), ("thin", thin), ("wide", wide), ("b16", b16v)]:
@@ -189,6 +190,10 @@ def test_heatmaps_and_histograms_against_numpy(tmp):
             check_histogram(os.path.join(mnt, name + ".png"), v)
         pix, comment, _ = load(os.path.join(mnt, "empty.png"))
         assert pix.shape == (HIST_H, HIST_W) and "0 of 0 elements read" in comment
+        assert set(np.unique(pix[:-1])) == {BACKGROUND}
+        # a 2-D complex tensor: no numbers to draw, an empty histogram that says why
+        pix, comment, _ = load(os.path.join(mnt, "cplx.png"))
+        assert pix.shape == (HIST_H, HIST_W) and "C64 holds no plain numbers" in comment
         assert set(np.unique(pix[:-1])) == {BACKGROUND}
 
 
