@@ -269,13 +269,18 @@ const struct tfs_opt_spec *tfs_source_opt_at(size_t k)
 	return NULL;
 }
 
-const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
+const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name, size_t len)
 {
 	const struct tfs_opt_spec *s;
-	for (size_t k = 0; (s = tfs_source_opt_at(k)); k++)
+	for (size_t k = 0; (s = at(k)); k++)
 		if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
 			return s;
 	return NULL;
+}
+
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
+{
+	return tfs_opt_find(tfs_source_opt_at, name, len);
 }
 
 /* ---- memory ---- */

@@ -178,6 +178,10 @@ struct tfs_opt_spec {
 	const char *value; /* its value's name in --help (SIZE, DIR...) */
 };
 
+/* The option named name[0..len) among those at(0), at(1)... list (until
+ * NULL), or NULL: the lookup of the source drivers' and the views'. */
+const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name, size_t len);
+
 /* ---- stores ---- */
 
 struct tfs_store;

@@ -2,8 +2,6 @@
  * names them. */
 #include "views/view.h"
 
-#include <string.h>
-
 extern const struct tfs_view_ops tfs_view_tensor;
 extern const struct tfs_view_ops tfs_view_blob;
 extern const struct tfs_view_ops tfs_view_table;
@@ -44,11 +42,7 @@ const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
 
 const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len)
 {
-	const struct tfs_opt_spec *s;
-	for (size_t k = 0; (s = tfs_view_opt_at(k)); k++)
-		if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
-			return s;
-	return NULL;
+	return tfs_opt_find(tfs_view_opt_at, name, len);
 }
 
 void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx)
