@@ -393,6 +393,7 @@ static tfs_err add_beside(struct build *b)
 		const struct tfs_view_ops *v = tfs_view_of_kind(k);
 		if (!v || !v->beside || !v->wanted(b->o))
 			continue;
+		b->beside[b->nbeside++] = v->beside;
 		uint32_t slots = 0;
 		for (uint32_t i = 1; i < nn; i++) {
 			uint32_t ni;

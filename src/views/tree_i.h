@@ -24,6 +24,10 @@ struct build {
 	size_t fcap, flen;
 	uint32_t *late; /* hashed names that met another */
 	uint32_t nlate;
+	/* The suffixes of the wanted views with a file beside every tensor's
+	 * (".stats.json", ".png"), found once by add_beside. */
+	const char *beside[TFS_NODE_KINDS];
+	unsigned nbeside;
 };
 
 

@@ -28,13 +28,10 @@ static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t l
  * name ends with, or NULL. */
 static const char *beside_like(const struct build *b, const char *s, size_t n)
 {
-	for (unsigned k = 0; k < TFS_NODE_KINDS; k++) {
-		const struct tfs_view_ops *v = tfs_view_of_kind(k);
-		if (!v || !v->beside || !v->wanted(b->o))
-			continue;
-		size_t sl = strlen(v->beside);
-		if (n >= sl && memcmp(s + n - sl, v->beside, sl) == 0)
-			return v->beside;
+	for (unsigned k = 0; k < b->nbeside; k++) {
+		size_t sl = strlen(b->beside[k]);
+		if (n >= sl && memcmp(s + n - sl, b->beside[k], sl) == 0)
+			return b->beside[k];
 	}
 	return NULL;
 }
@@ -142,7 +139,7 @@ tfs_err tfs_tree_name_files(struct build *b)
 	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
 		const struct tfs_node *n = &t->nodes[i];
 		b->foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || n->kind == TFS_NODE_STATS ||
+		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || tfs_tree_is_beside(t, i) ||
 		    n->fname)
 			continue; /* named already, or later */
 		if (name_one(b, i))
