@@ -9,8 +9,10 @@ it, and exits 1 with one line per problem:
   - the contents list of a page (between <!-- toc --> and <!-- /toc -->) is
     what its ## and ### headings give;
   - every -o option that `tensorfs --help` lists appears in the guide (a
-    code span such as `-o layout=tree,export` or `uid=N` that names it) and
-    in the man page (a tag of its options, docs/tensorfs.1).
+    code span such as `-o layout=tree,export` or `uid=N` that names it, in
+    docs/*.md or in the text waiting to be merged into them,
+    docs/pending/*.md) and in the man page (a tag of its options,
+    docs/tensorfs.1).
 
   scripts/check-docs.py [--root DIR] [--bin PATH]   check (make check runs it)
   scripts/check-docs.py --toc [--root DIR]          rewrite the contents lists
@@ -169,7 +171,8 @@ def help_options(binary):
 def guide_options(root):
     """Option names the guide's code spans name: `-o a=1,b`, `uid=N`, `strict`."""
     found = set()
-    for page in sorted(glob.glob(os.path.join(root, "docs", "*.md"))):
+    for page in sorted(glob.glob(os.path.join(root, "docs", "*.md")) +
+                       glob.glob(os.path.join(root, "docs", "pending", "*.md"))):
         for span in re.findall(r"`([^`\n]+)`", open(page, encoding="utf-8").read()):
             span = span.strip()
             if span.startswith("-o "):

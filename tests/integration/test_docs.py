@@ -100,3 +100,14 @@ def test_an_undocumented_option_fails(tmp):
     assert r.returncode == 1, r.stdout
     assert "docs/: -o frobnicate" in r.stdout and "docs/tensorfs.1: -o frobnicate" in r.stdout, r.stdout
     assert r.stdout.count("frobnicate") == 2, r.stdout
+    # documented in text waiting for the guide (docs/pending/), and in the
+    # man page: no problem left
+    os.makedirs(os.path.join(root, "docs", "pending"))
+    with open(os.path.join(root, "docs", "pending", "someone.md"), "w") as f:
+        f.write("## mounting\n\n`-o frobnicate=N` does this.\n")
+    man = os.path.join(root, "docs", "tensorfs.1")
+    text = open(man).read().replace(".SS Options of remote sources", ".TP\n.BI frobnicate= N\nA new option.\n"
+                                    ".SS Options of remote sources")
+    open(man, "w").write(text)
+    r = check(root, fake)
+    assert r.returncode == 0, r.stdout
