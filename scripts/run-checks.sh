@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test stage of `make check` and ends with a summary: for each
 # stage, how many tests ran, passed, failed and were skipped, and why each
-# skipped test was skipped. Stages: the format layer's unit tests, the
-# mounting integration tests (with a valgrind memcheck cycle), a short fuzz
-# run, then unit and integration tests again with the ASan+UBSan build.
+# skipped test was skipped. Stages: the include graph, the guide's links
+# and options (scripts/check-docs.py), the unit tests, the mounting
+# integration tests (with a valgrind memcheck cycle), a short fuzz run, then
+# unit and integration tests again with the ASan+UBSan build.
 # With CI=true, a missing component (the shared data, FUSE, a server) fails.
 set -u
 cd "$(dirname "$0")/.."
@@ -76,6 +77,7 @@ pytest=($PY -m pytest -q -p no:cacheprovider -n 2 tests/integration)
 
 stage "shared data" plain shared_present
 stage "include graph (no circles)" plain $PY scripts/include-graph.py
+stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py
 stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources
 stage "integration tests" pytest "${pytest[@]}"

@@ -34,16 +34,6 @@ def test_other_formats_in_a_directory_are_named(tmp):
     assert r.returncode == 0 and "warning" not in r.stderr
 
 
-def test_readme_contents_is_current():
-    """The README's table of contents is what its headings give."""
-    import subprocess
-    import sys
-    from tfsutil import REPO
-    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "readme-toc.py"), "--check"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-
-
 def test_readme_first_example_is_true(tmp):
     """The README's first example, run again: every command's output is
     the one shown (dates, owner and the source's directory aside)."""
