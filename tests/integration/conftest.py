@@ -1,6 +1,7 @@
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -28,6 +29,13 @@ def _sanitizer_logs_per_worker():
 
 
 _sanitizer_logs_per_worker()
+
+# A shell without job control starts a background job (`make check &`) with
+# SIGINT ignored, every process under it inherits that, and libfuse keeps
+# an ignored signal ignored: the daemons the tests start would then live
+# through the SIGINT the signal tests send. A handler of our own is reset
+# to the default in every program this process starts.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
