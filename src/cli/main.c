@@ -41,8 +41,9 @@ static void log_line(const char *line)
 
 static void warn_cb(void *ctx, const char *where, const char *msg)
 {
+	char q[TFS_QPATH_MAX];
 	(void)ctx;
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, where), msg);
 }
 
 static int exit_of(tfs_err e)
@@ -169,7 +170,9 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 		r = -1;
 	tfs_model_free(&model);
 	if (r) {
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", c->shown);
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n",
+			tfs_quote_path(q, sizeof q, c->shown));
 		return EXIT_INTERNAL;
 	}
 	return EXIT_OK;
@@ -177,7 +180,8 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 
 static void say_warning(void *shown, const char *line)
 {
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", (const char *)shown, line);
+	char q[TFS_QPATH_MAX];
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, shown), line);
 }
 
 /* The checkpoint and its file tree; EXIT_OK, or the exit code with one
@@ -213,7 +217,8 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 				   .max_shard_size = s->max_shard};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(q, sizeof q, c->shown), d.msg);
 		return exit_of(e);
 	}
 	tfs_views_notice(tree, say_warning, (void *)c->shown);

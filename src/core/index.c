@@ -454,7 +454,7 @@ static tfs_err scan(struct idx *x, const char *text, size_t got, const char *pat
 	x->wm_pos = SIZE_MAX;
 	tfs_err e = tfs_index_scan(text, got, &cb, &md->d);
 	if (e) {
-		snprintf(md->where, sizeof md->where, "%s", path);
+		tfs_quote_path(md->where, sizeof md->where, path);
 		return e;
 	}
 	if (x->wm_pos == SIZE_MAX)
