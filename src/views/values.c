@@ -148,6 +148,8 @@ tfs_err tfs_values_at(struct tfs_values *r, uint64_t first, size_t k, const doub
 	} else {
 		tfs_stored_range(t->dtype, first, k, &b, &e);
 	}
+	if (tfs_sources_stopped())
+		return TFS_ERR_IO; /* the mount is going away */
 	tfs_err err = tfs_source_serve(r->sh->src, r->raw, (size_t)(e - b), t->begin + b, t->end);
 	if (err)
 		return err;
