@@ -132,14 +132,19 @@ static int same_dtype(const struct ref *a, const struct ref *b)
 }
 
 /* Byte-identical without reading: the same range of the same file (the
- * same path and version, or the same content hash the server vouches
- * for). */
+ * same path and version, the same local file by device and inode however
+ * it was named (a symlink, a hard link, "./"), or the same content hash
+ * the server vouches for). */
 static int known_same(const struct ref *a, const struct ref *b)
 {
 	const struct tfs_source *sa = a->sh->src, *sb = b->sh->src;
 	if (a->t->begin != b->t->begin || a->t->end != b->t->end || !sa || !sb)
 		return 0;
 	if (sa->sha256[0] && strcmp(sa->sha256, sb->sha256) == 0)
+		return 1;
+	if (sa->id.ino && !sa->etag && !sb->etag && sa->id.ino == sb->id.ino && sa->id.dev == sb->id.dev &&
+	    sa->id.size == sb->id.size && sa->id.mtime_sec == sb->id.mtime_sec &&
+	    sa->id.mtime_nsec == sb->id.mtime_nsec)
 		return 1;
 	if (!sa->location || !sb->location || strcmp(sa->location, sb->location) != 0)
 		return 0;
