@@ -76,6 +76,12 @@ void tfs_log_info_line(const char *line)
 		emit(LOG_INFO, line);
 }
 
+void tfs_log_detail_line(const char *line)
+{
+	if (log_verbose)
+		emit(LOG_INFO, line);
+}
+
 void tfs_log_counters(const char *why)
 {
 	struct tfs_counters c;

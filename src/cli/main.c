@@ -347,6 +347,7 @@ int main(int argc, char **argv)
 	fuse_set_log_func(tfs_log_cb);
 	tfs_log_set(log_line);
 	tfs_log_set_info(tfs_log_info_line);
+	tfs_log_set_detail(tfs_log_detail_line);
 
 	if (fuse_opt_parse(&args, &c, tfs_cli_opts, tfs_cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;

@@ -30,6 +30,25 @@ void tfs_log_info(const char *fmt, ...)
 	info_sink(line);
 }
 
+static void (*detail_sink)(const char *line);
+
+void tfs_log_set_detail(void (*sink)(const char *line))
+{
+	detail_sink = sink;
+}
+
+void tfs_log_detail(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (!detail_sink)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	detail_sink(line);
+}
+
 void tfs_log(const char *fmt, ...)
 {
 	char line[1024];

@@ -47,6 +47,11 @@ void tfs_log_set(void (*sink)(const char *line));
  * the log with -o verbose; dropped without a sink. */
 void tfs_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tfs_log_set_info(void (*sink)(const char *line));
+/* What happens often and is worth a line only to someone watching closely
+ * (a picture drawn): in the log with -o verbose only, never on a
+ * terminal by itself; dropped without a sink. */
+void tfs_log_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tfs_log_set_detail(void (*sink)(const char *line));
 
 /* Writes `name` as a single-quoted, printable, bounded rendering for messages:
  * bytes that could break a one-line message (control characters, C1 ones
