@@ -297,8 +297,11 @@ static void tensor_row(FILE *f, const struct tfs_shard *sh, const struct tfs_ten
 	}
 	shp[sizeof shp - 1] = 0;
 	fprintf(f, "%-20s  %14llu", shp, (unsigned long long)tfs_tensor_size(t));
-	if (multi)
-		fprintf(f, "  %s", sh->name);
+	if (multi) {
+		char sq[300];
+		table_name(sq, sizeof sq, sh->name, strlen(sh->name));
+		fprintf(f, "  %s", sq);
+	}
 	fputc('\n', f);
 }
 

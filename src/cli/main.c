@@ -102,14 +102,16 @@ static void say_index_only(const struct tfs_model *model)
 		ptrs += (uint32_t)model->shards[s].lfs_pointer;
 		if (!model->shards[s].missing && !model->shards[s].lfs_pointer)
 			continue;
+		char q[TFS_QPATH_MAX];
+		tfs_quote_path(q, sizeof q, model->shards[s].name);
 		if (k++ < 4 && o < sizeof list)
-			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
-					      model->shards[s].name);
+			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "", q);
 	}
+	char qp[TFS_QPATH_MAX];
 	fprintf(stderr,
 		"tensorfs: %s: warning: %u of %u shards missing%s (%s%s): showing what the index alone tells\n",
-		model->index_path, k, model->nshards, ptrs ? " or Git LFS pointers" : "", list,
-		k > 4 ? ", ..." : "");
+		tfs_quote_path(qp, sizeof qp, model->index_path), k, model->nshards,
+		ptrs ? " or Git LFS pointers" : "", list, k > 4 ? ", ..." : "");
 }
 
 /* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE

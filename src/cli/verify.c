@@ -254,7 +254,9 @@ static int check_files(struct run *r, const struct tfs_model *m, struct tfs_diag
 			continue;
 		int k = check_file(src, got);
 		if (k < 0) {
-			tfs_fail(d, TFS_ERR_IO, "%s: cannot be read whole", m->shards[s].name);
+			char q[TFS_QPATH_MAX];
+			tfs_fail(d, TFS_ERR_IO, "%s: cannot be read whole",
+				 tfs_quote_path(q, sizeof q, m->shards[s].name));
 			return -1;
 		}
 		r->checked++;

@@ -105,9 +105,10 @@ int tfs_source_changed(struct tfs_source *s)
 	if (s->ops->identity(s, &now) == TFS_OK && now.size == s->id.size &&
 	    now.mtime_sec == s->id.mtime_sec && now.mtime_nsec == s->id.mtime_nsec)
 		return 0;
+	char q[TFS_QPATH_MAX];
 	if (!__atomic_exchange_n(&s->changed, 1, __ATOMIC_RELAXED))
 		tfs_log("%s: changed since it was mounted (size or mtime); its tensors now fail with EIO: remount to see the new contents",
-			s->location);
+			tfs_quote_path(q, sizeof q, s->location));
 	return 1;
 }
 

@@ -546,7 +546,9 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 		snprintf(p, sizeof p, "%s/snapshots/%s", repo_dir, sha);
 	if (!tfs_hub_is_commit(sha) || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
 		return 0;
-	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s", spec, d->msg, sha);
+	char q[TFS_QPATH_MAX];
+	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s",
+		tfs_quote_path(q, sizeof q, spec), d->msg, sha);
 	hs->offline = 1;
 	free(hs->auth);
 	hs->auth = NULL;

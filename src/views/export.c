@@ -171,10 +171,10 @@ static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *
 {
 	if (tfs_utf8_check((const unsigned char *)k, kl) != kl ||
 	    tfs_utf8_check((const unsigned char *)v, vl) != vl) {
-		char q[80];
+		char q[80], qp[TFS_QPATH_MAX];
 		tfs_quote(q, sizeof q, k, kl);
 		tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out",
-			g->m->shards[shard].path, q);
+			tfs_quote_path(qp, sizeof qp, g->m->shards[shard].path), q);
 		return TFS_OK;
 	}
 	if ((g->n + 1) * 2 > g->nslots) {
@@ -202,11 +202,13 @@ static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *
 				o->v = v;
 				o->vl = vl;
 			} else if (o->vl != vl || memcmp(o->v, v, vl) != 0) {
-				char q[80];
+				char q[80], qp[TFS_QPATH_MAX], qn[TFS_QPATH_MAX];
 				tfs_quote(q, sizeof q, k, kl);
+				tfs_quote_path(qn, sizeof qn, g->m->shards[o->shard].name);
 				if (g->disagree++ < 8)
 					tfs_log("%s: export: shards disagree on metadata key %s; the exported files carry the value of %s",
-						g->m->shards[shard].path, q, g->m->shards[o->shard].name);
+						tfs_quote_path(qp, sizeof qp, g->m->shards[shard].path), q,
+						qn);
 			}
 			return TFS_OK;
 		}
@@ -260,10 +262,10 @@ struct skip_ctx {
 static void skipped(void *ctx, const char *key, size_t kl)
 {
 	const struct skip_ctx *c = ctx;
-	char q[80];
+	char q[80], qp[TFS_QPATH_MAX];
 	tfs_quote(q, sizeof q, key, kl);
-	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path,
-		q);
+	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out",
+		tfs_quote_path(qp, sizeof qp, c->m->shards[c->shard].path), q);
 }
 
 tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen)
