@@ -76,6 +76,12 @@ void tfs_log_info_line(const char *line)
 		emit(LOG_INFO, line);
 }
 
+void tfs_log_detail_line(const char *line)
+{
+	if (log_verbose)
+		emit(LOG_INFO, line);
+}
+
 void tfs_log_counters(const char *why)
 {
 	struct tfs_counters c;
@@ -124,10 +130,11 @@ void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 	 * fix it (Debian makes it 0666; a container may not pass it on). */
 	char fixed[sizeof line + 200];
 	if (strstr(m, "/dev/fuse") && strstr(m, "Permission denied")) {
-		snprintf(fixed, sizeof fixed,
-			 "%s (the user must be able to read and write /dev/fuse: Debian makes it 0666, "
-			 "chmod 0666 /dev/fuse as root; in a container, pass the device, docker run --device /dev/fuse)",
-			 m);
+		snprintf(
+			fixed, sizeof fixed,
+			"%s (the user must be able to read and write /dev/fuse: Debian makes it 0666, "
+			"chmod 0666 /dev/fuse as root; in a container, pass the device, docker run --device /dev/fuse)",
+			m);
 		m = fixed;
 	}
 	emit(level <= FUSE_LOG_ERR ? LOG_ERR : level >= FUSE_LOG_INFO ? LOG_INFO : LOG_WARNING, m);
@@ -193,11 +200,11 @@ static int mountinfo_find(const char *abs, unsigned *maj, unsigned *min, char *w
 	return found;
 }
 
-static void dead_mount(const char *mp)
+static void dead_mount(const char *q)
 {
 	fprintf(stderr,
 		"tensorfs: %s: transport endpoint is not connected (a tensorfs that died?); clear it with: fusermount3 -u %s\n",
-		mp, mp);
+		q, q);
 }
 
 /* Checks the mount point and returns its absolute, symlink-free path, or
@@ -206,19 +213,21 @@ static void dead_mount(const char *mp)
  * unmounting (at a signal) goes through this path. */
 char *tfs_check_mountpoint(const char *mp, int overmount)
 {
+	char q[TFS_QPATH_MAX]; /* mp as messages show it */
+	tfs_quote_path(q, sizeof q, mp);
 	struct stat st;
 	if (stat(mp, &st) != 0) {
 		int e = errno;
 		if (e == ENOTCONN || e == ECONNABORTED)
-			dead_mount(mp);
+			dead_mount(q);
 		else if (e == ENOENT)
-			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", mp);
+			fprintf(stderr, "tensorfs: %s: mount point does not exist\n", q);
 		else
-			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(e));
+			fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", q, strerror(e));
 		return NULL;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", mp);
+		fprintf(stderr, "tensorfs: %s: mount point is not a directory\n", q);
 		return NULL;
 	}
 	/* A FUSE mount whose daemon died still answers stat() from the
@@ -226,12 +235,12 @@ char *tfs_check_mountpoint(const char *mp, int overmount)
 	 * ECONNABORTED on kernels that report an aborted connection so). */
 	struct statvfs sv;
 	if (statvfs(mp, &sv) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-		dead_mount(mp);
+		dead_mount(q);
 		return NULL;
 	}
 	char *abs = realpath(mp, NULL);
 	if (!abs) {
-		fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", mp, strerror(errno));
+		fprintf(stderr, "tensorfs: %s: cannot use as mount point: %s\n", q, strerror(errno));
 		return NULL;
 	}
 	/* Mounting again on a mount point stacks a second mount that hides
@@ -240,7 +249,7 @@ char *tfs_check_mountpoint(const char *mp, int overmount)
 	if (!overmount && mountinfo_find(abs, NULL, NULL, what, sizeof what)) {
 		fprintf(stderr,
 			"tensorfs: %s: already a mount point (%s); unmount it first, or pass -o overmount to mount on top of it\n",
-			mp, what);
+			q, what);
 		free(abs);
 		return NULL;
 	}
@@ -253,7 +262,7 @@ char *tfs_check_mountpoint(const char *mp, int overmount)
 		if (de)
 			fprintf(stderr,
 				"tensorfs: %s: warning: the mount point is not empty; its files are hidden until the unmount\n",
-				mp);
+				q);
 		closedir(dir);
 	}
 	/* Unprivileged mounts go through the setuid fusermount3, which opens

@@ -31,6 +31,8 @@ int tfs_log_open_file(const char *path);
 /* The core's info sink (tfs_log_set_info): the terminal while the mount
  * command has one, else the log with -o verbose. */
 void tfs_log_info_line(const char *line);
+/* tfs_log_detail's sink: -o verbose only. */
+void tfs_log_detail_line(const char *line);
 /* One line of the sources' counters, "WHY: requests=N ...", always. */
 void tfs_log_counters(const char *why);
 

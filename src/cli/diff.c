@@ -60,12 +60,49 @@ enum status { SAME_BYTES, SAME_VALUES, DIFFERS, SHAPE, DTYPE, ONLY_A, ONLY_B, NS
 static const char *const status_names[NSTATUS] = {"identical", "equal",  "differs", "shape",
 						  "dtype",     "only_a", "only_b"};
 
-/* The figures of a comparison by value. */
+/* The figures of a comparison by value. The sums are of the values times
+ * 2^-scale, a power of two (exact) raised only when a value passes LIMIT,
+ * so that F64 values near 1e308 neither overflow a square nor a sum of
+ * 2^63 of them; the ratios drawn from them do not depend on it. */
 struct figures {
 	uint64_t nan_a, nan_b, inf_a, inf_b;
 	uint64_t unmatched; /* positions where one side is NaN or Inf and the other not the same */
-	double max_abs, d2, a2, b2, ab;
+	double max_abs;     /* with max_over, half of it: |x - y| passed DBL_MAX */
+	int max_over;
+	int exact; /* integers on both sides: max_abs is max_int */
+	unsigned __int128 max_int;
+	double d2, a2, b2, ab;
+	int scale;
+	double unscale, limit; /* 2^-scale; the largest |value| add_pairs takes as it comes */
 };
+
+#define LIMIT 0x1p480 /* squares up to 2^960: 2^63 of them stay finite */
+
+static void figures_init(struct figures *f)
+{
+	memset(f, 0, sizeof *f);
+	f->unscale = 1;
+	f->limit = LIMIT;
+}
+
+/* A larger scale for a value of magnitude m; the sums scaled down to it. */
+static void rescale(struct figures *f, double m)
+{
+	int e;
+	frexp(m, &e);
+	int scale = e - 480 + 1;
+	if (scale <= f->scale)
+		return; /* (a value past 2^1022, whose scale is the largest) */
+	double k = ldexp(1, -2 * (scale - f->scale));
+	f->d2 *= k;
+	f->a2 *= k;
+	f->b2 *= k;
+	f->ab *= k;
+	f->scale = scale;
+	f->unscale = ldexp(1, -scale);
+	/* At most 2^1022, so that x - y of two values under it is finite. */
+	f->limit = scale < 1022 - 480 ? ldexp(LIMIT, scale) : 0x1p1022;
+}
 
 struct run {
 	const char *an, *bn;
@@ -95,14 +132,19 @@ static int same_dtype(const struct ref *a, const struct ref *b)
 }
 
 /* Byte-identical without reading: the same range of the same file (the
- * same path and version, or the same content hash the server vouches
- * for). */
+ * same path and version, the same local file by device and inode however
+ * it was named (a symlink, a hard link, "./"), or the same content hash
+ * the server vouches for). */
 static int known_same(const struct ref *a, const struct ref *b)
 {
 	const struct tfs_source *sa = a->sh->src, *sb = b->sh->src;
 	if (a->t->begin != b->t->begin || a->t->end != b->t->end || !sa || !sb)
 		return 0;
 	if (sa->sha256[0] && strcmp(sa->sha256, sb->sha256) == 0)
+		return 1;
+	if (sa->id.ino && !sa->etag && !sb->etag && sa->id.ino == sb->id.ino && sa->id.dev == sb->id.dev &&
+	    sa->id.size == sb->id.size && sa->id.mtime_sec == sb->id.mtime_sec &&
+	    sa->id.mtime_nsec == sb->id.mtime_nsec)
 		return 1;
 	if (!sa->location || !sb->location || strcmp(sa->location, sb->location) != 0)
 		return 0;
@@ -155,19 +197,56 @@ static void add_pair(struct figures *f, double x, double y)
 			f->unmatched++;
 		return;
 	}
-	double d = x - y;
-	if (fabs(d) > f->max_abs)
-		f->max_abs = fabs(d);
-	f->d2 += d * d;
-	f->a2 += x * x;
-	f->b2 += y * y;
-	f->ab += x * y;
+	double d = fabs(x - y);
+	if (isinf(d)) { /* past DBL_MAX: kept halved */
+		double h = fabs(x * 0.5 - y * 0.5);
+		if (!f->max_over || h > f->max_abs)
+			f->max_abs = h;
+		f->max_over = 1;
+	} else if (!f->max_over && d > f->max_abs) {
+		f->max_abs = d;
+	}
+	if (fabs(x) > f->limit || fabs(y) > f->limit)
+		rescale(f, fabs(x) > fabs(y) ? fabs(x) : fabs(y));
+	double xs = x * f->unscale, ys = y * f->unscale, ds = xs - ys;
+	f->d2 += ds * ds;
+	f->a2 += xs * xs;
+	f->b2 += ys * ys;
+	f->ab += xs * ys;
+}
+
+/* A chunk of pairs: finite values under the scale's limit (nearly all) in
+ * registers, the rest through add_pair. (max_abs needs no care: past
+ * DBL_MAX it holds a half over 2^1022, more than any difference here.) */
+static void add_pairs(struct figures *f, const double *x, const double *y, size_t n)
+{
+	double d2 = f->d2, a2 = f->a2, b2 = f->b2, ab = f->ab, mx = f->max_abs;
+	double k = f->unscale, lim = f->limit;
+	for (size_t i = 0; i < n; i++) {
+		double xi = x[i], yi = y[i];
+		if (!(fabs(xi) <= lim && fabs(yi) <= lim)) { /* NaN, infinite, or large */
+			f->d2 = d2, f->a2 = a2, f->b2 = b2, f->ab = ab, f->max_abs = mx;
+			add_pair(f, xi, yi);
+			d2 = f->d2, a2 = f->a2, b2 = f->b2, ab = f->ab, mx = f->max_abs;
+			k = f->unscale, lim = f->limit;
+			continue;
+		}
+		double d = fabs(xi - yi);
+		if (d > mx)
+			mx = d;
+		double xs = xi * k, ys = yi * k, ds = xs - ys;
+		d2 += ds * ds;
+		a2 += xs * xs;
+		b2 += ys * ys;
+		ab += xs * ys;
+	}
+	f->d2 = d2, f->a2 = a2, f->b2 = b2, f->ab = ab, f->max_abs = mx;
 }
 
 static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
 {
 	struct tfs_values va, vb;
-	memset(f, 0, sizeof *f);
+	figures_init(f);
 	tfs_err e = tfs_values_open(&va, a->sh, a->t);
 	if (e)
 		return e;
@@ -177,9 +256,43 @@ static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b,
 	}
 	const double *x, *y;
 	size_t nx, ny;
-	while (!(e = tfs_values_next(&va, &x, &nx)) && !(e = tfs_values_next(&vb, &y, &ny)) && nx) {
-		for (size_t i = 0; i < nx && i < ny; i++)
-			add_pair(f, x[i], y[i]);
+	while (!(e = tfs_values_next(&va, &x, &nx)) && !(e = tfs_values_next(&vb, &y, &ny)) && nx)
+		add_pairs(f, x, y, nx < ny ? nx : ny);
+	r->bytes_read += tfs_tensor_size(a->t) + tfs_tensor_size(b->t);
+	tfs_values_close(&va);
+	tfs_values_close(&vb);
+	return e;
+}
+
+/* Integers on both sides (any widths): compared exactly, and the largest
+ * difference kept exactly (U64 against I64 needs 65 bits); the sums of
+ * rel_l2 and cosine in doubles, which they are. */
+static tfs_err by_int(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
+{
+	struct tfs_values va, vb;
+	figures_init(f);
+	f->exact = 1;
+	tfs_err e = tfs_values_open(&va, a->sh, a->t);
+	if (e)
+		return e;
+	if ((e = tfs_values_open(&vb, b->sh, b->t))) {
+		tfs_values_close(&va);
+		return e;
+	}
+	const tfs_int128 *x, *y;
+	size_t nx, ny;
+	while (!(e = tfs_values_next_int(&va, &x, &nx)) && !(e = tfs_values_next_int(&vb, &y, &ny)) && nx) {
+		for (size_t i = 0; i < nx && i < ny; i++) {
+			tfs_int128 d = x[i] - y[i];
+			unsigned __int128 ad = d < 0 ? (unsigned __int128)-d : (unsigned __int128)d;
+			if (ad > f->max_int)
+				f->max_int = ad;
+			double xd = (double)x[i], yd = (double)y[i], dd = (double)d;
+			f->d2 += dd * dd;
+			f->a2 += xd * xd;
+			f->b2 += yd * yd;
+			f->ab += xd * yd;
+		}
 	}
 	r->bytes_read += tfs_tensor_size(a->t) + tfs_tensor_size(b->t);
 	tfs_values_close(&va);
@@ -205,6 +318,28 @@ static void put_num(FILE *f, const char *key, double v, int have, int json)
 		fprintf(f, ", \"%s\": %.17g", key, v);
 	else
 		fprintf(f, strcmp(key, "cosine") == 0 ? "  %s %.9g" : "  %s %.6g", key, v);
+}
+
+/* The largest difference: exact for integers; past DBL_MAX (F64 near
+ * 1e308 on both sides) written from twice its half. */
+static void put_max_abs(FILE *f, const struct figures *g, int json)
+{
+	if (g->exact) {
+		char dig[48];
+		size_t k = sizeof dig;
+		unsigned __int128 v = g->max_int;
+		dig[--k] = 0;
+		do {
+			dig[--k] = (char)('0' + (int)(v % 10));
+			v /= 10;
+		} while (v);
+		fprintf(f, json ? ", \"max_abs\": %s" : "  max_abs %s", dig + k);
+	} else if (g->max_over) {
+		fprintf(f, json ? ", \"max_abs\": %.17Lg" : "  max_abs %.6Lg",
+			2.0L * (long double)g->max_abs);
+	} else {
+		put_num(f, "max_abs", g->max_abs, 1, json);
+	}
 }
 
 static void row(struct run *r, enum status st, const struct ref *a, const struct ref *b,
@@ -244,7 +379,7 @@ static void row(struct run *r, enum status st, const struct ref *a, const struct
 	}
 	if (f) {
 		double na = sqrt(f->a2), nb = sqrt(f->b2);
-		put_num(o, "max_abs", f->max_abs, 1, r->json);
+		put_max_abs(o, f, r->json);
 		put_num(o, "rel_l2", na > 0 ? sqrt(f->d2) / na : 0, na > 0 || f->d2 == 0, r->json);
 		put_num(o, "cosine", f->ab / (na * nb), na > 0 && nb > 0, r->json);
 		if (r->json)
@@ -286,10 +421,11 @@ static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
 		row(r, dt ? DIFFERS : DTYPE, a, b, NULL);
 		return TFS_OK;
 	}
-	tfs_err e = by_value(r, a, b, &f);
+	int ints = tfs_values_is_int(a->t->dtype) && tfs_values_is_int(b->t->dtype);
+	tfs_err e = ints ? by_int(r, a, b, &f) : by_value(r, a, b, &f);
 	if (e)
 		return e;
-	int equal = f.max_abs == 0 && f.unmatched == 0;
+	int equal = ints ? f.max_int == 0 : f.max_abs == 0 && !f.max_over && f.unmatched == 0;
 	row(r, equal ? SAME_VALUES : dt ? DIFFERS : DTYPE, a, b, &f);
 	return TFS_OK;
 }

@@ -164,9 +164,13 @@ static int total_size(const char *meta, unsigned long long *v)
 static void put_compact(FILE *f, const char *text)
 {
 	json_object *o = text ? json_tokener_parse(text) : NULL;
-	fputs(o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
-		: "null",
-	      f);
+	char *b = NULL;
+	size_t len = 0, cap = 0;
+	if (o && tfs_json_value(&b, &len, &cap, o, JSON_C_TO_STRING_SPACED) == TFS_OK)
+		fwrite(b, 1, len, f);
+	else
+		fputs("null", f);
+	free(b);
 	json_object_put(o);
 }
 
@@ -210,7 +214,8 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 		return ferror(f) ? -1 : 0;
 	}
 	if (pointers)
-		fprintf(f, "%s: %u of %u shards missing and %u Git LFS pointers (git lfs pull fetches them); what the index alone tells:\n",
+		fprintf(f,
+			"%s: %u of %u shards missing and %u Git LFS pointers (git lfs pull fetches them); what the index alone tells:\n",
 			source, missing, m->nshards, pointers);
 	else
 		fprintf(f, "%s: %u of %u shards missing; what the index alone tells:\n", source, missing,
@@ -224,7 +229,9 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		put_padded(f, m->shards[s].name, w);
 		fprintf(f, "  %9llu  %s\n", (unsigned long long)m->shards[s].index_tensors,
-			m->shards[s].missing ? "missing" : m->shards[s].lfs_pointer ? "LFS pointer" : "present");
+			m->shards[s].missing       ? "missing"
+			: m->shards[s].lfs_pointer ? "LFS pointer"
+						   : "present");
 	}
 	fprintf(f, "\n%llu tensors in %u shards", (unsigned long long)m->ntensors, m->nshards);
 	if (has_ts)
@@ -290,8 +297,11 @@ static void tensor_row(FILE *f, const struct tfs_shard *sh, const struct tfs_ten
 	}
 	shp[sizeof shp - 1] = 0;
 	fprintf(f, "%-20s  %14llu", shp, (unsigned long long)tfs_tensor_size(t));
-	if (multi)
-		fprintf(f, "  %s", sh->name);
+	if (multi) {
+		char sq[300];
+		table_name(sq, sizeof sq, sh->name, strlen(sh->name));
+		fprintf(f, "  %s", sq);
+	}
 	fputc('\n', f);
 }
 

@@ -41,8 +41,9 @@ static void log_line(const char *line)
 
 static void warn_cb(void *ctx, const char *where, const char *msg)
 {
+	char q[TFS_QPATH_MAX];
 	(void)ctx;
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", where, msg);
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, where), msg);
 }
 
 static int exit_of(tfs_err e)
@@ -101,14 +102,16 @@ static void say_index_only(const struct tfs_model *model)
 		ptrs += (uint32_t)model->shards[s].lfs_pointer;
 		if (!model->shards[s].missing && !model->shards[s].lfs_pointer)
 			continue;
+		char q[TFS_QPATH_MAX];
+		tfs_quote_path(q, sizeof q, model->shards[s].name);
 		if (k++ < 4 && o < sizeof list)
-			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "",
-					      model->shards[s].name);
+			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "", q);
 	}
+	char qp[TFS_QPATH_MAX];
 	fprintf(stderr,
 		"tensorfs: %s: warning: %u of %u shards missing%s (%s%s): showing what the index alone tells\n",
-		model->index_path, k, model->nshards, ptrs ? " or Git LFS pointers" : "", list,
-		k > 4 ? ", ..." : "");
+		tfs_quote_path(qp, sizeof qp, model->index_path), k, model->nshards,
+		ptrs ? " or Git LFS pointers" : "", list, k > 4 ? ", ..." : "");
 }
 
 /* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE
@@ -169,7 +172,9 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 		r = -1;
 	tfs_model_free(&model);
 	if (r) {
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n", c->shown);
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n",
+			tfs_quote_path(q, sizeof q, c->shown));
 		return EXIT_INTERNAL;
 	}
 	return EXIT_OK;
@@ -177,7 +182,8 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 
 static void say_warning(void *shown, const char *line)
 {
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", (const char *)shown, line);
+	char q[TFS_QPATH_MAX];
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, shown), line);
 }
 
 /* The checkpoint and its file tree; EXIT_OK, or the exit code with one
@@ -213,7 +219,8 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 				   .max_shard_size = s->max_shard};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", c->shown, d.msg);
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(q, sizeof q, c->shown), d.msg);
 		return exit_of(e);
 	}
 	tfs_views_notice(tree, say_warning, (void *)c->shown);
@@ -342,6 +349,7 @@ int main(int argc, char **argv)
 	fuse_set_log_func(tfs_log_cb);
 	tfs_log_set(log_line);
 	tfs_log_set_info(tfs_log_info_line);
+	tfs_log_set_detail(tfs_log_detail_line);
 
 	if (fuse_opt_parse(&args, &c, tfs_cli_opts, tfs_cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;

@@ -9,8 +9,13 @@ static int is_hex(const char *s, size_t n)
 	return strspn(s, "0123456789abcdefABCDEF") >= n;
 }
 
-static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char *hex, const char *name, size_t nl,
-		     size_t line)
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
+}
+
+static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char *hex, const char *name,
+		     size_t nl)
 {
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 64;
@@ -21,26 +26,61 @@ static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char 
 		m->cap = cap;
 	}
 	struct tfs_manifest_entry *x = &m->e[m->n];
-	x->a = a;
-	x->line = line;
+	memset(x, 0, sizeof *x);
+	x->a = (uint8_t)a;
+	x->line = (uint32_t)m->lines;
 	size_t hl = tfs_digest_hex_len(a);
-	for (size_t i = 0; i < hl; i++)
-		x->hex[i] = (char)(hex[i] >= 'A' && hex[i] <= 'F' ? hex[i] - 'A' + 'a' : hex[i]);
-	x->hex[hl] = 0;
-	if (!(x->name = strndup(name, nl)))
-		return -1;
+	for (size_t i = 0; i < hl; i += 2)
+		x->d[i / 2] = (unsigned char)(hexval(hex[i]) << 4 | hexval(hex[i + 1]));
+	x->node = m->resolve ? m->resolve(m->ctx, name, nl) : 0;
+	x->name = UINT32_MAX;
+	if (!x->node) {
+		/* Kept to be reported: not in the checkpoint (or no resolver). */
+		if (m->nlen + nl + 1 > UINT32_MAX)
+			return -1;
+		if (m->nlen + nl + 1 > m->ncap) {
+			size_t cap = m->ncap ? m->ncap : 4096;
+			while (cap < m->nlen + nl + 1)
+				cap *= 2;
+			char *b = realloc(m->names, cap);
+			if (!b)
+				return -1;
+			m->names = b;
+			m->ncap = cap;
+		}
+		memcpy(m->names + m->nlen, name, nl);
+		m->names[m->nlen + nl] = 0;
+		x->name = (uint32_t)m->nlen;
+		m->nlen += nl + 1;
+	}
 	m->n++;
 	return 0;
 }
 
+void tfs_manifest_hex(const struct tfs_manifest_entry *x, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t hl = tfs_digest_hex_len((enum tfs_digest_algo)x->a);
+	for (size_t i = 0; i < hl; i++)
+		hex[i] = digits[i % 2 ? x->d[i / 2] & 15 : x->d[i / 2] >> 4];
+	hex[hl] = 0;
+}
+
+const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x)
+{
+	return x->name == UINT32_MAX ? NULL : m->names + x->name;
+}
+
 /* sha256sum / xxh64sum: HEX, a space, ' ' or '*', NAME; a line starting
- * with '\' has "\\" and "\n" escaped in NAME. */
-static int coreutils_line(struct tfs_manifest *m, char *s, size_t line)
+ * with '\' has "\\" and "\n" escaped in NAME. An empty NAME (which
+ * sha256sum refuses) is taken as the empty tensor name; tensorfs writes
+ * that one's file name, "%empty". */
+static int coreutils_line(struct tfs_manifest *m, char *s)
 {
 	int esc = *s == '\\';
 	s += esc;
 	size_t hl = strspn(s, "0123456789abcdefABCDEF");
-	if ((hl != 64 && hl != 16) || s[hl] != ' ' || (s[hl + 1] != ' ' && s[hl + 1] != '*') || !s[hl + 2])
+	if ((hl != 64 && hl != 16) || s[hl] != ' ' || (s[hl + 1] != ' ' && s[hl + 1] != '*'))
 		return 0;
 	char *name = s + hl + 2, *o = name;
 	for (char *p = name; *p; p++) {
@@ -52,13 +92,13 @@ static int coreutils_line(struct tfs_manifest *m, char *s, size_t line)
 		}
 	}
 	enum tfs_digest_algo a = hl == 64 ? TFS_DIGEST_SHA256 : TFS_DIGEST_XXH64;
-	return add_entry(m, a, s, name, (size_t)(o - name), line) ? -1 : 1;
+	return add_entry(m, a, s, name, (size_t)(o - name)) ? -1 : 1;
 }
 
 /* llama-gguf-hash: ALGO  HEX  FILE:TENSOR (and a trailing "-  Ok" when it
  * checked); the whole model's line (no ':') and other algorithms are
  * skipped. */
-static int gguf_hash_line(struct tfs_manifest *m, char *s, size_t line)
+static int gguf_hash_line(struct tfs_manifest *m, char *s)
 {
 	char *tok[3];
 	int k = 0;
@@ -81,43 +121,57 @@ static int gguf_hash_line(struct tfs_manifest *m, char *s, size_t line)
 	char *colon = strchr(tok[2], ':');
 	if (!colon)
 		return 2; /* the whole model */
-	return add_entry(m, a, tok[1], colon + 1, strlen(colon + 1), line) ? -1 : 1;
+	return add_entry(m, a, tok[1], colon + 1, strlen(colon + 1)) ? -1 : 1;
+}
+
+tfs_err tfs_manifest_line(struct tfs_manifest *m, char *s, size_t n)
+{
+	m->lines++;
+	while (n && s[n - 1] == '\r')
+		n--;
+	s[n] = 0; /* (the newline, or the caller's spare byte) */
+	int r = !n || s[0] == '#' || memchr(s, 0, n) ? 2 : coreutils_line(m, s);
+	if (r == 0)
+		r = gguf_hash_line(m, s);
+	if (r < 0)
+		return TFS_ERR_NOMEM;
+	if (r == 0)
+		m->bad++;
+	return TFS_OK;
+}
+
+tfs_err tfs_manifest_done(struct tfs_manifest *m, struct tfs_diag *d)
+{
+	if (m->n == 0)
+		return tfs_fail(
+			d, TFS_ERR_INVAL,
+			"the manifest holds no checksum line (sha256sum, xxh64sum or llama-gguf-hash output)");
+	return TFS_OK;
 }
 
 tfs_err tfs_manifest_parse(char *text, size_t len, struct tfs_manifest *m, struct tfs_diag *d)
 {
-	size_t line = 0;
 	memset(m, 0, sizeof *m);
 	for (char *s = text, *end = text + len; s < end;) {
 		char *nl = memchr(s, '\n', (size_t)(end - s));
 		char *next = nl ? nl + 1 : end;
-		size_t n = (size_t)((nl ? nl : end) - s);
-		line++;
-		while (n && s[n - 1] == '\r')
-			n--;
-		s[n] = 0; /* (the newline, or the caller's spare byte) */
-		int r = !n || s[0] == '#' || memchr(s, 0, n) ? 2 : coreutils_line(m, s, line);
-		if (r == 0)
-			r = gguf_hash_line(m, s, line);
-		if (r < 0) {
+		if (tfs_manifest_line(m, s, (size_t)((nl ? nl : end) - s))) {
 			tfs_manifest_free(m);
 			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		}
-		if (r == 0)
-			m->bad++;
 		s = next;
 	}
-	if (m->n == 0)
-		return tfs_fail(d, TFS_ERR_INVAL,
-				"the manifest holds no checksum line (sha256sum, xxh64sum or llama-gguf-hash output)");
-	return TFS_OK;
+	tfs_err e = tfs_manifest_done(m, d);
+	if (e)
+		tfs_manifest_free(m);
+	return e;
 }
 
 void tfs_manifest_free(struct tfs_manifest *m)
 {
-	for (size_t i = 0; i < m->n; i++)
-		free(m->e[i].name);
 	free(m->e);
-	memset(m, 0, sizeof *m);
+	free(m->names);
+	m->e = NULL;
+	m->names = NULL;
+	m->n = m->cap = m->nlen = m->ncap = 0;
 }
-

@@ -82,8 +82,9 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		/* libfuse would take it and the kernel mount would stay
 		 * read-only: say so rather than accept it in silence. */
 		if (strcmp(arg, "rw") == 0) {
-			fprintf(stderr, "tensorfs: -o rw: the mount is read-only (the source is never written); "
-					"say ro (in an fstab line: ro, as defaults means rw)\n");
+			fprintf(stderr,
+				"tensorfs: -o rw: the mount is read-only (the source is never written); "
+				"say ro (in an fstab line: ro, as defaults means rw)\n");
 			return -1;
 		}
 		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
@@ -227,8 +228,8 @@ static int parse_shard_size(const char *s, uint64_t *v)
 	char num[32];
 	uint64_t mul = 0;
 	static const char units[] = "KMGT";
-	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' && strchr(units, s[n - 3] & ~0x20) &&
-	    s[n - 3] != 0) {
+	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' &&
+	    strchr(units, s[n - 3] & ~0x20) && s[n - 3] != 0) {
 		mul = 1ull << (10 * (strchr(units, s[n - 3] & ~0x20) - units + 1));
 		n -= 3;
 	} else if (n >= 2 && (s[n - 1] | 0x20) == 'b' && s[n - 2] != 0 && strchr(units, s[n - 2] & ~0x20)) {
@@ -298,13 +299,16 @@ int tfs_cli_check_settings(const struct cli *c, struct settings *s)
 			"tensorfs: warning: -o readahead_kb=%s needs root; the kernel's readahead (128 KiB) stays\n",
 			c->readahead);
 	if (c->max_shard && (parse_shard_size(c->max_shard, &s->max_shard) || s->max_shard == 0)) {
-		fprintf(stderr, "tensorfs: -o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
-				"4GiB or 4G (2^30), or a number of bytes, not '%s'\n",
+		fprintf(stderr,
+			"tensorfs: -o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
+			"4GiB or 4G (2^30), or a number of bytes, not '%s'\n",
 			c->max_shard);
 		return EXIT_USAGE;
 	}
 	if (c->logfile && tfs_log_open_file(c->logfile) != 0) {
-		fprintf(stderr, "tensorfs: -o logfile=%s: cannot open it: %s\n", c->logfile, strerror(errno));
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: -o logfile=%s: cannot open it: %s\n",
+			tfs_quote_path(q, sizeof q, c->logfile), strerror(errno));
 		return EXIT_USAGE;
 	}
 	tfs_log_verbose(c->verbose);

@@ -39,7 +39,9 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 			char q[400];
 			tfs_quote(q, sizeof q, name, t->name_len);
 			if (e && e != TFS_ERR_UNHANDLED) {
-				fprintf(stderr, "tensorfs: %s: tensor %s: %s\n", source, q,
+				char qs[TFS_QPATH_MAX];
+				fprintf(stderr, "tensorfs: %s: tensor %s: %s\n",
+					tfs_quote_path(qs, sizeof qs, source), q,
 					e == TFS_ERR_NOMEM ? "out of memory" : "its bytes cannot be read");
 				return -1;
 			}

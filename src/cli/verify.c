@@ -14,7 +14,9 @@
 
 #include "cli/daemon.h"
 #include "cli/manifest.h"
+#include "core/hash.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "views/digest.h"
 #include "views/sums.h"
 #include "views/tree.h"
@@ -22,36 +24,58 @@
 /* A manifest is at most this large (500,000 tensors' lines take 50 MB). */
 #define MANIFEST_MAX (1u << 30)
 
+/* Reads the manifest a block at a time, each line into m as it comes
+ * (cli/manifest.h): its text is never held whole. */
 static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tfs_diag *d)
 {
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return tfs_fail(d, TFS_ERR_INVAL, "cannot open the manifest: %s", strerror(errno));
-	size_t len = 0, cap = 1 << 16;
-	char *text = malloc(cap + 1);
-	tfs_err e = TFS_OK;
-	for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {
-		len += got;
-		if (len == cap) {
-			char *t = cap < MANIFEST_MAX ? realloc(text, 2 * cap + 1) : NULL;
-			if (!t) {
-				e = cap < MANIFEST_MAX
-					    ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory")
-					    : tfs_fail(d, TFS_ERR_INVAL, "the manifest is over 1 GiB");
-				break;
+	size_t bsz = 1u << 16, len = 0, got;
+	char *buf = malloc(bsz), *line = malloc(TFS_MANIFEST_LINE_MAX + 1);
+	uint64_t total = 0;
+	int skipping = 0; /* in a line past TFS_MANIFEST_LINE_MAX */
+	tfs_err e = buf && line ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	while (!e && (got = fread(buf, 1, bsz, f)) > 0) {
+		if ((total += got) > MANIFEST_MAX) {
+			e = tfs_fail(d, TFS_ERR_INVAL, "the manifest is over 1 GiB");
+			break;
+		}
+		for (size_t i = 0; !e && i < got;) {
+			char *nl = memchr(buf + i, '\n', got - i);
+			size_t k = nl ? (size_t)(nl - (buf + i)) : got - i;
+			if (!skipping && len + k > TFS_MANIFEST_LINE_MAX)
+				skipping = 1;
+			if (!skipping) {
+				memcpy(line + len, buf + i, k);
+				len += k;
 			}
-			text = t;
-			cap *= 2;
+			i += k;
+			if (!nl)
+				break;
+			i++;
+			if (skipping) {
+				m->lines++;
+				m->bad++;
+			} else if (tfs_manifest_line(m, line, len)) {
+				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			}
+			len = 0;
+			skipping = 0;
 		}
 	}
-	if (!e && (!text || ferror(f)))
-		e = text ? tfs_fail(d, TFS_ERR_INVAL, "cannot read the manifest")
-			 : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e && ferror(f))
+		e = tfs_fail(d, TFS_ERR_INVAL, "cannot read the manifest");
+	if (!e && skipping) {
+		m->lines++;
+		m->bad++;
+	} else if (!e && len && tfs_manifest_line(m, line, len)) {
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
 	fclose(f);
-	if (!e)
-		e = tfs_manifest_parse(text, len, m, d);
-	free(text);
-	return e;
+	free(buf);
+	free(line);
+	return e ? e : tfs_manifest_done(m, d);
 }
 
 /* The progress line on a terminal, at most five times a second. */
@@ -101,21 +125,59 @@ static const char *tensor_name(const struct tfs_tree *t, uint32_t i, size_t *len
 	return tfs_tensor_name(h, x);
 }
 
-/* The node a manifest's name means: a tensor's name, or its file's name in
- * a flat mount (a __sha256sums__.txt of the root). */
-static uint32_t find(const struct tfs_tree *t, const uint32_t *nodes, size_t n, const char *name)
+/* The tensor files by tensor name (a manifest of 100,000 names none of
+ * which is in the checkpoint was a search of every tensor for each). */
+struct index {
+	const struct tfs_tree *t;
+	uint32_t *slot; /* node, 0: empty */
+	size_t cap;
+};
+
+static size_t slot_of(const struct index *x, const char *s, size_t n)
 {
-	size_t nl = strlen(name);
-	uint32_t i = tfs_tree_lookup(t, 1, name, nl);
-	if (i && t->nodes[i].kind == TFS_NODE_TENSOR)
-		return i;
+	size_t i = (size_t)tfs_hash(s, n, 11) & (x->cap - 1);
+	while (x->slot[i]) {
+		size_t l;
+		const char *name = tensor_name(x->t, x->slot[i], &l);
+		if (l == n && memcmp(name, s, n) == 0)
+			break;
+		i = (i + 1) & (x->cap - 1);
+	}
+	return i;
+}
+
+static int index_build(struct index *x, const struct tfs_tree *t, const uint32_t *nodes, size_t n)
+{
+	x->t = t;
+	x->cap = 16;
+	while (x->cap < 2 * n + 2)
+		x->cap *= 2;
+	if (!(x->slot = calloc(x->cap, sizeof *x->slot)))
+		return -1;
 	for (size_t k = 0; k < n; k++) {
 		size_t l;
-		const char *s = tensor_name(t, nodes[k], &l);
-		if (l == nl && memcmp(s, name, nl) == 0)
-			return nodes[k];
+		const char *name = tensor_name(t, nodes[k], &l);
+		x->slot[slot_of(x, name, l)] = nodes[k];
 	}
 	return 0;
+}
+
+/* The node a manifest's name means: the file name of a flat mount of the
+ * checkpoint (what --verify and a mount root's __sha256sums__.txt write);
+ * the same with the name mapping undone (a mount with -o pictures or
+ * stats shows a tensor "x.png" as x%2Epng, and the empty name as %empty);
+ * else a tensor's name as it is (llama-gguf-hash's, a hand-made list). */
+static uint32_t resolve(void *ctx, const char *name, size_t nl)
+{
+	const struct index *x = ctx;
+	uint32_t i = tfs_tree_lookup(x->t, 1, name, nl);
+	if (i && x->t->nodes[i].kind == TFS_NODE_TENSOR)
+		return i;
+	char raw[TFS_NAME_MAX + 1];
+	long k = memchr(name, '%', nl) ? tfs_name_unmap(name, nl, raw, sizeof raw) : -1;
+	if (k >= 0 && (i = x->slot[slot_of(x, raw, (size_t)k)]))
+		return i;
+	return x->slot[slot_of(x, name, nl)];
 }
 
 static void put_name(FILE *f, const char *s, size_t n, int json)
@@ -192,7 +254,9 @@ static int check_files(struct run *r, const struct tfs_model *m, struct tfs_diag
 			continue;
 		int k = check_file(src, got);
 		if (k < 0) {
-			tfs_fail(d, TFS_ERR_IO, "%s: cannot be read whole", m->shards[s].name);
+			char q[TFS_QPATH_MAX];
+			tfs_fail(d, TFS_ERR_IO, "%s: cannot be read whole",
+				 tfs_quote_path(q, sizeof q, m->shards[s].name));
 			return -1;
 		}
 		r->checked++;
@@ -203,35 +267,41 @@ static int check_files(struct run *r, const struct tfs_model *m, struct tfs_diag
 	return 0;
 }
 
-static void compare(struct run *r, const struct tfs_manifest *man, const uint32_t *nodes, size_t n)
+static void compare(struct run *r, const struct tfs_manifest *man)
 {
 	for (size_t k = 0; k < man->n; k++) {
 		const struct tfs_manifest_entry *x = &man->e[k];
-		uint32_t i = find(r->t, nodes, n, x->name);
-		char hex[80];
-		if (!i) {
+		char hex[80], want[80];
+		tfs_manifest_hex(x, want);
+		if (!x->node) {
+			const char *name = tfs_manifest_name(man, x);
 			r->missing++;
-			mismatch(r, x->name, strlen(x->name), "in the manifest, not in the checkpoint",
-				 x->hex, "");
+			mismatch(r, name, strlen(name), "in the manifest, not in the checkpoint", want, "");
 			continue;
 		}
 		size_t nl;
-		const char *name = tensor_name(r->t, i, &nl);
+		const char *name = tensor_name(r->t, x->node, &nl);
 		r->checked++;
-		if (!tfs_digest_known(r->t, i, x->a, hex))
+		if (!tfs_digest_known(r->t, x->node, (enum tfs_digest_algo)x->a, hex))
 			continue; /* (hashed above, unless memory ran out) */
-		if (strcmp(hex, x->hex) != 0)
-			mismatch(r, name, nl, tfs_digest_name(x->a), x->hex, hex);
+		if (strcmp(hex, want) != 0)
+			mismatch(r, name, nl, tfs_digest_name((enum tfs_digest_algo)x->a), want, hex);
 	}
 }
 
-/* No manifest: one in sha256sum's form (xxh64sum's with xxh64) on out. */
+/* No manifest: one in sha256sum's form (xxh64sum's with xxh64) on out,
+ * naming each tensor by its file name in a flat mount (README, "File
+ * names": control characters, '/' and '%' as %XX, the empty name as
+ * %empty), as a mount root's __sha256sums__.txt does: one rule, which
+ * --verify reads back, sha256sum -c checks in a mount's root, and no
+ * terminal takes for an escape sequence. */
 static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum tfs_digest_algo a)
 {
 	for (size_t k = 0; k < n; k++) {
 		char hex[80];
 		size_t nl;
 		const char *name = tensor_name(r->t, nodes[k], &nl);
+		const struct tfs_node *fn = &r->t->nodes[nodes[k]];
 		if (!tfs_digest_known(r->t, nodes[k], a, hex))
 			continue;
 		if (r->json) {
@@ -241,9 +311,9 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 			continue;
 		}
 		size_t hl = strlen(hex);
-		char *line = malloc(tfs_sum_line_len(hl, name, nl));
+		char *line = malloc(tfs_sum_line_len(hl, fn->fname, fn->fname_len));
 		if (line) {
-			fwrite(line, 1, tfs_sum_line(line, hex, hl, name, nl), r->out);
+			fwrite(line, 1, tfs_sum_line(line, hex, hl, fn->fname, fn->fname_len), r->out);
 			free(line);
 		}
 	}
@@ -256,27 +326,37 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 	struct tfs_diag d = {{0}};
 	struct tfs_tree t;
 	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT};
-	tfs_err e = manifest_path ? read_manifest(manifest_path, &man, &d) : TFS_OK;
-	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", manifest_path, d.msg);
-		tfs_manifest_free(&man);
-		return e == TFS_ERR_NOMEM ? TFS_EXIT_INTERNAL : TFS_EXIT_USAGE;
-	}
-	if ((e = tfs_tree_build(m, &to, &t, &d))) {
-		fprintf(stderr, "tensorfs: %s: %s\n", source, d.msg);
-		tfs_manifest_free(&man);
+	char qs[TFS_QPATH_MAX], qm[TFS_QPATH_MAX];
+	const char *shown = tfs_quote_path(qs, sizeof qs, source);
+	if (tfs_tree_build(m, &to, &t, &d)) {
+		fprintf(stderr, "tensorfs: %s: %s\n", shown, d.msg);
 		return TFS_EXIT_INTERNAL;
 	}
 	size_t n;
 	struct progress p = {.on = isatty(2)};
 	uint32_t *nodes = tensor_nodes(&t, &n, &p.total);
+	struct index ix = {0};
+	tfs_err e = nodes && !index_build(&ix, &t, nodes, n) ? TFS_OK
+							     : tfs_fail(&d, TFS_ERR_NOMEM, "out of memory");
+	if (!e && manifest_path) {
+		man.resolve = resolve;
+		man.ctx = &ix;
+		if ((e = read_manifest(manifest_path, &man, &d))) {
+			fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(qm, sizeof qm, manifest_path),
+				d.msg);
+			free(ix.slot);
+			free(nodes);
+			tfs_tree_free(&t);
+			tfs_manifest_free(&man);
+			return e == TFS_ERR_NOMEM ? TFS_EXIT_INTERNAL : TFS_EXIT_USAGE;
+		}
+	}
 	int want[TFS_DIGEST_COUNT] = {0};
 	if (!manifest_path)
 		want[xxh64 ? TFS_DIGEST_XXH64 : TFS_DIGEST_SHA256] = 1;
 	for (size_t k = 0; k < man.n; k++)
 		want[man.e[k].a] = 1;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	e = nodes ? TFS_OK : tfs_fail(&d, TFS_ERR_NOMEM, "out of memory");
 	for (int a = 0; !e && a < TFS_DIGEST_COUNT; a++) {
 		if (!want[a])
 			continue;
@@ -289,7 +369,7 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 	struct run r = {.t = &t, .source = source, .json = json, .out = out};
 	int rc = TFS_EXIT_OK;
 	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", source, d.msg);
+		fprintf(stderr, "tensorfs: %s: %s\n", shown, d.msg);
 		rc = e == TFS_ERR_NOMEM ? TFS_EXIT_INTERNAL : TFS_EXIT_SOURCE;
 	} else {
 		if (json) {
@@ -298,13 +378,13 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 			fputs(manifest_path ? ", \"mismatches\": [" : ", \"tensors\": [", out);
 		}
 		if (manifest_path)
-			compare(&r, &man, nodes, n);
+			compare(&r, &man);
 		else
 			print_manifest(&r, nodes, n, xxh64 ? TFS_DIGEST_XXH64 : TFS_DIGEST_SHA256);
 		if (json && !manifest_path)
 			fputs("\n], \"mismatches\": [", out);
 		if (check_files(&r, m, &d)) {
-			fprintf(stderr, "tensorfs: %s: %s\n", source, d.msg);
+			fprintf(stderr, "tensorfs: %s: %s\n", shown, d.msg);
 			rc = TFS_EXIT_SOURCE;
 		}
 		if (json)
@@ -313,10 +393,11 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 		if (!rc && r.mismatches)
 			rc = TFS_EXIT_MISMATCH;
 		if (manifest_path || r.checked)
-			fprintf(stderr, "tensorfs: %s: %zu checked, %zu mismatched%s\n", source, r.checked,
+			fprintf(stderr, "tensorfs: %s: %zu checked, %zu mismatched%s\n", shown, r.checked,
 				r.mismatches,
 				man.bad ? " (some manifest lines were not checksum lines)" : "");
 	}
+	free(ix.slot);
 	free(nodes);
 	tfs_tree_free(&t);
 	tfs_manifest_free(&man);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/jscan.h"
 #include "core/json.h"
 #include "core/kv.h"
 
@@ -31,7 +32,7 @@ static struct qbuf quoted(const char *k)
 #define EDITS_MAX (16u << 20)
 
 struct tfs_edits {
-	char *path;
+	char *path; /* as messages show it */
 	json_object *obj;
 };
 
@@ -44,9 +45,11 @@ void tfs_edits_free(struct tfs_edits *ed)
 	free(ed);
 }
 
-static char *read_all(const char *path, size_t *len, struct tfs_diag *d, tfs_err *e)
+static char *read_all(const char *file, size_t *len, struct tfs_diag *d, tfs_err *e)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char qp[TFS_QPATH_MAX];
+	const char *path = tfs_quote_path(qp, sizeof qp, file);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	char *buf = NULL;
 	*e = TFS_OK;
@@ -55,8 +58,8 @@ static char *read_all(const char *path, size_t *len, struct tfs_diag *d, tfs_err
 	} else if (!S_ISREG(st.st_mode)) {
 		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: not a regular file", path);
 	} else if ((uint64_t)st.st_size > EDITS_MAX) {
-		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: %llu bytes; an edits file is at most %u MiB", path,
-			      (unsigned long long)st.st_size, EDITS_MAX >> 20);
+		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: %llu bytes; an edits file is at most %u MiB",
+			      path, (unsigned long long)st.st_size, EDITS_MAX >> 20);
 	} else if (!(buf = malloc((size_t)st.st_size + 1))) {
 		*e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	} else {
@@ -65,7 +68,8 @@ static char *read_all(const char *path, size_t *len, struct tfs_diag *d, tfs_err
 		while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
 			got += (size_t)r;
 		if (r < 0)
-			*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: cannot read it: %s", path, strerror(errno));
+			*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: cannot read it: %s", path,
+				      strerror(errno));
 		buf[got] = 0;
 		*len = got;
 	}
@@ -117,22 +121,163 @@ static tfs_err check_value(const char *path, const char *key, json_object *v, st
 	{
 		(void)unused;
 		if (strcmp(k, "type") && strcmp(k, "value") && strcmp(k, "element_type"))
-			return tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: key %s: unknown member %s",
-					path, Q(key), Q(k));
+			return tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: key %s: unknown member %s", path,
+					Q(key), Q(k));
 	}
 	if (t != TFS_KV_ARR)
 		return TFS_OK;
-	if (!json_object_object_get_ex(v, "element_type", &el) || !json_object_is_type(el, json_type_string) ||
+	if (!json_object_object_get_ex(v, "element_type", &el) ||
+	    !json_object_is_type(el, json_type_string) ||
 	    tfs_kv_type_lookup(json_object_get_string(el)) >= TFS_KV_COUNT ||
 	    tfs_kv_type_lookup(json_object_get_string(el)) == TFS_KV_ARR)
 		return tfs_fail(d, TFS_ERR_INVAL,
-				"-o edits=%s: key %s: an ARRAY needs an element_type that is not ARRAY",
-				path, Q(key));
+				"-o edits=%s: key %s: an ARRAY needs an element_type that is not ARRAY", path,
+				Q(key));
 	if (!json_object_is_type(val, json_type_array) || !plain_array_ok(val))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o edits=%s: key %s: an ARRAY's value must be an array of plain values",
 				path, Q(key));
 	return TFS_OK;
+}
+
+/* ---- what json-c would change without a word ---- */
+
+/* json-c saturates an integer past 64 bits (18446744073709551616 reads as
+ * 18446744073709551615), cuts a key at U+0000, and takes bytes that are
+ * not UTF-8 and lone surrogates (then U+FFFD); none of these may reach a
+ * table. So the file's own text is walked first, strictly (core/jscan.h:
+ * UTF-8, no lone surrogates, numbers within f64's range), and each of
+ * them refused with the key it is in. */
+struct strict {
+	struct tfs_jscan s;
+	const char *path;
+	char key[120]; /* the top-level key being read, quoted */
+	struct tfs_diag *d;
+};
+
+#define INT_RANGE "a 64-bit integer is -9223372036854775808 to 18446744073709551615"
+
+/* An integer literal (no fraction, no exponent) that fits 64 bits, signed
+ * or not; 1 for any other number. */
+static int int_fits(const unsigned char *p, size_t n)
+{
+	int neg = n && *p == '-';
+	uint64_t v = 0;
+	for (size_t i = (size_t)neg; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return 1; /* a fraction or an exponent: a double */
+		unsigned dig = (unsigned)(p[i] - '0');
+		if (v > (UINT64_MAX - dig) / 10)
+			return 0;
+		v = v * 10 + dig;
+	}
+	return !neg || v <= (uint64_t)INT64_MAX + 1;
+}
+
+static tfs_err strict_fail(struct strict *x, const char *what)
+{
+	return tfs_fail(x->d, TFS_ERR_INVAL, "-o edits=%s: key %s: %s", x->path, x->key, what);
+}
+
+static tfs_err strict_value(struct strict *x)
+{
+	struct tfs_jscan *s = &x->s;
+	tfs_err e = TFS_OK;
+	int r;
+	struct tfs_jstr str;
+	tfs_js_ws(s);
+	int c = tfs_js_peek(s);
+	if (c == '{' || c == '[') {
+		if ((e = tfs_js_enter(s)))
+			return e;
+		if (tfs_js_close_if_empty(s, c == '{' ? '}' : ']'))
+			return TFS_OK;
+		do {
+			if (c == '{') {
+				tfs_js_ws(s);
+				if (tfs_js_peek(s) != '"')
+					return tfs_js_err(s, "expected a string key");
+				if ((e = tfs_js_string(s, &str)))
+					return e;
+				if (memchr(str.p, 0, str.len))
+					return strict_fail(
+						x,
+						"a member's name holds U+0000 (NUL), which cannot be kept");
+				if ((e = tfs_js_expect(s, ':', "expected ':'")))
+					return e;
+			}
+			if ((e = strict_value(x)))
+				return e;
+		} while ((r = tfs_js_next(s, c == '{' ? '}' : ']', &e)) > 0);
+		return r < 0 ? e : TFS_OK;
+	}
+	if (c == '"') {
+		if ((e = tfs_js_string(s, &str)))
+			return e;
+		return memchr(str.p, 0, str.len)
+			       ? strict_fail(x, "a string holds U+0000 (NUL), which cannot be kept")
+			       : TFS_OK;
+	}
+	if (c == '-' || tfs_js_isdigit(c)) {
+		const unsigned char *start = s->p;
+		enum tfs_jnum k;
+		uint64_t v;
+		if ((e = tfs_js_number(s, &k, &v)))
+			return e;
+		size_t n = (size_t)(s->p - start);
+		if (int_fits(start, n))
+			return TFS_OK;
+		char what[160];
+		snprintf(what, sizeof what, "%.*s%s is out of range (" INT_RANGE ")", n > 40 ? 40 : (int)n,
+			 (const char *)start, n > 40 ? "..." : "");
+		return strict_fail(x, what);
+	}
+	return tfs_js_skip(s);
+}
+
+static tfs_err strict_text(const char *text, size_t len, const char *path, struct tfs_diag *d)
+{
+	size_t bad = tfs_utf8_check((const unsigned char *)text, len);
+	if (bad != len)
+		return tfs_fail(
+			d, TFS_ERR_INVAL,
+			"-o edits=%s: byte %zu is not UTF-8 text (an edits file is UTF-8, as JSON is)", path,
+			bad);
+	struct strict x = {.path = path, .d = d};
+	struct tfs_jscan *s = &x.s;
+	struct tfs_jstr key;
+	tfs_err e = TFS_OK;
+	int r;
+	tfs_js_init(s, "edits", text, len, 16, d);
+	if ((e = tfs_js_enter(s)) || tfs_js_close_if_empty(s, '}')) {
+		tfs_js_done(s);
+		return e;
+	}
+	do {
+		tfs_js_ws(s);
+		if (tfs_js_peek(s) != '"') {
+			e = tfs_js_err(s, "expected a string key");
+			break;
+		}
+		if ((e = tfs_js_string(s, &key)))
+			break;
+		tfs_quote(x.key, sizeof x.key, key.p, key.len);
+		if (memchr(key.p, 0, key.len)) {
+			e = strict_fail(&x, "the key holds U+0000 (NUL), which cannot be kept");
+			break;
+		}
+		if ((e = tfs_js_expect(s, ':', "expected ':'")) || (e = strict_value(&x)))
+			break;
+	} while ((r = tfs_js_next(s, '}', &e)) > 0);
+	tfs_js_done(s);
+	if (e && e != TFS_ERR_INVAL && e != TFS_ERR_NOMEM) {
+		/* jscan's own refusal (a lone surrogate, a number past f64's
+		 * range): a mistake in the file, as the others. */
+		char msg[TFS_DIAG_MAX];
+		snprintf(msg, sizeof msg, "%s", d->msg);
+		e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: %s", path, msg);
+	}
+	return e;
 }
 
 tfs_err tfs_edits_load(const char *path, struct tfs_edits **out, struct tfs_diag *d)
@@ -147,9 +292,11 @@ tfs_err tfs_edits_load(const char *path, struct tfs_edits **out, struct tfs_diag
 	return e;
 }
 
-tfs_err tfs_edits_parse(const char *text, size_t len, const char *path, struct tfs_edits **out,
+tfs_err tfs_edits_parse(const char *text, size_t len, const char *file, struct tfs_edits **out,
 			struct tfs_diag *d)
 {
+	char qp[TFS_QPATH_MAX];
+	const char *path = tfs_quote_path(qp, sizeof qp, file); /* as messages show it */
 	tfs_err e = TFS_OK;
 	if (len > EDITS_MAX)
 		return tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: an edits file is at most %u MiB", path,
@@ -163,18 +310,19 @@ tfs_err tfs_edits_parse(const char *text, size_t len, const char *path, struct t
 	enum json_tokener_error je = json_tokener_get_error(tok);
 	size_t used = json_tokener_get_parse_end(tok);
 	json_tokener_free(tok);
-	while (obj && used < len && (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
+	while (obj && used < len &&
+	       (text[used] == ' ' || text[used] == '\n' || text[used] == '\t' || text[used] == '\r'))
 		used++;
 	if (!obj || je != json_tokener_success || used != len) {
 		e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: not JSON (%s, near byte %zu)", path,
 			     obj && je == json_tokener_success ? "text after the object"
-			     : je == json_tokener_continue    ? "it ends before the JSON does"
-							      : json_tokener_error_desc(je),
+			     : je == json_tokener_continue     ? "it ends before the JSON does"
+							       : json_tokener_error_desc(je),
 			     used);
 	} else if (!json_object_is_type(obj, json_type_object)) {
-		e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: must be a JSON object of keys to set (null deletes)",
-			     path);
-	} else {
+		e = tfs_fail(d, TFS_ERR_INVAL,
+			     "-o edits=%s: must be a JSON object of keys to set (null deletes)", path);
+	} else if (!(e = strict_text(text, len, path, d))) {
 		json_object_object_foreach(obj, k, v)
 		{
 			if ((e = check_value(path, k, v, d)))
@@ -369,8 +517,8 @@ static const char *encode_pair(struct enc *o, const char *key, json_object *v, c
 		if (t != TFS_KV_U32)
 			return "must be a UINT32, the one type ggml's reader accepts for it";
 		uint64_t a = json_object_get_uint64(val);
-		if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) <= 0 || a > UINT32_MAX ||
-		    (a & (a - 1)))
+		if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) <= 0 ||
+		    a > UINT32_MAX || (a & (a - 1)))
 			return "must be a power of 2 (ggml's reader refuses any other)";
 	}
 	tfs_err e = put_string(o, key, strlen(key));
@@ -401,18 +549,21 @@ static tfs_err apply_typed(const struct tfs_edits *ed, struct tfs_table *t, stru
 	while (!e && np < t->kv.n && tfs_kvs_next(&t->kv, &pos, &pairs[np]))
 		np++;
 	const char *why = NULL;
+	/* A key of any length (GGUF's are up to 2^64 bytes), NUL-terminated
+	 * for json-c; one holding U+0000 is none of the file's (which holds
+	 * none, strict_text). */
+	char *key = NULL;
+	size_t keycap = 0;
 	/* The pairs in their order, each edited one in its place. */
 	for (uint64_t i = 0; !e && !why && i < np; i++) {
-		char key[4096];
 		json_object *v;
-		if (pairs[i].klen >= sizeof key) {
-			e = tfs_json_put(&o.b, &o.n, &o.cap, (const char *)pairs[i].pair, pairs[i].plen);
-			nout++;
-			continue;
+		if (tfs_grow((void **)&key, &keycap, (size_t)pairs[i].klen + 1, 1)) {
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			break;
 		}
 		memcpy(key, pairs[i].key, pairs[i].klen);
 		key[pairs[i].klen] = 0;
-		if (!json_object_object_get_ex(ed->obj, key, &v)) {
+		if (memchr(key, 0, pairs[i].klen) || !json_object_object_get_ex(ed->obj, key, &v)) {
 			e = tfs_json_put(&o.b, &o.n, &o.cap, (const char *)pairs[i].pair, pairs[i].plen);
 			nout++;
 		} else if (v) {
@@ -433,6 +584,7 @@ static tfs_err apply_typed(const struct tfs_edits *ed, struct tfs_table *t, stru
 			e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: key %s: %s", ed->path, Q(k), why);
 		nout++;
 	}
+	free(key);
 	free(pairs);
 	if (e) {
 		free(o.b);
@@ -479,9 +631,10 @@ static tfs_err apply_pairs(const struct tfs_edits *ed, struct tfs_table *t, stru
 	json_object_object_foreach(ed->obj, k0, v0)
 	{
 		if (v0 && !string_of(v0))
-			return tfs_fail(d, TFS_ERR_INVAL,
-					"-o edits=%s: key %s: this file's metadata holds strings only (as safetensors' __metadata__ does)",
-					ed->path, Q(k0));
+			return tfs_fail(
+				d, TFS_ERR_INVAL,
+				"-o edits=%s: key %s: this file's metadata holds strings only (as safetensors' __metadata__ does)",
+				ed->path, Q(k0));
 	}
 	size_t cap = (size_t)t->nmeta + (size_t)json_object_object_length(ed->obj) + 1;
 	struct tfs_meta_pair *out = malloc(cap * sizeof *out);
@@ -498,7 +651,8 @@ static tfs_err apply_pairs(const struct tfs_edits *ed, struct tfs_table *t, stru
 		if (!v)
 			continue; /* deleted */
 		json_object *s = string_of(v);
-		e = arena_add(t, json_object_get_string(s), (size_t)json_object_get_string_len(s), &p.val_off);
+		e = arena_add(t, json_object_get_string(s), (size_t)json_object_get_string_len(s),
+			      &p.val_off);
 		p.val_len = (uint32_t)json_object_get_string_len(s);
 		out[n++] = p;
 	}
@@ -508,13 +662,15 @@ static tfs_err apply_pairs(const struct tfs_edits *ed, struct tfs_table *t, stru
 			break;
 		int had = 0;
 		for (uint32_t i = 0; i < t->nmeta && !had; i++)
-			had = t->meta[i].key_len == strlen(k) && memcmp(t->arena + t->meta[i].key_off, k, strlen(k)) == 0;
+			had = t->meta[i].key_len == strlen(k) &&
+			      memcmp(t->arena + t->meta[i].key_off, k, strlen(k)) == 0;
 		if (had || !v)
 			continue;
 		json_object *s = string_of(v);
 		struct tfs_meta_pair p = {0};
 		if (!(e = arena_add(t, k, strlen(k), &p.key_off)))
-			e = arena_add(t, json_object_get_string(s), (size_t)json_object_get_string_len(s), &p.val_off);
+			e = arena_add(t, json_object_get_string(s), (size_t)json_object_get_string_len(s),
+				      &p.val_off);
 		p.key_len = (uint32_t)strlen(k);
 		p.val_len = (uint32_t)json_object_get_string_len(s);
 		out[n++] = p;
@@ -536,9 +692,10 @@ tfs_err tfs_edits_apply(const struct tfs_edits *ed, struct tfs_table *t, struct 
 	{
 		(void)v;
 		if (strncmp(k, "split.", 6) == 0 && t->kv.p)
-			return tfs_fail(d, TFS_ERR_INVAL,
-					"-o edits=%s: key %s: split.* keys describe how the files are split, and generated files set their own",
-					ed->path, Q(k));
+			return tfs_fail(
+				d, TFS_ERR_INVAL,
+				"-o edits=%s: key %s: split.* keys describe how the files are split, and generated files set their own",
+				ed->path, Q(k));
 	}
 	return t->kv.p ? apply_typed(ed, t, d) : apply_pairs(ed, t, d);
 }

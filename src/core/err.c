@@ -30,6 +30,25 @@ void tfs_log_info(const char *fmt, ...)
 	info_sink(line);
 }
 
+static void (*detail_sink)(const char *line);
+
+void tfs_log_set_detail(void (*sink)(const char *line))
+{
+	detail_sink = sink;
+}
+
+void tfs_log_detail(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (!detail_sink)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	detail_sink(line);
+}
+
 void tfs_log(const char *fmt, ...)
 {
 	char line[1024];
@@ -107,6 +126,11 @@ void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
 		size_t seq = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
 		if (seq > 1 && (i + seq > len || tfs_utf8_check((const unsigned char *)name + i, seq) != seq))
 			seq = 0;
+		/* (C1 controls, U+0080 to U+009F, are control characters too:
+		 * 0x9B is a terminal's CSI.) */
+		int c1 = c == 0xc2 && seq == 2 && (unsigned char)name[i + 1] < 0xa0;
+		if (c1)
+			seq = 0;
 		int esc = seq == 0 || c < 0x20 || c == 0x7f || c == '\'' || c == '\\';
 		if (o + (esc ? 4 : seq) > limit)
 			break;
@@ -127,4 +151,28 @@ void tfs_quote(char *out, size_t outsz, const char *name, size_t len)
 	}
 	out[o++] = '\'';
 	out[o] = 0;
+}
+
+/* Whether tfs_quote would show `s` as it is (between its quotes). */
+static int plain(const char *s, size_t n)
+{
+	if (tfs_utf8_check((const unsigned char *)s, n) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\' ||
+		    (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] < 0xa0))
+			return 0;
+	}
+	return 1;
+}
+
+const char *tfs_quote_path(char *out, size_t outsz, const char *path)
+{
+	size_t n = strlen(path);
+	if (n < outsz && plain(path, n))
+		memcpy(out, path, n + 1);
+	else
+		tfs_quote(out, outsz, path, n);
+	return out;
 }

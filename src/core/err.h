@@ -47,11 +47,24 @@ void tfs_log_set(void (*sink)(const char *line));
  * the log with -o verbose; dropped without a sink. */
 void tfs_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tfs_log_set_info(void (*sink)(const char *line));
+/* What happens often and is worth a line only to someone watching closely
+ * (a picture drawn): in the log with -o verbose only, never on a
+ * terminal by itself; dropped without a sink. */
+void tfs_log_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tfs_log_set_detail(void (*sink)(const char *line));
 
 /* Writes `name` as a single-quoted, printable, bounded rendering for messages:
- * bytes that could break a one-line message (control characters, quotes,
- * backslashes) become \xNN and long names are cut with "...". Hostile tensor
+ * bytes that could break a one-line message (control characters, C1 ones
+ * included, quotes, backslashes, bytes that are not UTF-8) become \xNN and
+ * long names are cut with "...". Hostile tensor
  * names must never be able to forge or split an error line. */
 void tfs_quote(char *out, size_t outsz, const char *name, size_t len);
+
+/* A path or URL the user gave, as messages show it ("tensorfs: PATH:
+ * problem"): as it is when tfs_quote would change nothing in it, else
+ * quoted by tfs_quote (a path holding a newline, a control character, a
+ * quote, a backslash or bytes that are not UTF-8). Returns out. */
+#define TFS_QPATH_MAX 640
+const char *tfs_quote_path(char *out, size_t outsz, const char *path);
 
 #endif

@@ -381,17 +381,21 @@ static tfs_err index_json(struct tfs_model *m, const struct idx *x, const uint32
 		if (i == x->no || e)
 			continue;
 		json_object *v = json_tokener_parse(x->o[i].text);
-		const char *pretty = v ? json_object_to_json_string_ext(
-						 v, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-							    JSON_C_TO_STRING_NOSLASHESCAPE)
-				       : x->o[i].text;
-		e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
+		char *pretty = NULL;
+		size_t pl = 0, pcap = 0;
+		if (v)
+			e = tfs_json_value(&pretty, &pl, &pcap, v,
+					   JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
+		if (!e)
+			e = tfs_json_puts(&b, &n, &cap, members++ ? ",\n  " : "\n  ");
 		if (!e)
 			e = tfs_json_str(&b, &n, &cap, x->o[i].key, strlen(x->o[i].key));
 		if (!e)
 			e = tfs_json_put(&b, &n, &cap, ": ", 2);
 		if (!e)
-			e = tfs_json_nested(&b, &n, &cap, pretty, strlen(pretty));
+			e = v ? tfs_json_nested(&b, &n, &cap, pretty, pl)
+			      : tfs_json_nested(&b, &n, &cap, x->o[i].text, strlen(x->o[i].text));
+		free(pretty);
 		json_object_put(v);
 	}
 	if (!e)
@@ -454,7 +458,7 @@ static tfs_err scan(struct idx *x, const char *text, size_t got, const char *pat
 	x->wm_pos = SIZE_MAX;
 	tfs_err e = tfs_index_scan(text, got, &cb, &md->d);
 	if (e) {
-		snprintf(md->where, sizeof md->where, "%s", path);
+		tfs_quote_path(md->where, sizeof md->where, path);
 		return e;
 	}
 	if (x->wm_pos == SIZE_MAX)

@@ -1,9 +1,12 @@
 #include "core/json.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/utf8.h"
 
 tfs_err tfs_json_put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
@@ -35,17 +38,42 @@ tfs_err tfs_json_u64(char **buf, size_t *len, size_t *cap, uint64_t v)
 	return tfs_json_put(buf, len, cap, num + k, sizeof num - k);
 }
 
+/* The length of the well-formed UTF-8 sequence at s[0..n), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+	if (c < 0xc2 || c > 0xf4 || len > n)
+		return 0;
+	return tfs_utf8_check(s, len) == len ? len : 0;
+}
+
+/* The one rule for every JSON string tensorfs writes (README, "JSON
+ * output"): '"', '\\' and control characters are escaped, and every byte
+ * that is not part of a well-formed UTF-8 sequence (GGUF and pickles allow
+ * any bytes in names and strings) becomes U+FFFD, so the text is valid
+ * UTF-8 for the strictest decoder. */
 static tfs_err put_string(char **buf, size_t *len, size_t *cap, const char *s, size_t n, int escape_del)
 {
 	static const char hex[] = "0123456789abcdef";
+	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0, run = 0;
 	if (tfs_json_put(buf, len, cap, "\"", 1))
 		return TFS_ERR_NOMEM;
 	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+		unsigned char c = u[i];
 		char esc[7];
 		size_t el = 0;
-		if (c == '"' || c == '\\') {
+		if (c >= 0x80) {
+			size_t k = utf8_seq(u + i, n - i);
+			if (k) {
+				run += k;
+				i += k - 1;
+				continue;
+			}
+			memcpy(esc, "\xef\xbf\xbd", 3);
+			el = 3;
+		} else if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
 			el = 2;
@@ -197,4 +225,74 @@ void tfs_json_fstr(FILE *f, const char *s, size_t n)
 	if (tfs_json_str(&b, &len, &cap, s, n) == TFS_OK)
 		fwrite(b, 1, len, f);
 	free(b);
+}
+
+static tfs_err indent(char **b, size_t *len, size_t *cap, int level, int flags)
+{
+	tfs_err e = TFS_OK;
+	for (int i = 0; !e && (flags & JSON_C_TO_STRING_PRETTY) && i < level; i++)
+		e = tfs_json_put(b, len, cap, "  ", 2);
+	return e;
+}
+
+/* json-c's layout (json_object.c: objects, arrays, its PRETTY and SPACED
+ * flags), so that what it wrote before reads the same. */
+static tfs_err put_value(char **b, size_t *len, size_t *cap, json_object *v, int level, int flags)
+{
+	enum json_type t = v ? json_object_get_type(v) : json_type_null;
+	int pretty = flags & JSON_C_TO_STRING_PRETTY, spaced = (flags & JSON_C_TO_STRING_SPACED) && !pretty;
+	if (t == json_type_string)
+		return tfs_json_str_std(b, len, cap, json_object_get_string(v),
+					(size_t)json_object_get_string_len(v));
+	if (t != json_type_object && t != json_type_array) {
+		/* Numbers (a parsed one keeps its text), booleans, null: no
+		 * string in them. */
+		const char *s = v ? json_object_to_json_string_ext(v, flags) : "null";
+		return tfs_json_puts(b, len, cap, s ? s : "null");
+	}
+	int any = 0; /* (json-c writes an empty one pretty as "{\n}") */
+	tfs_err e = tfs_json_put(b, len, cap, t == json_type_object ? "{" : "[", 1);
+	if (t == json_type_object) {
+		json_object_object_foreach(v, key, val)
+		{
+			if (e)
+				break;
+			if (any && (e = tfs_json_put(b, len, cap, ",", 1)))
+				break;
+			any = 1;
+			if ((pretty && (e = tfs_json_put(b, len, cap, "\n", 1))) ||
+			    (spaced && (e = tfs_json_put(b, len, cap, " ", 1))) ||
+			    (e = indent(b, len, cap, level + 1, flags)) ||
+			    (e = tfs_json_str_std(b, len, cap, key, strlen(key))) ||
+			    (e = tfs_json_puts(b, len, cap, (flags & JSON_C_TO_STRING_SPACED) ? ": " : ":")))
+				break;
+			e = put_value(b, len, cap, val, level + 1, flags);
+		}
+	} else {
+		size_t n = json_object_array_length(v);
+		for (size_t i = 0; !e && i < n; i++) {
+			if (any && (e = tfs_json_put(b, len, cap, ",", 1)))
+				break;
+			any = 1;
+			if ((pretty && (e = tfs_json_put(b, len, cap, "\n", 1))) ||
+			    (spaced && (e = tfs_json_put(b, len, cap, " ", 1))) ||
+			    (e = indent(b, len, cap, level + 1, flags)))
+				break;
+			e = put_value(b, len, cap, json_object_array_get_idx(v, i), level + 1, flags);
+		}
+	}
+	if (!e && pretty)
+		e = tfs_json_put(b, len, cap, "\n", 1);
+	if (!e && pretty)
+		e = indent(b, len, cap, level, flags);
+	if (!e && spaced)
+		e = tfs_json_put(b, len, cap, " ", 1);
+	if (!e)
+		e = tfs_json_put(b, len, cap, t == json_type_object ? "}" : "]", 1);
+	return e;
+}
+
+tfs_err tfs_json_value(char **buf, size_t *len, size_t *cap, struct json_object *v, int flags)
+{
+	return put_value(buf, len, cap, v, 0, flags);
 }

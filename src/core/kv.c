@@ -96,33 +96,6 @@ int tfs_kv_uint(const struct tfs_kv *kv, uint64_t *v)
 	}
 }
 
-static tfs_err put_str_utf8(char **b, size_t *n, size_t *cap, const unsigned char *s, size_t len)
-{
-	/* JSON must be UTF-8: a bad byte becomes U+FFFD, as a lenient reader
-	 * would show it. */
-	size_t bad = tfs_utf8_check(s, len);
-	if (bad == len)
-		return tfs_json_str(b, n, cap, (const char *)s, len);
-	char *fixed = malloc(len * 3 + 1);
-	size_t o = 0, i = 0;
-	if (!fixed)
-		return TFS_ERR_NOMEM;
-	while (i < len) {
-		size_t ok = tfs_utf8_check(s + i, len - i);
-		memcpy(fixed + o, s + i, ok);
-		o += ok;
-		i += ok;
-		if (i < len) {
-			memcpy(fixed + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	tfs_err e = tfs_json_str(b, n, cap, fixed, o);
-	free(fixed);
-	return e;
-}
-
 static tfs_err put_num(char **b, size_t *n, size_t *cap, uint32_t t, const unsigned char *p)
 {
 	char tmp[48];
@@ -186,7 +159,7 @@ static int pair_is_text(const struct tfs_kv *kv)
 
 static tfs_err put_pair(char **b, size_t *n, size_t *cap, const struct tfs_kv *kv)
 {
-	tfs_err e = put_str_utf8(b, n, cap, kv->key, kv->klen);
+	tfs_err e = tfs_json_str(b, n, cap, (const char *)kv->key, kv->klen);
 	if (!e)
 		e = tfs_json_puts(b, n, cap, ": {\"type\": \"");
 	if (!e)
@@ -204,7 +177,7 @@ static tfs_err put_pair(char **b, size_t *n, size_t *cap, const struct tfs_kv *k
 			break;
 		if (kv->elem == TFS_KV_STR) {
 			size_t sl = (size_t)tfs_kv_le(p, 8);
-			e = put_str_utf8(b, n, cap, p + 8, sl);
+			e = tfs_json_str(b, n, cap, (const char *)p + 8, sl);
 			p += 8 + sl;
 		} else {
 			e = put_num(b, n, cap, kv->elem, p);

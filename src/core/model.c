@@ -23,11 +23,23 @@ int tfs_ends_with(const char *s, const char *suf)
 tfs_err tfs_mfail(struct tfs_model_diag *md, const char *where, tfs_err e, const char *fmt, ...)
 {
 	va_list ap;
-	snprintf(md->where, sizeof md->where, "%s", where);
+	/* (a path or URL: on one line whatever it holds) */
+	tfs_quote_path(md->where, sizeof md->where, where);
 	va_start(ap, fmt);
 	tfs_vfail(&md->d, e, fmt, ap);
 	va_end(ap);
 	return e;
+}
+
+/* A shard's file name as messages show it. */
+struct qname {
+	char s[300];
+};
+static struct qname quoted_name(const char *name)
+{
+	struct qname q;
+	tfs_quote(q.s, sizeof q.s, name, strlen(name));
+	return q;
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -75,7 +87,8 @@ static int is_lfs_pointer(struct tfs_source *src)
 	char head[sizeof TFS_LFS_MAGIC - 1];
 	struct tfs_diag d;
 	return src && src->id.size < 1024 && src->id.size >= sizeof head &&
-	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK && tfs_is_lfs_pointer(head, sizeof head);
+	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK &&
+	       tfs_is_lfs_pointer(head, sizeof head);
 }
 
 static void read_one(struct job *j, uint32_t i)
@@ -147,12 +160,14 @@ static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struc
 			if (m->kind == TFS_MODEL_FILE)
 				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
 			else
-				e = tfs_mfail(md, where, j.errs[i], "shard '%s': %s%s", s->name, j.diags[i].msg,
-					      /* only the index came (or LFS pointers): say
+				e = tfs_mfail(
+					md, where, j.errs[i], "shard %s: %s%s", quoted_name(s->name).s,
+					j.diags[i].msg,
+					/* only the index came (or LFS pointers): say
 					       * what can still be seen */
-					      (s->missing || s->lfs_pointer) && m->kind == TFS_MODEL_INDEX
-						      ? " (tensorfs --inspect shows what the index alone tells)"
-						      : "");
+					(s->missing || s->lfs_pointer) && m->kind == TFS_MODEL_INDEX
+						? " (tensorfs --inspect shows what the index alone tells)"
+						: "");
 		}
 		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
 			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
@@ -364,8 +379,8 @@ static void warn_others(const char *dir, const struct tfs_dirlist *dl, size_t ch
 			if (f == chosen || !ext || !tfs_ends_with(dl->name[i], ext))
 				continue;
 			if (n++ < 3 && len < sizeof list - 1)
-				len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
-							dl->name[i]);
+				len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+							len ? ", " : "", dl->name[i]);
 			break;
 		}
 	}
@@ -450,11 +465,13 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 		 * unet/, vae/...): name them. */
 		char subs[300] = "";
 		for (size_t i = 0, at = 0; i < dl.ndirs && at < sizeof subs - 1; i++)
-			at += (size_t)snprintf(subs + at, sizeof subs - at, "%s%s/", i ? ", " : "", dl.dirs[i]);
+			at += (size_t)snprintf(subs + at, sizeof subs - at, "%s%s/", i ? ", " : "",
+					       dl.dirs[i]);
 		if (dl.ndirs)
-			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-				      "the directory holds no checkpoint file (%s) and no index; it has subfolders (%s): mount one of them (%s%s%s)",
-				      exts, subs, where, where[strlen(where) - 1] == '/' ? "" : "/", dl.dirs[0]);
+			e = tfs_mfail(
+				md, where, TFS_ERR_FORMAT,
+				"the directory holds no checkpoint file (%s) and no index; it has subfolders (%s): mount one of them (%s%s%s)",
+				exts, subs, where, where[strlen(where) - 1] == '/' ? "" : "/", dl.dirs[0]);
 		else
 			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
 				      "the directory holds no checkpoint file (%s) and no index", exts);

@@ -19,15 +19,26 @@ void tfs_store_close(struct tfs_store *st)
 		st->ops->close(st);
 }
 
+/* Set from tfs_sources_stop until the next start (tools run one after
+ * another in one process: a diff's two sides). */
+static int stopped;
+
 void tfs_sources_start(void)
 {
+	__atomic_store_n(&stopped, 0, __ATOMIC_RELAXED);
 	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
 		if ((*d)->start)
 			(*d)->start();
 }
 
+int tfs_sources_stopped(void)
+{
+	return __atomic_load_n(&stopped, __ATOMIC_RELAXED);
+}
+
 void tfs_sources_stop(void)
 {
+	__atomic_store_n(&stopped, 1, __ATOMIC_RELAXED);
 	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
 		if ((*d)->stop)
 			(*d)->stop();
@@ -56,11 +67,12 @@ void tfs_sources_counters(struct tfs_counters *c)
 
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
 {
-	return snprintf(out, n,
-			"requests=%llu bytes_fetched=%llu retries=%llu cache_hits=%llu cache_misses=%llu disk_hits=%llu",
-			(unsigned long long)c->requests, (unsigned long long)c->bytes_fetched,
-			(unsigned long long)c->retries, (unsigned long long)c->cache_hits,
-			(unsigned long long)c->cache_misses, (unsigned long long)c->disk_hits);
+	return snprintf(
+		out, n,
+		"requests=%llu bytes_fetched=%llu retries=%llu cache_hits=%llu cache_misses=%llu disk_hits=%llu",
+		(unsigned long long)c->requests, (unsigned long long)c->bytes_fetched,
+		(unsigned long long)c->retries, (unsigned long long)c->cache_hits,
+		(unsigned long long)c->cache_misses, (unsigned long long)c->disk_hits);
 }
 
 static const struct tfs_source_driver *claimer(const char *spec)
@@ -93,9 +105,10 @@ int tfs_source_changed(struct tfs_source *s)
 	if (s->ops->identity(s, &now) == TFS_OK && now.size == s->id.size &&
 	    now.mtime_sec == s->id.mtime_sec && now.mtime_nsec == s->id.mtime_nsec)
 		return 0;
+	char q[TFS_QPATH_MAX];
 	if (!__atomic_exchange_n(&s->changed, 1, __ATOMIC_RELAXED))
 		tfs_log("%s: changed since it was mounted (size or mtime); its tensors now fail with EIO: remount to see the new contents",
-			s->location);
+			tfs_quote_path(q, sizeof q, s->location));
 	return 1;
 }
 
@@ -269,7 +282,8 @@ const struct tfs_opt_spec *tfs_source_opt_at(size_t k)
 	return NULL;
 }
 
-const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name, size_t len)
+const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name,
+					size_t len)
 {
 	const struct tfs_opt_spec *s;
 	for (size_t k = 0; (s = at(k)); k++)

@@ -180,7 +180,8 @@ struct tfs_opt_spec {
 
 /* The option named name[0..len) among those at(0), at(1)... list (until
  * NULL), or NULL: the lookup of the source drivers' and the views'. */
-const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name, size_t len);
+const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name,
+					size_t len);
 
 /* ---- stores ---- */
 
@@ -267,6 +268,10 @@ void tfs_sources_start(void);
 /* The mount is going away: every transfer in progress ends now, and reads
  * that need the network fail. */
 void tfs_sources_stop(void);
+/* Whether it is (since tfs_sources_stop): work that can take minutes (the
+ * statistics, picture or hash of a huge tensor) checks it between chunks
+ * and gives up (TFS_ERR_IO), so that unmounting and SIGTERM never wait. */
+int tfs_sources_stopped(void);
 /* What the sources did since the mount began, for a user to read while
  * mounted (user.counters on the root, SIGUSR1's log line). */
 struct tfs_counters {

@@ -334,10 +334,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
+	} else if (v && v->open) {
+		tfs_err e = v->open(fs->tree, n);
+		if (e) {
+			fuse_reply_err(req, tfs_errno(e));
+			return;
+		}
 	}
 	fi->keep_cache = 1;
 	fi->direct_io = dio;
-	fuse_reply_open(req, fi);
+	/* An open the kernel gave up on (interrupted) gets no release. */
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		tfs_behind_close(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
+		if (v && v->release)
+			v->release(fs->tree, n);
+	}
 }
 
 /* Read buffers per FUSE worker thread (one for the reply, one for stored
@@ -403,8 +414,12 @@ static int reply_spliced(fuse_req_t req, const struct tfs_fs *fs, struct tfs_sou
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	tfs_behind_close(tfs_fs_of(req)->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
+	struct tfs_fs *fs = tfs_fs_of(req);
+	const struct tfs_node *n = tfs_node_of(fs, ino);
+	const struct tfs_view_ops *v = n ? tfs_view_of_kind(n->kind) : NULL;
+	tfs_behind_close(fs->behind, (struct tfs_stream *)(uintptr_t)fi->fh);
+	if (v && v->release)
+		v->release(fs->tree, n);
 	fuse_reply_err(req, 0);
 }
 

@@ -97,9 +97,11 @@ static tfs_err take(void *ctx, const char *section, const char *key, const char 
 }
 
 /* Reads one file's section; a missing file is not an error. */
-static tfs_err read_profile(const char *path, const char *section, struct want *w, struct tfs_diag *d)
+static tfs_err read_profile(const char *file, const char *section, struct want *w, struct tfs_diag *d)
 {
-	FILE *f = fopen(path, "rb");
+	char q[TFS_QPATH_MAX];
+	const char *path = tfs_quote_path(q, sizeof q, file); /* as messages show it */
+	FILE *f = fopen(file, "rb");
 	if (!f)
 		return errno == ENOENT ? TFS_OK : tfs_fail(d, TFS_ERR_OPEN, "%s: %s", path, strerror(errno));
 	char *buf = malloc(AWS_FILE_MAX + 1);

@@ -84,12 +84,14 @@ tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
 			const char *why = NULL;
 			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
 			    (why = untrusted_dir(dir, C.dir))) {
+				char q[TFS_QPATH_MAX];
+				tfs_quote_path(q, sizeof q, dir);
 				e = why ? tfs_fail(
 						  d, TFS_ERR_INVAL,
 						  "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
-						  dir, why)
-					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s",
-						   dir, strerror(errno));
+						  q, why)
+					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", q,
+						   strerror(errno));
 				free(C.dir);
 				C.dir = NULL;
 			} else {

@@ -35,7 +35,7 @@ struct hf_store {
 	char *auth;       /* "Authorization: Bearer ...", or NULL */
 	char commit[41];
 	int offline;
-	int no_answer; /* a request got no answer at all (not an HTTP error) */
+	int no_answer;            /* a request got no answer at all (not an HTTP error) */
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
@@ -546,7 +546,9 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 		snprintf(p, sizeof p, "%s/snapshots/%s", repo_dir, sha);
 	if (!tfs_hub_is_commit(sha) || stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
 		return 0;
-	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s", spec, d->msg, sha);
+	char q[TFS_QPATH_MAX];
+	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s",
+		tfs_quote_path(q, sizeof q, spec), d->msg, sha);
 	hs->offline = 1;
 	free(hs->auth);
 	hs->auth = NULL;
@@ -674,7 +676,9 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
 	const char *tf = tfs_opts_get(o, "token_file");
 	if (tf && *tf && access(tf, R_OK) != 0) {
-		e = tfs_fail(d, TFS_ERR_INVAL, "-o token_file=%s: cannot read it: %s", tf, strerror(errno));
+		char q[TFS_QPATH_MAX];
+		e = tfs_fail(d, TFS_ERR_INVAL, "-o token_file=%s: cannot read it: %s",
+			     tfs_quote_path(q, sizeof q, tf), strerror(errno));
 		goto fail;
 	}
 	hs->auth = hs->offline ? NULL : tfs_hf_token(home, tf);

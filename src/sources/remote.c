@@ -14,7 +14,8 @@ const struct tfs_opt_spec tfs_remote_opts[] = {
 	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR"},
 	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE"},
 	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N"},
-	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)", "SECONDS"},
+	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)",
+	 "SECONDS"},
 	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N"},
 	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE"},
 	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL},
@@ -93,9 +94,11 @@ static char *url_now(struct remote *r)
 
 static void log_changed(struct remote *r)
 {
+	char q[TFS_QPATH_MAX];
 	if (!__atomic_exchange_n(&r->base.changed, 1, __ATOMIC_RELAXED))
 		tfs_log("%s: changed since it was mounted (its ETag is no longer %s); its reads now fail with EIO: remount to see the new version",
-			r->base.location, r->base.etag ? r->base.etag : r->served_etag);
+			tfs_quote_path(q, sizeof q, r->base.location),
+			r->base.etag ? r->base.etag : r->served_etag);
 }
 
 /* A 206 of another version: a server (or a proxy, a CDN) that ignores
@@ -173,8 +176,9 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 		if (f == TFS_HTTP_STATUS && rs.status == 412) {
 			log_changed(r);
 		} else if (f != TFS_HTTP_ABORTED) {
-			tfs_log("%s: bytes %llu-%llu: %s", r->base.location, (unsigned long long)off,
-				(unsigned long long)(off + len - 1), d.msg);
+			char q[TFS_QPATH_MAX];
+			tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
+				(unsigned long long)off, (unsigned long long)(off + len - 1), d.msg);
 		}
 		return TFS_ERR_IO;
 	}
@@ -432,9 +436,10 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 		remote_close(&r->base);
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
+	char q[TFS_QPATH_MAX];
 	if (!r->base.etag)
 		tfs_log("%s: warning: the server gives no strong ETag, so a change of the file during the mount cannot be detected",
-			r->base.location);
+			tfs_quote_path(q, sizeof q, r->base.location));
 	r->base.id.size = size;
 	r->base.id.mtime_sec = r->base.id.ctime_sec = http_time(rs.last_modified);
 	/* The cache key: where the bytes are and which version. */

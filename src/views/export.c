@@ -163,16 +163,18 @@ struct merge {
 	size_t nslots;
 	const struct tfs_model *m;
 	uint32_t disagree; /* keys whose shards disagree */
+	char **texts;      /* the JSON texts of values that are not strings */
+	size_t ntexts, tcap;
 };
 
 static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *v, size_t vl, uint32_t shard)
 {
 	if (tfs_utf8_check((const unsigned char *)k, kl) != kl ||
 	    tfs_utf8_check((const unsigned char *)v, vl) != vl) {
-		char q[80];
+		char q[80], qp[TFS_QPATH_MAX];
 		tfs_quote(q, sizeof q, k, kl);
 		tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out",
-			g->m->shards[shard].path, q);
+			tfs_quote_path(qp, sizeof qp, g->m->shards[shard].path), q);
 		return TFS_OK;
 	}
 	if ((g->n + 1) * 2 > g->nslots) {
@@ -200,11 +202,13 @@ static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *
 				o->v = v;
 				o->vl = vl;
 			} else if (o->vl != vl || memcmp(o->v, v, vl) != 0) {
-				char q[80];
+				char q[80], qp[TFS_QPATH_MAX], qn[TFS_QPATH_MAX];
 				tfs_quote(q, sizeof q, k, kl);
+				tfs_quote_path(qn, sizeof qn, g->m->shards[o->shard].name);
 				if (g->disagree++ < 8)
 					tfs_log("%s: export: shards disagree on metadata key %s; the exported files carry the value of %s",
-						g->m->shards[shard].path, q, g->m->shards[o->shard].name);
+						tfs_quote_path(qp, sizeof qp, g->m->shards[shard].path), q,
+						qn);
 			}
 			return TFS_OK;
 		}
@@ -219,7 +223,8 @@ static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *
 
 /* A format whose metadata is JSON (GGUF's typed values): each member, as a
  * string when it is one, else as its JSON text, since safetensors'
- * metadata holds strings only. The texts live in `keep` (json-c objects). */
+ * metadata holds strings only. The strings live in `keep` (json-c
+ * objects), the texts in g->texts. */
 static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 {
 	if (!json_object_is_type(root, json_type_object))
@@ -232,9 +237,15 @@ static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 			v = json_object_get_string(val);
 			vl = (size_t)json_object_get_string_len(val);
 		} else {
-			v = json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN |
-									JSON_C_TO_STRING_NOSLASHESCAPE);
-			vl = strlen(v);
+			char *text = NULL;
+			size_t cap = 0;
+			vl = 0;
+			if (tfs_grow((void **)&g->texts, &g->tcap, g->ntexts + 1, sizeof *g->texts) ||
+			    tfs_json_value(&text, &vl, &cap, val, JSON_C_TO_STRING_PLAIN)) {
+				free(text);
+				return TFS_ERR_NOMEM;
+			}
+			v = g->texts[g->ntexts++] = text;
 		}
 		tfs_err e = merge_put(g, key, strlen(key), v, vl, shard);
 		if (e)
@@ -251,10 +262,10 @@ struct skip_ctx {
 static void skipped(void *ctx, const char *key, size_t kl)
 {
 	const struct skip_ctx *c = ctx;
-	char q[80];
+	char q[80], qp[TFS_QPATH_MAX];
 	tfs_quote(q, sizeof q, key, kl);
-	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out", c->m->shards[c->shard].path,
-		q);
+	tfs_log("%s: export: metadata key %s is not UTF-8 text and is left out",
+		tfs_quote_path(qp, sizeof qp, c->m->shards[c->shard].path), q);
 }
 
 tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen)
@@ -305,6 +316,9 @@ tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen)
 	for (uint32_t s = 0; keep && s < m->nshards; s++)
 		json_object_put(keep[s]);
 	free(keep);
+	for (size_t i = 0; i < g.ntexts; i++)
+		free(g.texts[i]);
+	free(g.texts);
 	free(g.kv);
 	free(g.slots);
 	if (e) {
@@ -362,7 +376,8 @@ tfs_err tfs_export_header(struct tfs_st_entry *ent, uint32_t n, const char *meta
 		}
 		if (e || (e = tfs_json_puts(&h, &len, &cap, "],\"data_offsets\":[")) ||
 		    (e = tfs_json_u64(&h, &len, &cap, at)) || (e = tfs_json_put(&h, &len, &cap, ",", 1)) ||
-		    (e = tfs_json_u64(&h, &len, &cap, at + x->size)) || (e = tfs_json_puts(&h, &len, &cap, "]}")))
+		    (e = tfs_json_u64(&h, &len, &cap, at + x->size)) ||
+		    (e = tfs_json_puts(&h, &len, &cap, "]}")))
 			break;
 		at += x->size;
 	}
@@ -441,8 +456,13 @@ static tfs_err build(const struct tfs_tree *t, struct tfs_exports *x, const stru
 		const struct tfs_node *n = &t->nodes[b->order[i]];
 		const struct tfs_table *tb = &t->m->shards[n->shard].h;
 		const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-		ent[i] = (struct tfs_st_entry){tfs_tensor_name(tb, ts), ts->name_len, export_dtype(t, n),
-					       tb->dims + ts->dims_off, ts->ndim, data_size(t, n), b->order[i]};
+		ent[i] = (struct tfs_st_entry){tfs_tensor_name(tb, ts),
+					       ts->name_len,
+					       export_dtype(t, n),
+					       tb->dims + ts->dims_off,
+					       ts->ndim,
+					       data_size(t, n),
+					       b->order[i]};
 	}
 	e = tfs_export_header(ent, b->n, x->meta, x->meta_len, &b->hdr, &b->hdr_len, b->start);
 	for (uint32_t i = 0; !e && i < b->n; i++)

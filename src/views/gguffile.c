@@ -29,11 +29,15 @@ struct part {
 
 /* A run of the header: bytes of `own`, or of the table's key/value
  * section (pairs no edit touched are not copied: a vocabulary is
- * megabytes, and the table keeps it for the life of the mount). */
+ * megabytes, and the table keeps it for the life of the mount), or zeros
+ * (the padding up to the alignment, which a GGUF may set to 2^31: never
+ * made in memory). */
 struct seg {
-	const char *p; /* NULL: own + off */
-	size_t off, len;
+	const char *p; /* NULL: own + off, or zeros */
+	size_t off;
+	uint64_t len;
 	uint64_t at; /* where it starts in the file */
+	int zeros;
 };
 
 struct tfs_gguf_out {
@@ -104,7 +108,7 @@ static tfs_err seg_add(struct hb *h, const char *p, size_t off, size_t len)
 	} else {
 		if (tfs_grow((void **)&g->segs, &h->segcap, (size_t)g->nsegs + 1, sizeof *g->segs))
 			return TFS_ERR_NOMEM;
-		g->segs[g->nsegs++] = (struct seg){p, off, len, h->at};
+		g->segs[g->nsegs++] = (struct seg){p, off, len, h->at, 0};
 	}
 	h->at += len;
 	return TFS_OK;
@@ -189,10 +193,16 @@ static tfs_err build(const struct tfs_model *m, struct tfs_gguf_out *g)
 	mark = own_mark(&h);
 	if (!e)
 		e = put_tensor_infos(&h, m, &data_bytes);
-	while (!e && (h.at + (h.n - mark)) % g->align)
-		e = tfs_json_put(&h.b, &h.n, &h.cap, "", 1);
 	if (!e)
 		e = own_done(&h, mark);
+	uint64_t padding = (g->align - h.at % g->align) % g->align;
+	if (!e && padding) {
+		if (tfs_grow((void **)&g->segs, &h.segcap, (size_t)g->nsegs + 1, sizeof *g->segs))
+			e = TFS_ERR_NOMEM;
+		else
+			g->segs[g->nsegs++] = (struct seg){NULL, 0, padding, h.at, 1};
+		h.at += padding;
+	}
 	if (e) {
 		free(h.b);
 		return TFS_ERR_NOMEM;
@@ -258,7 +268,8 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *nd, uint6
 			continue;
 		uint64_t stop = end < sg->at + sg->len ? end : sg->at + sg->len;
 		const char *base = sg->p ? sg->p : g->own + sg->off;
-		e = tfs_pieces_mem(out, base + (off - sg->at), (size_t)(stop - off));
+		e = sg->zeros ? put_zeros(out, stop - off)
+			      : tfs_pieces_mem(out, base + (off - sg->at), (size_t)(stop - off));
 		off = stop;
 	}
 	if (e || off >= end || !g->n)
@@ -280,7 +291,8 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *nd, uint6
 		uint64_t next = k + 1 < g->n ? g->parts[k + 1].start : g->size;
 		if (off < data_end) {
 			uint64_t stop = end < data_end ? end : data_end;
-			e = tfs_pieces_src(out, sh->src, ts->begin + (off - p->start), (size_t)(stop - off), ts->end);
+			e = tfs_pieces_src(out, sh->src, ts->begin + (off - p->start), (size_t)(stop - off),
+					   ts->end);
 			off = stop;
 		}
 		if (!e && off < end && off < next) {

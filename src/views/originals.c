@@ -62,7 +62,8 @@ static tfs_err open_file(struct tfs_originals *o, struct orig *f, int for_read)
 		f->src = NULL;
 		if (for_read) {
 			f->failed = e;
-			tfs_log("%s: cannot open it: %s", f->sname, d.msg);
+			char q[TFS_QPATH_MAX];
+			tfs_log("%s: cannot open it: %s", tfs_quote_path(q, sizeof q, f->sname), d.msg);
 		}
 	} else {
 		f->own = 1;

@@ -1,23 +1,32 @@
 /* -o pictures: NAME.png beside every tensor file, a picture of the
  * tensor's values (views/picture.h), drawn when first read.
  *
- * A picture can be a megabyte: the last few drawn are kept (a reader
- * reads one in several requests), not all of them. The size of a picture
- * of each dimensions is worked out once, by drawing an empty one. */
+ * A picture can be a megabyte, read in several requests: it is kept while
+ * any reader has it open (from open to release), so that readers of
+ * different pictures at once (a file manager's thumbnails) never make each
+ * other draw again, and besides those the last few drawn. At most KEPT_MAX
+ * are kept in all (the bound on memory: KEPT_MAX times the largest
+ * picture, about 1 MiB); past that many open at once, the one read least
+ * recently goes first, and is drawn again if read again. The size of a
+ * picture of each dimensions is worked out once, by drawing an empty one. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/table.h"
 #include "views/picture.h"
 #include "views/tree.h"
 #include "views/view.h"
 
-#define KEPT 8
+#define KEPT 8      /* drawn pictures kept that no reader has open */
+#define KEPT_MAX 32 /* drawn pictures kept in all */
 #define SIZES 64
 
+/* A picture that is open, drawn or being drawn. */
 struct drawn {
-	uint32_t node; /* 0: free */
-	int busy;      /* being drawn: wait for it */
+	uint32_t node;
+	unsigned opens; /* readers that have it open */
+	int busy;       /* being drawn: wait for it */
 	unsigned char *png;
 	size_t len;
 	uint64_t used; /* for the least recently used */
@@ -27,7 +36,9 @@ struct pictures {
 	pthread_mutex_t lock;
 	pthread_cond_t done;
 	uint64_t clock;
-	struct drawn kept[KEPT];
+	struct drawn *v; /* in no order */
+	size_t n, cap;
+	unsigned ndrawn; /* with png */
 	struct size {
 		uint32_t w, h;
 		size_t len;
@@ -49,8 +60,9 @@ static void *state_new(uint32_t count)
 static void state_free(void *state)
 {
 	struct pictures *p = state;
-	for (int i = 0; i < KEPT; i++)
-		free(p->kept[i].png);
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i].png);
+	free(p->v);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
@@ -97,39 +109,94 @@ static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 	return size_of(t, n, &len) ? 0 : len;
 }
 
-/* The kept picture of node ni, drawn if need be; called and returns with
- * the lock held. */
+static struct drawn *find(struct pictures *p, uint32_t ni)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].node == ni)
+			return &p->v[i];
+	return NULL;
+}
+
+/* Drops an entry that holds nothing any more. */
+static void tidy(struct pictures *p, struct drawn *d)
+{
+	if (d->opens || d->busy || d->png)
+		return;
+	*d = p->v[--p->n];
+}
+
+static void forget(struct pictures *p, struct drawn *d)
+{
+	free(d->png);
+	d->png = NULL;
+	d->len = 0;
+	p->ndrawn--;
+	tidy(p, d);
+}
+
+/* Drops the least recently read drawn picture no reader has open, or
+ * with only_closed 0 and none such, of all; 0 when there is none. */
+static int drop_lru(struct pictures *p, int only_closed)
+{
+	struct drawn *closed = NULL, *any = NULL;
+	for (size_t i = 0; i < p->n; i++) {
+		struct drawn *c = &p->v[i];
+		if (!c->png)
+			continue;
+		if (!any || c->used < any->used)
+			any = c;
+		if (!c->opens && (!closed || c->used < closed->used))
+			closed = c;
+	}
+	struct drawn *d = closed ? closed : only_closed ? NULL : any;
+	if (d)
+		forget(p, d);
+	return d != NULL;
+}
+
+/* Room for one more drawn picture within KEPT_MAX: one no reader has open
+ * goes first; past KEPT_MAX open at once, one that is open. */
+static void make_room(struct pictures *p)
+{
+	while (p->ndrawn >= KEPT_MAX && drop_lru(p, 0))
+		;
+}
+
+/* The entry of node ni, made if need be (NULL: out of memory). */
+static struct drawn *entry(struct pictures *p, uint32_t ni)
+{
+	struct drawn *d = find(p, ni);
+	if (d)
+		return d;
+	if (tfs_grow((void **)&p->v, &p->cap, p->n + 1, sizeof *p->v))
+		return NULL;
+	d = &p->v[p->n++];
+	*d = (struct drawn){.node = ni};
+	return d;
+}
+
+/* The picture of node n, drawn if need be; called and returns with the
+ * lock held. Its entry may move while the lock is not held: it is looked
+ * up again each time. */
 static tfs_err picture(const struct tfs_tree *t, const struct tfs_node *n, struct pictures *p,
 		       struct drawn **out)
 {
 	uint32_t ni = (uint32_t)(n - t->nodes);
 	for (;;) {
-		struct drawn *d = NULL;
-		for (int i = 0; i < KEPT; i++)
-			if (p->kept[i].node == ni)
-				d = &p->kept[i];
-		if (d && !d->busy) {
+		struct drawn *d = find(p, ni);
+		if (d && d->png) {
 			d->used = ++p->clock;
 			*out = d;
 			return TFS_OK;
 		}
-		if (d) {
+		if (d && d->busy) {
 			pthread_cond_wait(&p->done, &p->lock);
 			continue;
 		}
-		/* A slot: a free one, else the least recently used not being
-		 * drawn; with every one being drawn, wait. */
-		for (int i = 0; i < KEPT; i++) {
-			struct drawn *c = &p->kept[i];
-			if (!c->busy && (!d || !c->node || (d->node && c->used < d->used)))
-				d = c;
-		}
-		if (!d) {
-			pthread_cond_wait(&p->done, &p->lock);
-			continue;
-		}
-		free(d->png);
-		*d = (struct drawn){.node = ni, .busy = 1};
+		make_room(p);
+		if (!(d = entry(p, ni)))
+			return TFS_ERR_NOMEM;
+		d->busy = 1;
 		pthread_mutex_unlock(&p->lock);
 		/* Drawn outside the lock: reading a tensor's sample takes time. */
 		const struct tfs_shard *sh;
@@ -139,17 +206,24 @@ static tfs_err picture(const struct tfs_tree *t, const struct tfs_node *n, struc
 		tfs_err e = tfs_picture_png(sh, ts, &png, &len);
 		if (!e && !(e = size_of(t, n, &want)) && len != want)
 			e = TFS_ERR_IO; /* cannot be (views/picture.h); never wrong bytes */
+		if (!e) {
+			char q[120];
+			tfs_quote(q, sizeof q, n->fname, n->fname_len);
+			tfs_log_detail("%s: drawn", q); /* (-o verbose: a test counts them) */
+		}
 		pthread_mutex_lock(&p->lock);
+		d = find(p, ni);
 		d->busy = 0;
 		pthread_cond_broadcast(&p->done);
 		if (e) {
 			free(png);
-			d->node = 0;
+			tidy(p, d);
 			return e;
 		}
 		d->png = png;
 		d->len = len;
 		d->used = ++p->clock;
+		p->ndrawn++;
 		*out = d;
 		return TFS_OK;
 	}
@@ -173,6 +247,35 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return e;
 }
 
+static tfs_err open_(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	struct pictures *p = t->vstate[n->kind];
+	pthread_mutex_lock(&p->lock);
+	struct drawn *d = entry(p, (uint32_t)(n - t->nodes));
+	if (d)
+		d->opens++;
+	pthread_mutex_unlock(&p->lock);
+	return d ? TFS_OK : TFS_ERR_NOMEM;
+}
+
+static void release(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	struct pictures *p = t->vstate[n->kind];
+	pthread_mutex_lock(&p->lock);
+	struct drawn *d = find(p, (uint32_t)(n - t->nodes));
+	if (d && d->opens) {
+		d->opens--;
+		tidy(p, d);
+		/* Of those no reader has open, the last KEPT read stay. */
+		unsigned nclosed = 0;
+		for (size_t i = 0; i < p->n; i++)
+			nclosed += p->v[i].png && !p->v[i].opens;
+		if (nclosed > KEPT)
+			drop_lru(p, 1);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 static const struct tfs_opt_spec opts[] = {
 	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL},
 	{NULL, 0, NULL, NULL},
@@ -187,6 +290,8 @@ const struct tfs_view_ops tfs_view_picture = {
 	.name = "picture",
 	.size = size,
 	.pieces = pieces,
+	.open = open_,
+	.release = release,
 	.state_new = state_new,
 	.state_free = state_free,
 	.beside = ".png",

@@ -33,6 +33,7 @@ static void pass1(struct tfs_stats *s, const double *v, size_t n, double *sum)
 
 struct bins {
 	double lo, hi, norm, edge[TFS_STATS_BINS + 1];
+	int half; /* hi - lo passes DBL_MAX (F64 near +-1e308): worked out halved */
 };
 
 static void bins_init(struct bins *b, double lo, double hi)
@@ -43,6 +44,15 @@ static void bins_init(struct bins *b, double lo, double hi)
 	}
 	b->lo = lo;
 	b->hi = hi;
+	b->half = !isfinite(hi - lo);
+	if (b->half) {
+		double delta = hi * 0.5 - lo * 0.5, step = delta / TFS_STATS_BINS;
+		b->norm = TFS_STATS_BINS / delta;
+		for (int i = 0; i <= TFS_STATS_BINS; i++)
+			b->edge[i] = ((double)i * step + lo * 0.5) * 2;
+		b->edge[TFS_STATS_BINS] = hi;
+		return;
+	}
 	b->norm = TFS_STATS_BINS / (hi - lo);
 	double delta = hi - lo, step = delta / TFS_STATS_BINS;
 	for (int i = 0; i <= TFS_STATS_BINS; i++)
@@ -52,7 +62,7 @@ static void bins_init(struct bins *b, double lo, double hi)
 
 static int bin_of(const struct bins *b, double x)
 {
-	long k = (long)((x - b->lo) * b->norm);
+	long k = (long)(b->half ? (x * 0.5 - b->lo * 0.5) * b->norm : (x - b->lo) * b->norm);
 	if (k >= TFS_STATS_BINS)
 		k = TFS_STATS_BINS - 1;
 	if (k < 0)
@@ -64,16 +74,37 @@ static int bin_of(const struct bins *b, double x)
 	return (int)k;
 }
 
-static void pass2(struct tfs_stats *s, const struct bins *b, const double *v, size_t n, double *ss)
+/* The squared deviations are of the values times 2^-scale, scale from
+ * the largest magnitude: exact (a power of two), and no square of F64
+ * values near 1e308 overflows. For every other tensor scale is 0. */
+static void pass2(struct tfs_stats *s, const struct bins *b, const double *v, size_t n, double unscale,
+		  double *ss)
 {
+	double mean = s->mean * unscale;
 	for (size_t i = 0; i < n; i++) {
 		double x = v[i];
 		if (!isfinite(x))
 			continue;
-		double dx = x - s->mean;
+		double dx = x * unscale - mean;
 		*ss += dx * dx;
 		s->hist[bin_of(b, x)]++;
 	}
+}
+
+/* The sum of the finite values times 2^-scale, for a sum that passed
+ * DBL_MAX (a third pass, for such tensors only). */
+static tfs_err scaled_sum(struct tfs_values *r, double unscale, double *sum)
+{
+	const double *v;
+	size_t n;
+	tfs_err e;
+	*sum = 0;
+	tfs_values_rewind(r);
+	while (!(e = tfs_values_next(r, &v, &n)) && n)
+		for (size_t i = 0; i < n; i++)
+			if (isfinite(v[i]))
+				*sum += v[i] * unscale;
+	return e;
 }
 
 tfs_err tfs_stats_tensor(const struct tfs_shard *sh, const struct tfs_tensor *t, struct tfs_stats *out)
@@ -90,16 +121,27 @@ tfs_err tfs_stats_tensor(const struct tfs_shard *sh, const struct tfs_tensor *t,
 	while (!(e = tfs_values_next(&r, &v, &n)) && n)
 		pass1(out, v, n, &sum);
 	if (!e && out->finite) {
-		out->mean = sum / (double)out->finite;
 		out->absmax = fabs(out->min) > fabs(out->max) ? fabs(out->min) : fabs(out->max);
+		/* 0 unless a value passes 2^480: then the values are taken
+		 * times 2^-scale, so that no sum or square overflows. */
+		int scale = 0;
+		if (out->absmax > 0x1p480)
+			frexp(out->absmax, &scale);
+		double unscale = ldexp(1, -scale);
+		if (!isfinite(sum)) {
+			e = scaled_sum(&r, unscale, &sum);
+			out->mean = sum / (double)out->finite / unscale;
+		} else {
+			out->mean = sum / (double)out->finite;
+		}
 		struct bins b;
 		bins_init(&b, out->min, out->max);
 		out->lo = b.lo;
 		out->hi = b.hi;
 		tfs_values_rewind(&r);
-		while (!(e = tfs_values_next(&r, &v, &n)) && n)
-			pass2(out, &b, v, n, &ss);
-		out->std = sqrt(ss / (double)out->finite);
+		while (!e && !(e = tfs_values_next(&r, &v, &n)) && n)
+			pass2(out, &b, v, n, unscale, &ss);
+		out->std = sqrt(ss / (double)out->finite) / unscale;
 	}
 	tfs_values_close(&r);
 	return e;

@@ -36,6 +36,11 @@ int tfs_values_ok(unsigned dtype)
 	return plain_bytes(dtype) || tfs_converts(dtype);
 }
 
+int tfs_values_is_int(unsigned dtype)
+{
+	return plain_bytes(dtype) && dtype != TFS_DT_F32 && dtype != TFS_DT_F64;
+}
+
 tfs_err tfs_values_open(struct tfs_values *r, const struct tfs_shard *sh, const struct tfs_tensor *t)
 {
 	memset(r, 0, sizeof *r);
@@ -148,6 +153,8 @@ tfs_err tfs_values_at(struct tfs_values *r, uint64_t first, size_t k, const doub
 	} else {
 		tfs_stored_range(t->dtype, first, k, &b, &e);
 	}
+	if (tfs_sources_stopped())
+		return TFS_ERR_IO; /* the mount is going away */
 	tfs_err err = tfs_source_serve(r->sh->src, r->raw, (size_t)(e - b), t->begin + b, t->end);
 	if (err)
 		return err;
@@ -179,6 +186,46 @@ tfs_err tfs_values_next(struct tfs_values *r, const double **v, size_t *n)
 	return TFS_OK;
 }
 
+tfs_err tfs_values_next_int(struct tfs_values *r, const tfs_int128 **v, size_t *n)
+{
+	*n = 0;
+	*v = r->iv;
+	const struct tfs_tensor *t = r->t;
+	if (!tfs_values_is_int(t->dtype))
+		return TFS_ERR_INVAL;
+	if (r->next >= r->count)
+		return TFS_OK;
+	if (!r->iv && !(r->iv = malloc((size_t)TFS_VALUES_CHUNK * sizeof *r->iv)))
+		return TFS_ERR_NOMEM;
+	*v = r->iv;
+	unsigned pb = plain_bytes(t->dtype);
+	size_t k = r->count - r->next < TFS_VALUES_CHUNK ? (size_t)(r->count - r->next) : TFS_VALUES_CHUNK;
+	if (tfs_sources_stopped())
+		return TFS_ERR_IO;
+	tfs_err err = tfs_source_serve(r->sh->src, r->raw, k * pb, t->begin + r->next * pb, t->end);
+	if (err)
+		return err;
+	int sign = t->dtype == TFS_DT_I8 || t->dtype == TFS_DT_I16 || t->dtype == TFS_DT_I32 ||
+		   t->dtype == TFS_DT_I64;
+	for (size_t i = 0; i < k; i++) {
+		const unsigned char *p = r->raw + i * pb;
+		uint64_t x = 0;
+		for (unsigned b = 0; b < pb; b++)
+			x |= (uint64_t)p[b] << (8 * b);
+		if (t->dtype == TFS_DT_BOOL)
+			r->iv[i] = x != 0;
+		else if (sign && pb < 8 && (x >> (8 * pb - 1)))
+			r->iv[i] = (tfs_int128)x - ((tfs_int128)1 << (8 * pb)); /* negative */
+		else if (sign)
+			r->iv[i] = (int64_t)x;
+		else
+			r->iv[i] = x;
+	}
+	r->next += k;
+	*n = k;
+	return TFS_OK;
+}
+
 void tfs_values_rewind(struct tfs_values *r)
 {
 	r->next = 0;
@@ -189,5 +236,6 @@ void tfs_values_close(struct tfs_values *r)
 	free(r->raw);
 	free(r->dec);
 	free(r->v);
+	free(r->iv);
 	memset(r, 0, sizeof *r);
 }

@@ -68,8 +68,11 @@ struct tfs_view_ops {
 	tfs_err (*pieces)(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			  struct tfs_pieces *out);
 	/* Optional: whether the file can be opened now (a generated file
-	 * checks its sources); TFS_OK if so. */
+	 * checks its sources); TFS_OK if so. Each open that succeeds is
+	 * followed by one release (optional) when the file is closed: what a
+	 * reader reads in several requests (a picture) is kept until then. */
 	tfs_err (*open)(const struct tfs_tree *t, const struct tfs_node *n);
+	void (*release)(const struct tfs_tree *t, const struct tfs_node *n);
 	/* Optional: the view's state for the tree, made for `count` nodes of
 	 * its kind when the tree is built, freed with the tree. */
 	void *(*state_new)(uint32_t count);

@@ -1,0 +1,108 @@
+"""Issue 35, part 6: every manifest tensorfs writes is read back, by
+--verify and by sha256sum -c, and checks every tensor. One rule for the
+names in it: a tensor's file name in a flat mount (README, "File names"),
+which --verify reads back with the mapping undone when a mount's views
+renamed it (x.png shown as x%2Epng beside the pictures), and the empty
+name as %empty."""
+
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+
+from tfsutil import fname, mounted, run, write_st
+
+# Names that meet each rule: a view's suffix, the empty name, '/', '%',
+# a backslash (sha256sum's escaped form), a control character.
+NAMES = ["x", "x.png", "y", "y.stats.json", "", "a/b", "c%d", "back\\slash", "tab\there", "plain.weight"]
+
+
+def source(tmp):
+    rng = np.random.default_rng(8)
+    ts = [(n, "F32", (3, 5), rng.standard_normal((3, 5)).astype(np.float32).tobytes()) for n in NAMES]
+    src = os.path.join(tmp, "m.safetensors")
+    write_st(src, ts)
+    return src
+
+
+def verify(src, manifest):
+    r = run(["--verify", src, manifest])
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_a_mounts_own_manifest_round_trips(tmp):
+    """-o sums with -o pictures and stats: the root's __sha256sums__.txt
+    names x.png and y.stats.json x%2Epng and y%2Estats.json (their own
+    names are the pictures' and statistics' of x and y). sha256sum -c in
+    the mount checks every file, and --verify reads every line back to its
+    tensor: all checked, none missing (they were reported missing, exit
+    6)."""
+    src = source(tmp)
+    man = os.path.join(tmp, "mount.sha256")
+    with mounted(src, "-o", "sums,pictures,stats") as mnt:
+        text = open(os.path.join(mnt, "__sha256sums__.txt"), "rb").read()
+        assert b"  x%2Epng\n" in text and b"  y%2Estats.json\n" in text and b"  %empty\n" in text, text
+        open(man, "wb").write(text)
+        r = subprocess.run(["sha256sum", "--strict", "-c", "__sha256sums__.txt"], cwd=mnt, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.count(": OK") == len(NAMES), r.stdout + r.stderr
+    rc, out, err = verify(src, man)
+    assert rc == 0 and f"{len(NAMES)} checked, 0 mismatched" in err and not out, (out, err)
+
+
+def flip_tensor(src, tmp, name):
+    """A copy of src with one byte of tensor `name` changed."""
+    raw = open(src, "rb").read()
+    n = struct.unpack_from("<Q", raw)[0]
+    hdr = json.loads(raw[8:8 + n])
+    at = 8 + n + hdr[name]["data_offsets"][0]
+    bad = bytearray(raw)
+    bad[at] ^= 0x40
+    out = os.path.join(tmp, "bad.safetensors")
+    open(out, "wb").write(bytes(bad))
+    return out
+
+
+def test_verify_output_round_trips(tmp):
+    """--verify SOURCE writes each tensor by its flat file name, the empty
+    name as %empty (it was 'HASH  ', which no reader takes: that tensor was
+    never checked): --verify reads all of it back, a changed byte of the
+    empty-named tensor is caught, and sha256sum -c checks it in a mount's
+    root."""
+    src = source(tmp)
+    r = run(["--verify", src])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(NAMES) and all(line.split("  ", 1)[1] for line in lines), lines
+    names = {line.split("  ", 1)[1] for line in lines if not line.startswith("\\")}
+    assert "%empty" in names and "a%2Fb" in names and "c%25d" in names and "tab%09here" in names, names
+    man = os.path.join(tmp, "m.sha256")
+    open(man, "w").write(r.stdout)
+    rc, out, err = verify(src, man)
+    assert rc == 0 and f"{len(NAMES)} checked, 0 mismatched" in err, err
+    rc, out, err = verify(flip_tensor(src, tmp, ""), man)
+    assert rc == 6 and out.startswith("'': sha256 differs"), (out, err)
+    with mounted(src) as mnt:
+        r = subprocess.run(["sha256sum", "--strict", "-c", man], cwd=mnt, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and r.stdout.count(": OK") == len(NAMES), r.stdout + r.stderr
+        assert sorted(os.listdir(mnt)) == sorted([fname(n) for n in NAMES] + ["__metadata__.json",
+                                                                                "__tensors__.tsv"])
+
+
+def test_older_manifests_still_read(tmp):
+    """Tensor names as they are (llama-gguf-hash's, a list made by hand,
+    tensorfs's own before the rule) are still found; and an empty name
+    after the two spaces is the empty tensor's."""
+    src = source(tmp)
+    r = run(["--verify", "--json", src])
+    hashes = {t["name"]: t["sha256"] for t in json.loads(r.stdout)["tensors"]}
+    man = os.path.join(tmp, "raw.sha256")
+    with open(man, "w") as f:
+        for n, h in hashes.items():
+            if "\\" not in n and "\t" not in n:
+                f.write(f"{h}  {n}\n")
+    rc, out, err = verify(src, man)
+    assert rc == 0 and f"{len(NAMES) - 2} checked, 0 mismatched" in err, (out, err)
