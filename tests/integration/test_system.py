@@ -154,6 +154,28 @@ def man_section(man, name):
     return man.split(f"\n.SH {name}\n", 1)[1].split("\n.SH ", 1)[0]
 
 
+def test_man_page_formats_are_true(tmp):
+    """What the man page says of PyTorch files holds: the zip format is
+    read, the legacy format and a bare pickle are refused (the page used
+    to say "zip and legacy"), whatever the name (.bin, .pt, .pth)."""
+    import pickle
+    import re
+    from tfsutil import EXIT_FORMAT
+    desc = man_section(man_text(), "DESCRIPTION")
+    formats = re.sub(r"\\f[BIRP]|\n", " ", desc.split("Formats:", 1)[1].split("\n.PP\n", 1)[0])
+    assert "zip and legacy" not in formats
+    assert re.search(r"legacy format .* refused", formats), formats
+    assert ".bin" in formats and ".pt" in formats and ".pth" in formats
+    legacy = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."  # torch.save before 1.6
+    bare = pickle.dumps({"w": 1}, protocol=2)
+    for data, want in ((legacy, "legacy format"), (bare, "a bare pickle")):
+        for ext in (".bin", ".pt", ".pth"):
+            p = os.path.join(tmp, "m" + ext)
+            open(p, "wb").write(data)
+            r = run(["--inspect", p])
+            assert r.returncode == EXIT_FORMAT and want in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
 def test_man_page_agrees_with_help():
     """docs/tensorfs.1 names every -o option --help names and no other,
     every exit status, every environment variable, and --version's
