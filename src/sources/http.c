@@ -59,6 +59,11 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	struct tfs_remote_spec s = {.url = url, .location = loc, .netrc = 1};
 	e = tfs_remote_open(&s, out, d);
 	free(url);
+	/* What SOURCE named (the file, the index) gives the store its
+	 * identity: the times of the mount's directories and generated
+	 * files. It is opened once, before the shards. */
+	if (!e && hs->target && strcmp(name, hs->target) == 0)
+		st->id = (*out)->id;
 	return e;
 }
 
