@@ -255,6 +255,44 @@ def test_bash_completion(tmp):
     assert complete(["tensorfs", "-o", "edits=mod"], tmp) == ["edits=model.safetensors"]
 
 
+def help_options():
+    """The -o keys (with '=' when they take a value) and the dashed options
+    that --help lists, read from it independently of the completion: the
+    name column of every line of the -o list ("uid=N, gid=N" names two),
+    and every -x/--xx of the usage lines and of the option lines."""
+    import re
+    help_ = help_text()
+    block = help_.split("-o opt[,opt...]", 1)[1].split("\n", 1)[1].split("\n\n")[0]
+    keys = set()
+    for line in block.splitlines():
+        m = re.match(r"^ {7}(\S.*?)(?: {2,}|$)", line)
+        for item in (m.group(1).split(", ") if m else []):
+            k = re.match(r"([a-z_]+)(=?)", item)
+            if k:
+                keys.add(k.group(1) + k.group(2))
+    usage = help_.split("\n\n", 1)[0]
+    opt_lines = "\n".join(l for l in help_.splitlines() if re.match(r"^ {4}-", l))
+    dashed = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", usage + "\n" + opt_lines))
+    return keys, dashed
+
+
+def test_bash_completion_offers_exactly_the_options_of_help(tmp):
+    """Every -o key and every dashed option --help lists, and nothing else:
+    the completion offered 'tensorfs' (a usage line) as an -o key and never
+    gid= (the second key of 'uid=N, gid=N')."""
+    import shutil
+    from tfsutil import BIN
+    if os.path.basename(BIN) != "tensorfs":
+        shutil.copy(BIN, os.path.join(tmp, "tensorfs"))
+    keys, dashed = help_options()
+    assert {"uid=", "gid=", "layout=", "export", "cache_dir=", "allow_other"} <= keys and "tensorfs" not in keys
+    assert {"-o", "--inspect", "--verify", "--xxh64", "--json", "--stats", "-h", "--help"} <= dashed
+    assert set(complete(["tensorfs", "-o", ""], tmp)) == keys
+    assert set(complete(["tensorfs", "-o", "export,"], tmp)) == {"export," + k for k in keys}
+    assert set(complete(["tensorfs", "-"], tmp)) == dashed
+    assert complete(["tensorfs", "-o", "gi"], tmp) == ["gid="]
+
+
 def test_make_install_puts_manual_and_completion(tmp):
     """make install: the binary, the man page (man finds it) and the bash
     completion, under DESTDIR."""
