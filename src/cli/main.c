@@ -347,6 +347,8 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
+	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
+		goto out_args;
 	const struct tfs_format *input = NULL;
 	if (c.input && !(input = tfs_format_find(c.input))) {
 		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),

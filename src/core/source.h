@@ -233,6 +233,9 @@ struct tfs_counters;
 
 struct tfs_source_driver {
 	const char *name;
+	/* The URL schemes it takes, for messages ("http://, https://"), or
+	 * NULL (local paths). */
+	const char *schemes;
 	/* 1 when the SOURCE argument is this driver's (by its scheme). */
 	int (*claims)(const char *spec);
 	/* Opens the store that `spec` lives in; *target is the name in it
@@ -287,10 +290,17 @@ int tfs_sources_warm(uint64_t *done, uint64_t *total);
 void tfs_source_redact(const char *spec, char *out, size_t n);
 void tfs_source_hide(char *spec);
 
-/* The registered drivers (sources/registry.c), the last one claiming anything. */
+/* The registered drivers (sources/registry.c), the last one claiming any
+ * SOURCE that is not a URL (local paths). */
 extern const struct tfs_source_driver *const tfs_source_drivers[];
 
-/* The driver for `spec`, then its resolve. */
+/* The length of spec's URL scheme (RFC 3986: a letter, then letters,
+ * digits, '+', '-' or '.') when "://" follows it, else 0: what no local
+ * path is taken for. */
+size_t tfs_spec_scheme(const char *spec);
+
+/* The driver for `spec`, then its resolve; a URL whose scheme no driver
+ * takes is TFS_ERR_INVAL, with a line naming it and those there are. */
 tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
 			   struct tfs_diag *d);
 

@@ -741,6 +741,7 @@ static const struct tfs_opt_spec hf_opts[] = {
 
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
+	.schemes = "hf://",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,

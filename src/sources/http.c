@@ -158,6 +158,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
+	.schemes = "http://, https://",
 	.claims = claims,
 	.resolve = resolve,
 	.shared_opts = tfs_remote_opts,
