@@ -63,6 +63,12 @@ struct tfs_source_ops {
 	/* Reading s to its end is followed by reading next (the next shard):
 	 * a source that reads ahead may go on into it. Optional. */
 	void (*then)(struct tfs_source *s, struct tfs_source *next);
+	/* Its bytes are read by readers that keep no copy of them (direct
+	 * I/O, a generated file whose pages are dropped behind its reader),
+	 * so the same bytes come to be read again: a source that caches
+	 * them keeps what was read, rather than leaving it to the kernel's
+	 * page cache. From then on, for the life of the source. Optional. */
+	void (*keep)(struct tfs_source *s);
 	/* The identity now (re-read from the source where that is cheap;
 	 * remote sources, pinned to a version, return the pinned one). */
 	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
@@ -86,6 +92,12 @@ struct tfs_source {
 	char sha256[65];
 	int changed; /* its change was logged (once) */
 };
+
+static inline void tfs_source_keep(struct tfs_source *s)
+{
+	if (s->ops->keep)
+		s->ops->keep(s);
+}
 
 static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
 {

@@ -93,6 +93,11 @@ void tfs_cache_start(void);
  * order. */
 void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next);
 
+/* f's blocks are read by readers that keep no copy (struct
+ * tfs_source_ops, keep): a block read through is no longer recycled
+ * first, but kept, least recently used first out, for the next reader. */
+void tfs_cfile_keep(struct tfs_cfile *f);
+
 /* The warm-up (-o warm): bytes in the disk cache so far, of all the
  * remote files' bytes; *on says whether it was asked for. */
 void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);

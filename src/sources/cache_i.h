@@ -99,6 +99,7 @@ struct tfs_cfile {
 	struct tfs_cfile *all_next; /* every file, for the warm-up */
 	uint64_t warmed;            /* of its bytes, counted in C.warm_done */
 	int64_t last_seq;           /* when a stream last moved forward in it */
+	int keep;                   /* tfs_cfile_keep: what was read is kept */
 };
 
 struct job {

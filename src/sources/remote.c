@@ -278,8 +278,14 @@ static void remote_then(struct tfs_source *s, struct tfs_source *next)
 		tfs_cfile_chain(((struct remote *)s)->cache, ((struct remote *)next)->cache);
 }
 
+static void remote_keep(struct tfs_source *s)
+{
+	tfs_cfile_keep(((struct remote *)s)->cache);
+}
+
 static const struct tfs_source_ops remote_ops = {
 	.then = remote_then,
+	.keep = remote_keep,
 	.pread = remote_pread,
 	.pread_within = remote_pread_within,
 	.map = remote_map,

@@ -85,3 +85,40 @@ def test_times_of_directories_and_generated_files(web, tmp):  # noqa: F811
         assert os.stat(os.path.join(mnt, "model.safetensors")).st_mtime == 1_690_000_000
         assert os.stat(os.path.join(mnt, "t1")).st_mtime == 1_600_000_000
         assert os.stat(os.path.join(mnt, "t2")).st_mtime == 1_650_000_000
+
+
+def counters(mnt):
+    return {k: int(v) for k, v in (f.split("=") for f in os.getxattr(mnt, "user.counters").decode().split())}
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("opts", [(), ("-o", "cache_size=1G"), ("-o", "export_cache"), ("-o", "direct_io")])
+def test_generated_file_read_again_from_the_cache(web, opts):  # noqa: F811
+    """model.safetensors read three times fetches the source once: its
+    reader keeps no copy (direct I/O, or pages dropped behind it), so the
+    block cache keeps what was read instead of recycling it first (each
+    read downloaded the source again). With -o direct_io a tensor's file
+    too."""
+    n = 12 << 20
+    rng = np.random.default_rng(8)
+    tensors = [("a", "U8", [n], rng.bytes(n)), ("b", "U8", [n], rng.bytes(n))]
+    size = os.path.getsize(gen(web, "reread.safetensors", tensors))
+    with mounted(web.url("plain", "gen/reread.safetensors"), "-o", "export", *opts) as mnt:
+        model = os.path.join(mnt, "model.safetensors")
+        want = read_all(model)
+        hl = 8 + int.from_bytes(want[:8], "little")
+        assert want[hl:] == tensors[0][3] + tensors[1][3]
+        first = counters(mnt)
+        assert size - 100000 <= first["bytes_fetched"] <= size + (1 << 20), first
+        for _ in range(2):
+            assert read_all(model) == want
+        assert counters(mnt)["bytes_fetched"] == first["bytes_fetched"], (first, counters(mnt))
+        assert counters(mnt)["requests"] == first["requests"]
+        if "direct_io" in opts:
+            for _ in range(2):
+                assert read_all(os.path.join(mnt, "a")) == tensors[0][3]
+            assert counters(mnt)["bytes_fetched"] == first["bytes_fetched"]
