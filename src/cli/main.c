@@ -217,6 +217,7 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		return exit_of(e);
 	}
 	tfs_views_notice(tree, say_warning, (void *)c->shown);
+	tfs_sources_notice(say_warning, (void *)c->shown);
 	return EXIT_OK;
 }
 

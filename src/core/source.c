@@ -54,6 +54,18 @@ void tfs_sources_counters(struct tfs_counters *c)
 	}
 }
 
+void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		int seen = 0;
+		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
+			seen |= (*e)->notice == (*d)->notice;
+		char line[512];
+		if ((*d)->notice && !seen && (*d)->notice(line, sizeof line))
+			say(ctx, line);
+	}
+}
+
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
 {
 	return snprintf(out, n,

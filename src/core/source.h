@@ -267,6 +267,10 @@ struct tfs_source_driver {
 	int (*warm)(uint64_t *done, uint64_t *total);
 	/* Adds its counters to *c (drivers that share them share this). */
 	void (*counters)(struct tfs_counters *c);
+	/* A warning about the sources opened to say once, when the mount is
+	 * ready to be made (what they do otherwise than asked), into buf; 0
+	 * when there is none (drivers that share it share this). */
+	int (*notice)(char *buf, size_t cap);
 	/* spec as messages may show it (a URL's credentials left out)... */
 	void (*redact)(const char *spec, char *out, size_t n);
 	/* ... and spec overwritten in place where it holds a secret (a URL's
@@ -290,6 +294,9 @@ struct tfs_counters {
 void tfs_sources_counters(struct tfs_counters *c);
 /* As one line: "requests=N bytes_fetched=N ..."; its length. */
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n);
+
+/* Every driver's notice about the sources opened, one say() each. */
+void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx);
 
 /* Progress of the warm-up (-o warm): bytes in the disk cache so far and
  * of all; 0 when none was asked for. */

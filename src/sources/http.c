@@ -166,6 +166,7 @@ const struct tfs_source_driver tfs_source_http = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
+	.notice = tfs_remote_notice,
 	.redact = tfs_http_redact,
 	.hide = tfs_http_hide,
 };

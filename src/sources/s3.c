@@ -454,4 +454,5 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
+	.notice = tfs_remote_notice,
 };

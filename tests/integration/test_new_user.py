@@ -122,3 +122,138 @@ def test_generated_file_read_again_from_the_cache(web, opts):  # noqa: F811
             for _ in range(2):
                 assert read_all(os.path.join(mnt, "a")) == tensors[0][3]
             assert counters(mnt)["bytes_fetched"] == first["bytes_fetched"]
+
+
+class HttpServer:
+    """python3 -m http.server on a free port of 127.0.0.1 (it answers every
+    Range request with 200 and the whole file); its log says every GET."""
+
+    def __init__(self, root):
+        import tempfile
+        self.root = root
+        self.log = tempfile.mktemp(prefix="tfs-httpserver-", suffix=".log")
+
+    def __enter__(self):
+        import subprocess
+        import sys
+        from servers import free_port, wait_port
+        self.port = free_port()
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                      "--directory", self.root, str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=self.logf)
+        wait_port(self.port, self.proc)
+        return self
+
+    def __exit__(self, *a):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.logf.close()
+        os.unlink(self.log)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def gets(self):
+        """The paths of every GET so far, in order."""
+        import re
+        with open(self.log) as f:
+            return re.findall(r'"GET /(\S*) HTTP/1\.[01]" \d+', f.read())
+
+
+def sharded(root, big_header_shard=1, index_pad=0):
+    """Three shards (one with a header over the first request's 100,000
+    bytes) and their index; returns {tensor name: bytes}, {shard: size}."""
+    rng = np.random.default_rng(11)
+    tensors, sizes, wm = {}, {}, {}
+    for k in range(3):
+        ts = [(f"s{k}.w{j}", "F32", [300000], rng.random(300000, "<f4").tobytes()) for j in range(4)]
+        if k == big_header_shard:
+            ts += [(f"s{k}.small{j:05d}." + "x" * 60, "U8", [1], bytes([j % 256])) for j in range(2000)]
+        name = f"model-{k + 1:05d}-of-00003.safetensors"
+        write_st(os.path.join(root, name), ts)
+        sizes[name] = os.path.getsize(os.path.join(root, name))
+        for t in ts:
+            tensors[t[0]] = t[3]
+            wm[t[0]] = name
+    json.dump({"metadata": {"total_size": sum(len(v) for v in tensors.values()), "pad": "p" * index_pad},
+               "weight_map": wm}, open(os.path.join(root, "model.safetensors.index.json"), "w"))
+    return tensors, sizes
+
+
+def test_python_http_server_served_from_one_download(tmp):
+    """python3 -m http.server, which answers a range with 200 and the whole
+    file, was refused (exit 3), --inspect too. The header is read from the
+    start of an answer, stopped there; each shard's data comes from one
+    download of it, when first read, kept in memory, with one warning at
+    mount; every tensor is byte-exact, and reading everything again sends
+    nothing."""
+    import urllib.request
+    from tfsutil import daemon_pids, unmount
+    fuse_ok()
+    root = os.path.join(tmp, "www")
+    os.mkdir(root)
+    tensors, sizes = sharded(root, index_pad=150000)
+    total = sum(sizes.values())
+    with HttpServer(root) as srv:
+        req = urllib.request.Request(srv.url(next(iter(sizes))), headers={"Range": "bytes=0-9"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200  # it ignores Range: what this test is about
+        index = srv.url("model.safetensors.index.json")
+        before = len(srv.gets())
+        r = run(["--inspect", index])
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        assert f"{len(tensors)} tensors" in r.stdout, r.stdout
+        seen = srv.gets()[before:]
+        # headers only: one request a shard, two for the longer header
+        assert sorted(seen) == sorted(["model.safetensors.index.json"] * 2 + list(sizes) +
+                                      ["model-00002-of-00003.safetensors"]), seen
+        mnt = os.path.join(tmp, "mnt")
+        os.mkdir(mnt)
+        before = len(srv.gets())
+        r = run([index, mnt])
+        assert r.returncode == 0, r.stderr
+        pids = daemon_pids(mnt)
+        try:
+            lines = r.stderr.splitlines()
+            assert len(lines) == 1 and "ignores Range requests" in lines[0] and "3 files" in lines[0], r.stderr
+            for name, data in tensors.items():
+                assert read_all(os.path.join(mnt, name)) == data, name
+            c = counters(mnt)
+            gets = srv.gets()[before:]
+            # the probe (stopped after its start) and one download per shard,
+            # and for the one whose header is longer, the rest of the header
+            for s in sizes:
+                assert gets.count(s) == (3 if s == "model-00002-of-00003.safetensors" else 2), (s, gets)
+            assert total <= c["bytes_fetched"] < total + (4 << 20), (c, total)
+            for name, data in tensors.items():
+                assert read_all(os.path.join(mnt, name)) == data, name
+            assert srv.gets()[before:] == gets and counters(mnt)["bytes_fetched"] == c["bytes_fetched"]
+        finally:
+            unmount(mnt, pids)
+
+
+def test_python_http_server_file_over_cache_size(tmp):
+    """A shard that cache_size cannot hold is refused at mount with one line
+    saying what to add (exit 3); with -o cache_dir it is kept there, and
+    served byte-exact."""
+    from tfsutil import EXIT_SOURCE
+    fuse_ok()
+    root = os.path.join(tmp, "www")
+    os.mkdir(root)
+    tensors, sizes = sharded(root)
+    with HttpServer(root) as srv:
+        index = srv.url("model.safetensors.index.json")
+        mnt = os.path.join(tmp, "mnt")
+        os.mkdir(mnt)
+        r = run(["-o", "cache_size=4M", index, mnt])
+        assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+        assert "ignores Range requests" in r.stderr and "cache_size=4M" in r.stderr and \
+            "add -o cache_dir=DIR" in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+        cdir = os.path.join(tmp, "cache")
+        os.mkdir(cdir, 0o700)
+        with mounted(index, "-o", f"cache_size=4M,cache_dir={cdir}") as m:
+            for name, data in tensors.items():
+                assert read_all(os.path.join(m, name)) == data, name
+            assert counters(m)["bytes_fetched"] < sum(sizes.values()) + (4 << 20)
