@@ -251,7 +251,8 @@ static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
 				continue;
 			}
 		}
-		if (f != TFS_HTTP_ABORTED)
+		/* (The whole download's failure is said by its thread.) */
+		if (f != TFS_HTTP_ABORTED && !rq.iov)
 			tfs_log("%s: bytes %llu-%llu: %s", r->base.location, (unsigned long long)off,
 				(unsigned long long)(off + len - 1), d->msg);
 		return e;

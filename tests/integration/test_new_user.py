@@ -257,3 +257,45 @@ def test_python_http_server_file_over_cache_size(tmp):
             for name, data in tensors.items():
                 assert read_all(os.path.join(m, name)) == data, name
             assert counters(m)["bytes_fetched"] < sum(sizes.values()) + (4 << 20)
+
+
+def test_whole_download_never_holds_up_sigterm(tmp):
+    """A read waiting for a whole-file download from a server that ignores
+    Range and trickles (nginx: max_ranges 0, 16 KiB/s after the first
+    256 KiB, so the download would take minutes): SIGTERM unmounts at
+    once and the reader gets an error."""
+    import signal
+    import threading
+    from servers import Nginx
+    from tfsutil import daemon_pids, wait_gone
+    fuse_ok()
+    root = os.path.join(tmp, "www")
+    os.mkdir(root)
+    os.chmod(tmp, 0o755)
+    os.chmod(root, 0o755)
+    n = 4 << 20
+    write_st(os.path.join(root, "slow.safetensors"), [("a", "U8", [n], b"a" * n), ("b", "U8", [n], b"b" * n)])
+    os.chmod(os.path.join(root, "slow.safetensors"), 0o644)
+    extra = {"trickle": "max_ranges 0; limit_rate_after 256k; limit_rate 16k;"}
+    with Nginx(root, extra_servers=extra) as ng:
+        mnt = os.path.join(tmp, "mnt")
+        os.mkdir(mnt)
+        r = run([ng.url("trickle", "slow.safetensors"), mnt])
+        assert r.returncode == 0 and "ignores Range requests" in r.stderr, r.stderr
+        pid = daemon_pids(mnt)[0]
+        res = {}
+
+        def reader():
+            try:
+                res["r"] = read_all(os.path.join(mnt, "b"))
+            except OSError as e:
+                res["r"] = e.errno
+        th = threading.Thread(target=reader)
+        th.start()
+        th.join(1)
+        assert th.is_alive()  # waiting for the download
+        os.kill(pid, signal.SIGTERM)
+        assert wait_gone(pid, 20), "the daemon did not exit"
+        th.join(20)
+        assert not th.is_alive() and isinstance(res["r"], int), res.get("r", b"")[:10]
+        assert not is_mounted(mnt)
