@@ -1,7 +1,8 @@
 # bash completion for tensorfs (make install puts it in
 # $(PREFIX)/share/bash-completion/completions/tensorfs).
 # The options, -o keys, their values and the formats are read from
-# `tensorfs --help` the first time, so they never disagree with the binary.
+# `tensorfs --help` the first time, so they never disagree with the binary
+# (tests/integration/test_system.py checks that they are exactly its own).
 
 _tensorfs_help_cache=
 
@@ -11,10 +12,21 @@ _tensorfs_help()
 	printf '%s\n' "$_tensorfs_help_cache"
 }
 
-# Every -o key, with '=' when it takes a value.
+# Every -o key, with '=' when it takes a value: the name column of the
+# lines after "-o opt[,opt...]" ("uid=N, gid=N" names two keys).
 _tensorfs_okeys()
 {
-	_tensorfs_help "$1" | sed -n 's/^       \([a-z_][a-z_]*\)\(=\{0,1\}\).*/\1\2/p' | sort -u
+	_tensorfs_help "$1" | sed -n '/^    -o /,$p' |
+		sed -n 's/^       \([a-z_][^ ]*\(, [^ ]*\)*\)  .*/\1/p' | tr ',' '\n' |
+		sed -n 's/^ *\([a-z_][a-z_]*\)\(=\{0,1\}\).*/\1\2/p' | sort -u
+}
+
+# Every option that starts with a dash: those of the usage lines and of
+# the lines of the options list that start with one.
+_tensorfs_dashed()
+{
+	_tensorfs_help "$1" | sed -n -e '/^usage:/,/^$/p' -e '/^    -/p' |
+		grep -o -- '\(^\|[[:space:],[]\)--*[a-zA-Z][a-zA-Z0-9-]*' | sed 's/^[[:space:],[]*//' | sort -u
 }
 
 # The values a key takes, when --help lists them (layout=flat|tree).
@@ -61,7 +73,7 @@ _tensorfs()
 	fi
 	case $cur in
 	-*)
-		COMPREPLY=($(compgen -W "-h --help -V --version -f -d -s -o --inspect --json --verify --xxh64 --stats" -- "$cur"))
+		COMPREPLY=($(compgen -W "$(_tensorfs_dashed "$bin")" -- "$cur"))
 		return
 		;;
 	esac

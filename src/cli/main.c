@@ -224,6 +224,7 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 		return exit_of(e);
 	}
 	tfs_views_notice(tree, say_warning, (void *)c->shown);
+	tfs_sources_notice(say_warning, (void *)c->shown);
 	return EXIT_OK;
 }
 
@@ -355,6 +356,8 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
+	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
+		goto out_args;
 	const struct tfs_format *input = NULL;
 	if (c.input && !(input = tfs_format_find(c.input))) {
 		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),

@@ -74,6 +74,19 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 				      : &c->xxh64) = 1;
 		return 0;
 	}
+	if (key == FUSE_OPT_KEY_OPT && arg[0] == '-') {
+		/* Of the options that start with a dash, libfuse's command line
+		 * takes these (--help lists them); any other is a mistake to
+		 * say at once, before the source is looked at. */
+		static const char *const fuse_cmdline[] = {"-h", "--help", "-V", "--version",
+							   "-d", "-f",     "-s", NULL};
+		for (const char *const *f = fuse_cmdline; *f; f++)
+			if (strcmp(arg, *f) == 0)
+				return 1;
+		if (!c->unknown)
+			c->unknown = arg;
+		return 0;
+	}
 	if (key == FUSE_OPT_KEY_OPT) {
 		/* A source driver's option is the driver's; the rest go on to
 		 * libfuse, which refuses what it does not know. */
@@ -249,6 +262,26 @@ static int parse_shard_size(const char *s, uint64_t *v)
 		return -1;
 	*v = x * mul;
 	return 0;
+}
+
+int tfs_cli_check_flags(const struct cli *c)
+{
+	int tool = c->inspect || c->verify || c->stats || c->diff;
+	if (c->unknown) {
+		fprintf(stderr, "tensorfs: unknown option '%s' (see tensorfs --help)\n", c->unknown);
+		return EXIT_USAGE;
+	}
+	if (c->json && !tool) {
+		fprintf(stderr,
+			"tensorfs: --json goes with --inspect, --verify, --stats or diff; a mount has no output "
+			"to format\n");
+		return EXIT_USAGE;
+	}
+	if (c->xxh64 && !c->verify) {
+		fprintf(stderr, "tensorfs: --xxh64 goes with --verify\n");
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
 }
 
 /* EXIT_OK, or EXIT_USAGE with one line said. */

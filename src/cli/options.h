@@ -47,6 +47,7 @@ struct cli {
 	char *uid, *gid;
 	int bad_extra;
 	const char *extra;
+	const char *unknown; /* the first option (-x, --xx) nobody takes */
 	int inspect, json, verify, xxh64, stats, diff;
 	const char *source_b; /* diff: B, a copy as source is */
 	char *shown_b;
@@ -76,6 +77,9 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out);
 void tfs_cli_usage(FILE *f);
 /* EXIT_OK, or EXIT_USAGE with one line said. */
 int tfs_cli_check_settings(const struct cli *c, struct settings *s);
+/* The options against each other, before anything else: an unknown one,
+ * a tool's flag without its tool. EXIT_OK, or EXIT_USAGE with one line. */
+int tfs_cli_check_flags(const struct cli *c);
 void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args);
 
 #endif

@@ -48,6 +48,10 @@ struct tfs_format {
 	/* The file name ending of its files, for a directory without an
 	 * index (".safetensors"), or NULL. */
 	const char *ext;
+	/* Other endings its files carry (".pt"), NULL-terminated, or NULL:
+	 * with ext, what tells which reader a file is meant for when its
+	 * bytes do not say. */
+	const char *const *other_ext;
 	/* 2: the bytes are this format (a magic number says so); 1: they may
 	 * be (a plausible prefix, no magic); 0: they are not. */
 	int (*detect)(const struct tfs_probe *p);
@@ -71,11 +75,13 @@ const struct tfs_format *tfs_format_find(const char *name);
 /* The names of all formats, "safetensors, gguf, ...", for messages. */
 const char *tfs_format_names(void);
 
-/* Reads a file's table with the driver its bytes call for (or `forced`).
- * When no driver recognises the bytes, the reader of the format whose
- * file name ending the file has says what is wrong, else the first
- * driver's (safetensors', whose messages name what the file most likely
- * is). */
+/* Reads a file's table with the driver its bytes call for (or `forced`):
+ * the content first, the name after. Of the drivers that recognise the
+ * bytes equally well (a zip may be PyTorch's or NumPy's), the one whose
+ * files carry the name's ending reads it. When none recognises them, the
+ * reader of the format whose ending the name has says what is wrong,
+ * else the first driver's (safetensors', whose messages name what the
+ * file most likely is). */
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			const struct tfs_parse_opts *o, struct tfs_table *out, struct tfs_diag *d);
 

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/err.h"
 
@@ -53,6 +54,14 @@ struct tfs_kv {
 	uint64_t count;      /* elements: 1 unless an array */
 	const unsigned char *val; /* the first element */
 };
+
+/* Keys that say how a model is split over files (split.no, split.count,
+ * split.tensors.count): the parts carry them, and no file made of the
+ * whole model may (it would call itself one part of several). */
+static inline int tfs_kv_is_split_key(const void *key, size_t klen)
+{
+	return klen >= 6 && memcmp(key, "split.", 6) == 0;
+}
 
 /* The pair at *pos (start at 0), which moves past it; 0 at the end. */
 int tfs_kvs_next(const struct tfs_kvs *s, size_t *pos, struct tfs_kv *kv);

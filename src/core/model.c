@@ -491,6 +491,29 @@ out:
 	return e;
 }
 
+/* The identity of the mount's directories and generated files: the
+ * store's, which is what SOURCE named (a remote store learns it when that
+ * file opens); where the store knows none (a remote directory: a Hub
+ * repository, an S3 prefix), the newest of the shards' times, as a
+ * directory's time is its latest change. */
+static void model_identity(struct tfs_model *m)
+{
+	static const struct tfs_identity none;
+	m->id = m->store->id;
+	if (memcmp(&m->id, &none, sizeof none) != 0)
+		return;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		const struct tfs_source *s = m->shards[i].src;
+		if (s && (s->id.mtime_sec > m->id.mtime_sec ||
+			  (s->id.mtime_sec == m->id.mtime_sec && s->id.mtime_nsec > m->id.mtime_nsec))) {
+			m->id.mtime_sec = s->id.mtime_sec;
+			m->id.mtime_nsec = s->id.mtime_nsec;
+			m->id.ctime_sec = s->id.ctime_sec;
+			m->id.ctime_nsec = s->id.ctime_nsec;
+		}
+	}
+}
+
 tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct tfs_model *m,
 		       struct tfs_model_diag *md)
 {
@@ -504,7 +527,6 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 	e = tfs_source_resolve(spec, o ? o->opts : NULL, &m->store, &target, &d);
 	if (e)
 		return tfs_mfail(md, source, e, "%s", d.msg);
-	m->id = m->store->id;
 	if (!target) {
 		/* The source named a directory (of a store): "" is its root. */
 		e = open_dir(m, "", source, o, md);
@@ -525,6 +547,8 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 			e = open_parts(m, o, source, md);
 	}
 	free(target);
+	if (!e)
+		model_identity(m);
 	/* Loaders read the shards in this order: a source that reads ahead
 	 * goes on from one into the next. */
 	for (uint32_t i = 0; !e && i + 1 < m->nshards; i++)

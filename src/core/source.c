@@ -65,6 +65,18 @@ void tfs_sources_counters(struct tfs_counters *c)
 	}
 }
 
+void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		int seen = 0;
+		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
+			seen |= (*e)->notice == (*d)->notice;
+		char line[512];
+		if ((*d)->notice && !seen && (*d)->notice(line, sizeof line))
+			say(ctx, line);
+	}
+}
+
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
 {
 	return snprintf(
@@ -83,13 +95,33 @@ static const struct tfs_source_driver *claimer(const char *spec)
 	return NULL;
 }
 
+size_t tfs_spec_scheme(const char *spec)
+{
+	size_t i = 0;
+	if (!((spec[0] | 0x20) >= 'a' && (spec[0] | 0x20) <= 'z'))
+		return 0;
+	while (((spec[i] | 0x20) >= 'a' && (spec[i] | 0x20) <= 'z') || (spec[i] >= '0' && spec[i] <= '9') ||
+	       spec[i] == '+' || spec[i] == '-' || spec[i] == '.')
+		i++;
+	return strncmp(spec + i, "://", 3) == 0 ? i : 0;
+}
+
 void tfs_source_redact(const char *spec, char *out, size_t n)
 {
 	const struct tfs_source_driver *d = claimer(spec);
-	if (d && d->redact)
+	size_t sl = tfs_spec_scheme(spec);
+	if (d && d->redact) {
 		d->redact(spec, out, n);
-	else if (n)
+	} else if (!d && sl && n) {
+		/* A URL no driver takes is still said without its user:password@. */
+		const char *host = spec + sl + 3, *at = NULL;
+		for (const char *p = host; *p && !strchr("/?#", *p); p++)
+			if (*p == '@')
+				at = p;
+		snprintf(out, n, "%.*s%s", (int)(host - spec), spec, at ? at + 1 : host);
+	} else if (n) {
 		snprintf(out, n, "%s", spec);
+	}
 }
 
 void tfs_source_hide(char *spec)
@@ -256,7 +288,22 @@ tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tf
 	for (size_t i = 0; tfs_source_drivers[i]; i++)
 		if (tfs_source_drivers[i]->claims(spec))
 			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
-	return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
+	size_t sl = tfs_spec_scheme(spec);
+	if (!sl)
+		return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
+	char known[256];
+	size_t k = 0;
+	known[0] = 0;
+	for (size_t i = 0; tfs_source_drivers[i] && k < sizeof known; i++)
+		if (tfs_source_drivers[i]->schemes)
+			k += (size_t)snprintf(known + k, sizeof known - k, "%s, ",
+					      tfs_source_drivers[i]->schemes);
+	char q[80];
+	tfs_quote(q, sizeof q, spec, sl + 3);
+	return tfs_fail(
+		d, TFS_ERR_INVAL,
+		"unknown URL scheme %s: tensorfs reads %sand local paths (a local file named so: ./%.*s...)",
+		q, known, (int)(sl + 3), spec);
 }
 
 static int shared_seen(size_t i, const struct tfs_opt_spec *t)

@@ -63,6 +63,12 @@ struct tfs_source_ops {
 	/* Reading s to its end is followed by reading next (the next shard):
 	 * a source that reads ahead may go on into it. Optional. */
 	void (*then)(struct tfs_source *s, struct tfs_source *next);
+	/* Its bytes are read by readers that keep no copy of them (direct
+	 * I/O, a generated file whose pages are dropped behind its reader),
+	 * so the same bytes come to be read again: a source that caches
+	 * them keeps what was read, rather than leaving it to the kernel's
+	 * page cache. From then on, for the life of the source. Optional. */
+	void (*keep)(struct tfs_source *s);
 	/* The identity now (re-read from the source where that is cheap;
 	 * remote sources, pinned to a version, return the pinned one). */
 	tfs_err (*identity)(struct tfs_source *s, struct tfs_identity *id);
@@ -86,6 +92,12 @@ struct tfs_source {
 	char sha256[65];
 	int changed; /* its change was logged (once) */
 };
+
+static inline void tfs_source_keep(struct tfs_source *s)
+{
+	if (s->ops->keep)
+		s->ops->keep(s);
+}
 
 static inline tfs_err tfs_source_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
 {
@@ -234,6 +246,9 @@ struct tfs_counters;
 
 struct tfs_source_driver {
 	const char *name;
+	/* The URL schemes it takes, for messages ("http://, https://"), or
+	 * NULL (local paths). */
+	const char *schemes;
 	/* 1 when the SOURCE argument is this driver's (by its scheme). */
 	int (*claims)(const char *spec);
 	/* Opens the store that `spec` lives in; *target is the name in it
@@ -253,6 +268,10 @@ struct tfs_source_driver {
 	int (*warm)(uint64_t *done, uint64_t *total);
 	/* Adds its counters to *c (drivers that share them share this). */
 	void (*counters)(struct tfs_counters *c);
+	/* A warning about the sources opened to say once, when the mount is
+	 * ready to be made (what they do otherwise than asked), into buf; 0
+	 * when there is none (drivers that share it share this). */
+	int (*notice)(char *buf, size_t cap);
 	/* spec as messages may show it (a URL's credentials left out)... */
 	void (*redact)(const char *spec, char *out, size_t n);
 	/* ... and spec overwritten in place where it holds a secret (a URL's
@@ -281,6 +300,9 @@ void tfs_sources_counters(struct tfs_counters *c);
 /* As one line: "requests=N bytes_fetched=N ..."; its length. */
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n);
 
+/* Every driver's notice about the sources opened, one say() each. */
+void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx);
+
 /* Progress of the warm-up (-o warm): bytes in the disk cache so far and
  * of all; 0 when none was asked for. */
 int tfs_sources_warm(uint64_t *done, uint64_t *total);
@@ -292,10 +314,17 @@ int tfs_sources_warm(uint64_t *done, uint64_t *total);
 void tfs_source_redact(const char *spec, char *out, size_t n);
 void tfs_source_hide(char *spec);
 
-/* The registered drivers (sources/registry.c), the last one claiming anything. */
+/* The registered drivers (sources/registry.c), the last one claiming any
+ * SOURCE that is not a URL (local paths). */
 extern const struct tfs_source_driver *const tfs_source_drivers[];
 
-/* The driver for `spec`, then its resolve. */
+/* The length of spec's URL scheme (RFC 3986: a letter, then letters,
+ * digits, '+', '-' or '.') when "://" follows it, else 0: what no local
+ * path is taken for. */
+size_t tfs_spec_scheme(const char *spec);
+
+/* The driver for `spec`, then its resolve; a URL whose scheme no driver
+ * takes is TFS_ERR_INVAL, with a line naming it and those there are. */
 tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
 			   struct tfs_diag *d);
 

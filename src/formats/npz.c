@@ -352,7 +352,9 @@ static int detect(const struct tfs_probe *p)
 	uint32_t nl;
 	if (!tfs_zip_sniff(p->head, p->nhead, &name, &nl))
 		return 0;
-	return nl > 4 && memcmp(name + nl - 4, ".npy", 4) == 0 ? 2 : 0;
+	/* Any other zip may be one too (its first member not an array): the
+	 * name decides between this reader and PyTorch's. */
+	return nl > 4 && memcmp(name + nl - 4, ".npy", 4) == 0 ? 2 : 1;
 }
 
 const struct tfs_format tfs_format_npz = {

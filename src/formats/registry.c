@@ -41,6 +41,25 @@ const char *tfs_format_names(void)
 	return names;
 }
 
+static int ends_with(const char *s, const char *x)
+{
+	size_t sl = strlen(s), xl = strlen(x);
+	return sl > xl && strcmp(s + sl - xl, x) == 0;
+}
+
+/* Whether the file name ends as the format's files do. */
+static int named(const struct tfs_format *f, const char *name)
+{
+	if (!f || !name)
+		return 0;
+	if (f->ext && ends_with(name, f->ext))
+		return 1;
+	for (const char *const *x = f->other_ext; x && *x; x++)
+		if (ends_with(name, *x))
+			return 1;
+	return 0;
+}
+
 tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			const struct tfs_parse_opts *o, struct tfs_table *out, struct tfs_diag *d)
 {
@@ -69,7 +88,9 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 			}
 			for (size_t i = 0; tfs_formats[i]; i++) {
 				int s = tfs_formats[i]->detect(&p);
-				if (s > score) {
+				/* A tie goes to the driver the name points at. */
+				if (s > score || (s && s == score && !named(best, src->location) &&
+						  named(tfs_formats[i], src->location))) {
 					score = s;
 					best = tfs_formats[i];
 				}
@@ -79,12 +100,9 @@ tfs_err tfs_format_read(struct tfs_source *src, const struct tfs_format *forced,
 		 * name's ending explains what is wrong (a .bt file with a bad
 		 * first byte is better told about bincode than about JSON),
 		 * else the first driver. */
-		size_t ll = src->location ? strlen(src->location) : 0;
-		for (size_t i = 0; !best && tfs_formats[i]; i++) {
-			const char *x = tfs_formats[i]->ext;
-			if (x && ll > strlen(x) && strcmp(src->location + ll - strlen(x), x) == 0)
+		for (size_t i = 0; !best && tfs_formats[i]; i++)
+			if (named(tfs_formats[i], src->location))
 				best = tfs_formats[i];
-		}
 		if (!best)
 			best = tfs_formats[0];
 	}

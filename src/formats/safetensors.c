@@ -11,6 +11,7 @@
 
 #include "core/jscan.h"
 #include "core/mem.h"
+#include "core/utf8.h"
 
 struct sc {
 	struct tfs_jscan js;
@@ -557,6 +558,24 @@ static int starts_with_ci(const unsigned char *p, size_t n, const char *lit)
 	return 1;
 }
 
+/* Whether the bytes read are text: printable ASCII, tabs and line ends,
+ * and valid UTF-8 (a sequence cut by the end of what was read counts). A
+ * real length prefix has zero high bytes; a byte of 0x80 or more is text
+ * only inside a valid sequence, so random bytes and number dumps, which
+ * hold control bytes or stray high bytes within a few dozen bytes, are
+ * not taken for text. */
+static int looks_text(const unsigned char *p, size_t n)
+{
+	if (n < 8)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((p[i] < 0x20 && p[i] != '\n' && p[i] != '\t' && p[i] != '\r' && p[i] != '\f') ||
+		    p[i] == 0x7f)
+			return 0;
+	size_t ok = tfs_utf8_check(p, n);
+	return ok == n || (n - ok < 4 && p[ok] >= 0xc2 && p[ok] <= 0xf4);
+}
+
 /* Says what a file that is not safetensors most likely is. */
 static const char *sniff(const unsigned char *p, size_t n)
 {
@@ -574,7 +593,10 @@ static const char *sniff(const unsigned char *p, size_t n)
 		return "this is a gzip-compressed file, not safetensors: decompress it first (gunzip)";
 	if (n >= 4 && memcmp(p, "\x28\xb5\x2f\xfd", 4) == 0)
 		return "this is a zstd-compressed file, not safetensors: decompress it first (zstd -d)";
-	if (n >= 6 && memcmp(p, "\xfd" "7zXZ\0", 6) == 0)
+	if (n >= 6 && memcmp(p,
+			     "\xfd"
+			     "7zXZ\0",
+			     6) == 0)
 		return "this is an xz-compressed file, not safetensors: decompress it first (xz -d)";
 	if (n >= 3 && memcmp(p, "BZh", 3) == 0 && n >= 4 && p[3] >= '1' && p[3] <= '9')
 		return "this is a bzip2-compressed file, not safetensors: decompress it first (bunzip2)";
@@ -591,16 +613,8 @@ static const char *sniff(const unsigned char *p, size_t n)
 		return "this is an HTML or XML page (a failed download or an error page?), not safetensors";
 	if (i < n && (p[i] == '{' || p[i] == '['))
 		return "this is a JSON text file, not safetensors (pass the .safetensors file, not an index or config)";
-	/* A real length prefix has zero high bytes; eight printable bytes
-	 * mean text. */
-	if (n >= 8) {
-		size_t k = 0;
-		while (k < 8 && ((p[k] >= 0x20 && p[k] < 0x7f) || p[k] == '\n' || p[k] == '\t' ||
-				 p[k] == '\r' || p[k] >= 0x80))
-			k++;
-		if (k == 8)
-			return "this is a text file, not safetensors";
-	}
+	if (looks_text(p, n))
+		return "this is a text file, not safetensors";
 	return NULL;
 }
 

@@ -395,6 +395,10 @@ static tfs_err not_zip(struct tfs_source *src, struct tfs_diag *d)
 		return tfs_fail(
 			d, TFS_ERR_FORMAT,
 			"a bare pickle, not a torch.save zip archive: tensorfs reads PyTorch checkpoints only in the zip format of PyTorch 1.6 and later");
+	if (hn < 4 || memcmp(head, "PK\x03\x04", 4) != 0)
+		return tfs_fail(
+			d, TFS_ERR_FORMAT,
+			"not a PyTorch checkpoint: neither a zip archive (torch.save since PyTorch 1.6) nor a pickle");
 	return TFS_OK;
 }
 
@@ -552,11 +556,19 @@ static int detect(const struct tfs_probe *p)
 	uint32_t nl;
 	if (is_legacy(p->head, p->nhead))
 		return 2;
+	/* A bare pickle (torch.save of old, or pickle.dump) is most likely
+	 * meant as a PyTorch checkpoint: this reader says what it is. */
+	if (p->nhead >= 2 && p->head[0] == 0x80 && p->head[1] >= 2 && p->head[1] <= 5)
+		return 1;
 	if (!tfs_zip_sniff(p->head, p->nhead, &name, &nl))
 		return 0;
-	const char *slash = memchr(name, '/', nl);
-	if (!slash || (nl >= 4 && memcmp(name + nl - 4, ".npy", 4) == 0))
+	if (nl >= 4 && memcmp(name + nl - 4, ".npy", 4) == 0)
 		return 0;
+	/* Any other zip may be one (a damaged or re-zipped archive): this
+	 * reader says what is wrong with it, or the name decides. */
+	const char *slash = memchr(name, '/', nl);
+	if (!slash)
+		return 1;
 	size_t rest = nl - (size_t)(slash + 1 - name);
 	const char *r = slash + 1;
 	if ((rest == 8 && memcmp(r, "data.pkl", 8) == 0) ||
@@ -565,9 +577,12 @@ static int detect(const struct tfs_probe *p)
 	return 1;
 }
 
+static const char *const other_ext[] = {".pt", ".pth", NULL};
+
 const struct tfs_format tfs_format_torch = {
 	.name = "pytorch",
 	.ext = ".bin",
+	.other_ext = other_ext,
 	.detect = detect,
 	.read = tfs_torch_read,
 };

@@ -311,14 +311,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	bool dio = fs->direct_io;
 	const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
+	/* With direct I/O no page cache keeps what a reader read: a second
+	 * read comes back, and the source's own cache is all there is. */
+	if (dio && n->kind == TFS_NODE_TENSOR)
+		tfs_source_keep(fs->m->shards[n->shard].src);
 	if (v && (v->flags & TFS_VIEWF_GENERATED)) {
 		/* A generated file reads from every shard it holds: any of
-		 * them changed and it is no longer the file it was. */
+		 * them changed and it is no longer the file it was. Its pages
+		 * are never kept (direct I/O, or dropped behind its reader). */
 		for (uint32_t s = 0; s < fs->m->nshards; s++) {
 			if (shard_changed(fs, s)) {
 				fuse_reply_err(req, EIO);
 				return;
 			}
+			tfs_source_keep(fs->m->shards[s].src);
 		}
 		tfs_err e = v->open ? v->open(fs->tree, n) : TFS_OK;
 		if (e) {

@@ -187,6 +187,13 @@ void tfs_cache_unpin(struct blk *b)
 		tfs_cache_blk_free(b);
 }
 
+/* A block its readers have read, whose bytes the kernel's page cache
+ * holds now (unless its file's readers keep no copy). */
+static int read_through(const struct blk *b)
+{
+	return b->state == READY && !b->unread && b->served >= b->len && !b->f->keep;
+}
+
 /* Room for one more block (need is B). A kept buffer is room already.
  * Then the least recently used block that has been read and that nobody
  * holds gives its buffer: the kernel's page cache keeps what was read
@@ -196,7 +203,10 @@ void tfs_cache_unpin(struct blk *b)
  * them cost a quarter of a sequential read's time). Only then does the
  * cache grow, up to the budget; past it, a reader (not a prefetch) may
  * push out prefetched blocks nobody read: many readers would otherwise
- * throw away each other's windows. Returns whether there is room. */
+ * throw away each other's windows. A file whose readers keep no copy
+ * (tfs_cfile_keep: direct I/O, generated files) has no page cache behind
+ * it: what was read of it is kept, as any other block, for the next
+ * reader. Returns whether there is room. */
 int tfs_cache_make_room(uint64_t need, int for_prefetch)
 {
 	/* (Blocks served from their files count too, though their buffers
@@ -205,8 +215,7 @@ int tfs_cache_make_room(uint64_t need, int for_prefetch)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = C.lru.lprev; b != &C.lru && looked < 64; b = b->lprev, looked++) {
-		if (b->pins == 0 &&
-		    (b->state == FAILED || (b->state == READY && !b->unread && b->served >= b->len))) {
+		if (b->pins == 0 && (b->state == FAILED || read_through(b))) {
 			tfs_cache_table_remove(b);
 			tfs_cache_blk_free(b);
 			return 1;
@@ -593,6 +602,13 @@ void tfs_cfile_free(struct tfs_cfile *f)
 	while (f->refs > 1)
 		pthread_cond_wait(&C.changed, &C.lock);
 	tfs_cache_file_unref(f);
+	pthread_mutex_unlock(&C.lock);
+}
+
+void tfs_cfile_keep(struct tfs_cfile *f)
+{
+	pthread_mutex_lock(&C.lock);
+	f->keep = 1;
 	pthread_mutex_unlock(&C.lock);
 }
 

@@ -93,6 +93,40 @@ void tfs_cache_start(void);
  * order. */
 void tfs_cfile_chain(struct tfs_cfile *f, struct tfs_cfile *next);
 
+/* A file whose server ignores Range requests (it answers 200 with the
+ * whole file): downloaded whole, once, into memory while the files kept
+ * so fit cache_size, else into an unnamed file in cache_dir (within
+ * cache_max), else refused with one line saying what to add. */
+struct tfs_cwhole;
+
+/* Fetches bytes [off, off + len) of such a file into buf: the whole file
+ * (off 0, len its size) in one download, telling progress(arg, n) as its
+ * first n bytes land and going on from *in_place after a failure; any
+ * other range from the start of an answer, stopped there. On failure the
+ * diag says why. */
+typedef tfs_err (*tfs_whole_fetch_fn)(void *ctx, void *buf, uint64_t off, uint64_t len,
+				      void (*progress)(void *arg, uint64_t n), void *arg, uint64_t *in_place,
+				      struct tfs_diag *d);
+
+/* Room for the file (`what` names it in messages). */
+tfs_err tfs_cwhole_new(const char *what, uint64_t size, tfs_whole_fetch_fn fetch, void *ctx,
+		       struct tfs_cwhole **out, struct tfs_diag *d);
+/* The files open so: how many, and their bytes, in memory and on disk. */
+void tfs_cwhole_totals(unsigned *nmem, uint64_t *mem, unsigned *ndisk, uint64_t *disk);
+/* After every read of it has returned. */
+void tfs_cwhole_free(struct tfs_cwhole *w);
+/* The bytes of [off, off + len) in place, once they have landed (the
+ * download starts with the first read that needs it); until the mount is
+ * up (tfs_cache_start), TFS_ERR_UNHANDLED. Valid until the file is freed. */
+tfs_err tfs_cwhole_at(struct tfs_cwhole *w, uint64_t off, size_t len, const void **p, struct tfs_diag *d);
+/* The same, copied; until the mount is up, from the start of an answer. */
+tfs_err tfs_cwhole_read(struct tfs_cwhole *w, void *buf, size_t len, uint64_t off, struct tfs_diag *d);
+
+/* f's blocks are read by readers that keep no copy (struct
+ * tfs_source_ops, keep): a block read through is no longer recycled
+ * first, but kept, least recently used first out, for the next reader. */
+void tfs_cfile_keep(struct tfs_cfile *f);
+
 /* The warm-up (-o warm): bytes in the disk cache so far, of all the
  * remote files' bytes; *on says whether it was asked for. */
 void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);

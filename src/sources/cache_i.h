@@ -1,7 +1,8 @@
-/* The block cache's insides, shared by its two files: sources/cache.c (the
- * table, memory, loading, the workers and read-ahead) and
- * sources/cache_disk.c (the disk cache and the warm-up). Nothing else
- * includes it. */
+/* The block cache's insides, shared by its files: sources/cache.c (the
+ * table, memory, loading, the workers and read-ahead),
+ * sources/cache_read.c (the read path), sources/cache_disk.c (the disk
+ * cache and the warm-up) and sources/cache_whole.c (files downloaded
+ * whole). Nothing else includes it. */
 #ifndef TFS_CACHE_I_H
 #define TFS_CACHE_I_H
 
@@ -99,6 +100,7 @@ struct tfs_cfile {
 	struct tfs_cfile *all_next; /* every file, for the warm-up */
 	uint64_t warmed;            /* of its bytes, counted in C.warm_done */
 	int64_t last_seq;           /* when a stream last moved forward in it */
+	int keep;                   /* tfs_cfile_keep: what was read is kept */
 };
 
 struct job {
@@ -144,6 +146,10 @@ struct tfs_cache_state {
 	/* Blocks readers asked for: already cached, or fetched (of which
 	 * from the disk cache: atomic, counted outside the lock). */
 	uint64_t hits, misses, disk_hits;
+	/* Files downloaded whole (sources/cache_whole.c), kept in memory
+	 * (within mem) and in the cache directory (within disk_max). */
+	uint64_t whole_mem, whole_disk;
+	unsigned whole_nmem, whole_ndisk;
 };
 
 /* Seeds the block files' checksums and the name of a file's directory

@@ -215,10 +215,11 @@ static const struct tfs_store_ops dir_ops = {
 
 /* ---- the driver ---- */
 
+/* Every SOURCE but a URL (scheme://): one of a scheme no driver takes is
+ * refused as such rather than looked for as a local path. */
 static int claims(const char *spec)
 {
-	(void)spec;
-	return 1;
+	return tfs_spec_scheme(spec) == 0;
 }
 
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,

@@ -745,6 +745,7 @@ static const struct tfs_opt_spec hf_opts[] = {
 
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
+	.schemes = "hf://",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,
@@ -753,4 +754,5 @@ const struct tfs_source_driver tfs_source_hf = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
+	.notice = tfs_remote_notice,
 };

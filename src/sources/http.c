@@ -59,6 +59,11 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	struct tfs_remote_spec s = {.url = url, .location = loc, .netrc = 1};
 	e = tfs_remote_open(&s, out, d);
 	free(url);
+	/* What SOURCE named (the file, the index) gives the store its
+	 * identity: the times of the mount's directories and generated
+	 * files. It is opened once, before the shards. */
+	if (!e && hs->target && strcmp(name, hs->target) == 0)
+		st->id = (*out)->id;
 	return e;
 }
 
@@ -153,6 +158,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
+	.schemes = "http://, https://",
 	.claims = claims,
 	.resolve = resolve,
 	.shared_opts = tfs_remote_opts,
@@ -160,6 +166,7 @@ const struct tfs_source_driver tfs_source_http = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
+	.notice = tfs_remote_notice,
 	.redact = tfs_http_redact,
 	.hide = tfs_http_hide,
 };

@@ -230,6 +230,8 @@ struct xfer {
 	size_t kept;     /* iov bytes in place from an earlier try */
 	int checked;     /* the range and accept() passed */
 	int other_range; /* ... and the range did not */
+	uint64_t at;     /* whole_ok: bytes of the whole answer seen */
+	int done;        /* whole_ok: stopped once the range was in */
 };
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
@@ -250,6 +252,58 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* A 200 with the whole file to a range request that takes one
+ * (rq->whole_ok): the range's bytes are copied out of it as they pass,
+ * then the transfer stops. */
+static size_t whole_body(struct xfer *x, const char *p, size_t n)
+{
+	const struct tfs_http_req *rq = x->rq;
+	if (!x->checked) {
+		if (rq->accept && rq->accept(rq->arg, x->rs)) {
+			x->why = TFS_HTTP_REFUSED;
+			return 0;
+		}
+		x->checked = 1;
+	}
+	uint64_t from = x->at > rq->off ? x->at : rq->off, end = rq->off + rq->len;
+	if (x->at + n < end)
+		end = x->at + n;
+	if (from < end) {
+		size_t k = (size_t)(end - from);
+		const char *src = p + (from - x->at);
+		if (rq->buf) {
+			memcpy((char *)rq->buf + x->got, src, k);
+		} else if (rq->body) {
+			char *b = realloc(*rq->body, x->got + k + 1);
+			if (!b) {
+				x->why = TFS_HTTP_TOOBIG;
+				return 0;
+			}
+			*rq->body = b;
+			memcpy(b + x->got, src, k);
+			b[x->got + k] = 0;
+			*rq->bodylen = x->got + k;
+		}
+		x->got += k;
+	}
+	x->at += n;
+	if (x->at >= rq->off + rq->len) {
+		x->done = 1; /* all of it is in: no need for the rest */
+		return 0;
+	}
+	return n;
+}
+
+/* Before the first byte lands in an iov: the answer is the range asked
+ * for (or, asked for no range, the whole file of rq->len bytes). */
+static int wrong_answer(const struct tfs_http_req *rq, const struct tfs_http_resp *rs, long st)
+{
+	if (!rq->has_range)
+		return st != 200 || (rs->has_length && rs->length != rq->len);
+	return st != 206 || rs->has_range != 1 || rs->range_start != rq->off ||
+	       rs->range_end != rq->off + rq->len - 1;
+}
+
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
 	struct xfer *x = ud;
@@ -266,6 +320,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 		return n;
 	}
 	if (rq->has_range && st == 200) {
+		if (rq->whole_ok)
+			return whole_body(x, p, n);
 		/* The server ignores Range: never download the whole file. */
 		x->why = TFS_HTTP_NORANGE;
 		return 0;
@@ -285,8 +341,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 			 * version the caller pinned (a byte of another version
 			 * must never reach a block a reader may be served). */
 			const struct tfs_http_resp *rs = x->rs;
-			if (st != 206 || rs->has_range != 1 || rs->range_start != rq->off ||
-			    rs->range_end != rq->off + rq->len - 1) {
+			if (wrong_answer(rq, rs, st)) {
 				x->why = TFS_HTTP_BADRANGE;
 				x->other_range = 1;
 				return 0;
@@ -392,7 +447,8 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	 * at a time cannot hold a read forever: the stall time for every MiB
 	 * asked for, plus twice the stall time (README, "When the network
 	 * fails"). */
-	uint64_t mib = rq->has_range ? rq->len >> 20 : (rq->body_max >> 20);
+	uint64_t mib = rq->has_range || rq->iov ? (rq->whole_ok ? rq->off + rq->len : rq->len) >> 20
+						: rq->body_max >> 20;
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
@@ -462,6 +518,8 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
+	if (c == CURLE_WRITE_ERROR && x->done && !x->why)
+		return TFS_HTTP_OK; /* whole_body took what it wanted */
 	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x->why)) {
 		switch (x->why) {
 		case TFS_HTTP_NORANGE:
@@ -563,6 +621,22 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 			tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %zu bytes", x->got, want_len);
 			return TFS_HTTP_NET; /* a truncated body: worth another try */
 		}
+	} else if (rq->has_range && !rq->head && rs->status == 200 && rq->whole_ok) {
+		/* The range, out of the whole file: all of it, or the file's
+		 * end where the caller allows a shorter one. */
+		uint64_t total = rs->has_length ? rs->length : x->done ? rq->off + rq->len : x->at;
+		uint64_t want = total <= rq->off ? 0 : total - rq->off < rq->len ? total - rq->off : rq->len;
+		if (want != rq->len && !rq->range_clip) {
+			tfs_fail(d, TFS_ERR_IO, "asked for bytes %llu-%llu of a file of %llu bytes",
+				 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1),
+				 (unsigned long long)total);
+			return TFS_HTTP_BADRANGE;
+		}
+		if (x->got != want) {
+			tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x->got,
+				 (unsigned long long)want);
+			return TFS_HTTP_NET;
+		}
 	} else if (rq->has_range && !rq->head && rs->status == 200) {
 		/* A body short enough to arrive before we could stop it. */
 		tfs_fail(
@@ -573,6 +647,10 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 		   (rq->buf || rq->iov || rq->body)) {
 		tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x->got,
 			 (unsigned long long)rs->length);
+		return TFS_HTTP_NET;
+	} else if (!rq->has_range && rq->iov && x->got != rq->len) {
+		tfs_fail(d, TFS_ERR_IO, "the body ended after %zu of %llu bytes", x->got,
+			 (unsigned long long)rq->len);
 		return TFS_HTTP_NET;
 	}
 	return TFS_HTTP_OK;

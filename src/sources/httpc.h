@@ -33,6 +33,11 @@ struct tfs_http_req {
 	int has_range; /* ask for bytes [off, off + len) exactly */
 	uint64_t off, len;
 	int range_clip;       /* or fewer, ending at the file's last byte */
+	/* A 200 with the whole file answers the range too (a server that
+	 * ignores Range): bytes [off, off + len) of it are taken from its
+	 * start, into buf or body, and the transfer stops once they are in.
+	 * accept(), when given, is asked before the first byte is taken. */
+	int whole_ok;
 	const char *if_match; /* the pinned ETag, or NULL */
 	/* "Authorization: Bearer ..." etc., sent only to the host of `url`:
 	 * libcurl drops it when a redirect changes host or port. */
@@ -43,7 +48,8 @@ struct tfs_http_req {
 	int netrc; /* credentials from ~/.netrc for url's host */
 	/* Where the body goes: into `buf` (exactly buflen bytes expected for
 	 * a range), or spread over iov[0..niov) in order, or into a growing
-	 * *body of at most body_max bytes. */
+	 * *body of at most body_max bytes. A request without a range into iov
+	 * is for the whole file, of `len` bytes: a 200 of that length. */
 	void *buf;
 	size_t buflen;
 	const struct tfs_iov *iov;

@@ -1,5 +1,6 @@
 /* The registry of source drivers: the one place that names them. The
- * local file driver claims everything, so it comes last. */
+ * local file driver claims every SOURCE that is not a URL, so it comes
+ * last. */
 #include "core/source.h"
 
 extern const struct tfs_source_driver tfs_source_hf;

@@ -60,7 +60,9 @@ struct remote {
 	char *served_etag;
 	unsigned char *probe; /* bytes [0, nprobe) */
 	size_t nprobe;
-	struct tfs_cfile *cache;
+	struct tfs_cfile *cache;  /* NULL when the server ignores Range: */
+	struct tfs_cwhole *whole; /* downloaded whole (NULL if the probe held it) */
+	char *last_modified;      /* ... and the version its answers must be */
 	tfs_err (*relocate)(void *ctx, char **url, struct tfs_diag *d);
 	void *relocate_ctx;
 };
@@ -184,6 +186,112 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 	}
 }
 
+/* ---- a server that ignores Range requests ---- */
+
+/* An answer of another version than the one mounted: another size, ETag
+ * or Last-Modified (python3 -m http.server gives no ETag). */
+static int other_whole(void *arg, const struct tfs_http_resp *rs)
+{
+	const struct remote *r = ((const struct pinned *)arg)->r;
+	if (rs->status == 206)
+		return other_version(r, rs);
+	return (rs->has_length && rs->length != r->base.id.size) ||
+	       (r->served_etag && strcmp(rs->etag, r->served_etag) != 0) ||
+	       (r->last_modified && strcmp(rs->last_modified, r->last_modified) != 0);
+}
+
+/* The cache's tfs_whole_fetch_fn: the whole file with no Range asked (the
+ * server would ignore it), or a range from the start of an answer. */
+static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
+			   void (*on_progress)(void *arg, uint64_t n), void *arg, uint64_t *in_place,
+			   struct tfs_diag *d)
+{
+	struct remote *r = ctx;
+	struct pinned pin = {r, on_progress, arg};
+	struct tfs_iov v = {.p = buf, .len = (size_t)len, .fd = -1};
+	struct tfs_http_req rq;
+	struct tfs_http_resp rs;
+	enum tfs_http_fail f;
+	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
+		return tfs_fail(d, TFS_ERR_IO, "changed since it was mounted");
+	for (int relocated = 0;; relocated++) {
+		char *url = url_now(r);
+		if (!url)
+			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		fill_req(r, &rq, url);
+		rq.accept = other_whole;
+		rq.arg = &pin;
+		rq.off = off;
+		rq.len = len;
+		if (off == 0 && len == r->base.id.size) {
+			rq.iov = &v;
+			rq.niov = 1;
+			rq.progress = progress;
+			rq.in_place = in_place;
+		} else {
+			rq.has_range = 1;
+			rq.whole_ok = 1;
+			rq.buf = buf;
+			rq.buflen = (size_t)len;
+		}
+		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
+		free(url);
+		if ((!e && rs.status == 206 && other_version(r, &rs)) || (e && f == TFS_HTTP_REFUSED) ||
+		    (e && f == TFS_HTTP_STATUS && rs.status == 412)) {
+			log_changed(r);
+			return tfs_fail(d, TFS_ERR_IO, "changed since it was mounted");
+		}
+		if (!e)
+			return TFS_OK;
+		if (f == TFS_HTTP_STATUS && (rs.status == 403 || rs.status == 410) && r->relocate &&
+		    !relocated) {
+			char *nu = NULL;
+			struct tfs_diag rd;
+			if (r->relocate(r->relocate_ctx, &nu, &rd) == TFS_OK) {
+				pthread_mutex_lock(&r->lock);
+				free(r->url);
+				r->url = nu;
+				pthread_mutex_unlock(&r->lock);
+				continue;
+			}
+		}
+		/* (The whole download's failure is said by its thread.) */
+		if (f != TFS_HTTP_ABORTED && !rq.iov) {
+			char q[TFS_QPATH_MAX];
+			tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
+				(unsigned long long)off, (unsigned long long)(off + len - 1), d->msg);
+		}
+		return e;
+	}
+}
+
+/* A read of a file downloaded whole: one piece, where it landed. */
+static tfs_err whole_map(struct remote *r, uint64_t off, size_t len, struct tfs_iov *iov, unsigned max,
+			 unsigned *n)
+{
+	struct tfs_diag d;
+	const void *p;
+	if (off < r->nprobe || max < 1)
+		return TFS_ERR_UNHANDLED; /* read: the start is in the probe */
+	tfs_err e = tfs_cwhole_at(r->whole, off, len, &p, &d);
+	if (e)
+		return e;
+	iov[0] = (struct tfs_iov){.p = (void *)p, .len = len, .fd = -1};
+	*n = 1;
+	return TFS_OK;
+}
+
+/* The probe was answered with the whole file: what it did not hold is
+ * downloaded whole when first read (tfs_remote_notice says so). */
+static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, struct tfs_diag *d)
+{
+	if (*rs->last_modified && !(r->last_modified = strdup(rs->last_modified)))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (r->base.id.size <= r->nprobe)
+		return TFS_OK; /* all of it came */
+	return tfs_cwhole_new(r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
+}
+
 static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
 {
 	struct remote *r = (struct remote *)s;
@@ -199,6 +307,8 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 	}
 	if (!len)
 		return TFS_OK;
+	if (r->whole)
+		return tfs_cwhole_read(r->whole, buf, len, off, &d);
 	return tfs_cfile_read(r->cache, buf, len, off, limit, &d);
 }
 
@@ -209,7 +319,9 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 	struct tfs_diag d;
 	unsigned k = 0;
 	*token = NULL;
-	if (off > s->id.size || len > s->id.size - off || len >= (1u << 20) ||
+	if (r->whole)
+		return whole_map(r, off, len, iov, max, n);
+	if (!r->cache || off > s->id.size || len > s->id.size - off || len >= (1u << 20) ||
 	    max < len / TFS_CACHE_BLOCK + 3)
 		return TFS_ERR_UNHANDLED;
 	if (off < r->nprobe) {
@@ -228,12 +340,15 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 
 static int remote_memo_get(struct tfs_source *s, const char *key, char *val, size_t cap)
 {
-	return tfs_cfile_memo_get(((struct remote *)s)->cache, key, val, cap);
+	struct remote *r = (struct remote *)s;
+	return r->cache ? tfs_cfile_memo_get(r->cache, key, val, cap) : 0;
 }
 
 static void remote_memo_put(struct tfs_source *s, const char *key, const char *val)
 {
-	tfs_cfile_memo_put(((struct remote *)s)->cache, key, val);
+	struct remote *r = (struct remote *)s;
+	if (r->cache)
+		tfs_cfile_memo_put(r->cache, key, val);
 }
 
 static void remote_unmap(struct tfs_source *s, void *token)
@@ -257,6 +372,8 @@ static tfs_err remote_identity(struct tfs_source *s, struct tfs_identity *id)
 static void remote_close(struct tfs_source *s)
 {
 	struct remote *r = (struct remote *)s;
+	tfs_cwhole_free(r->whole);
+	free(r->last_modified);
 	tfs_cfile_free(r->cache);
 	free(r->url);
 	free(r->auth);
@@ -278,12 +395,21 @@ static const struct tfs_source_ops remote_ops;
 
 static void remote_then(struct tfs_source *s, struct tfs_source *next)
 {
-	if (next->ops == &remote_ops)
-		tfs_cfile_chain(((struct remote *)s)->cache, ((struct remote *)next)->cache);
+	struct remote *r = (struct remote *)s;
+	if (next->ops == &remote_ops && r->cache && ((struct remote *)next)->cache)
+		tfs_cfile_chain(r->cache, ((struct remote *)next)->cache);
+}
+
+static void remote_keep(struct tfs_source *s)
+{
+	struct remote *r = (struct remote *)s;
+	if (r->cache)
+		tfs_cfile_keep(r->cache);
 }
 
 static const struct tfs_source_ops remote_ops = {
 	.then = remote_then,
+	.keep = remote_keep,
 	.pread = remote_pread,
 	.pread_within = remote_pread_within,
 	.map = remote_map,
@@ -388,6 +514,7 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	} else {
 		rq.has_range = 1;
 		rq.range_clip = !s->has_size;
+		rq.whole_ok = 1; /* a server that ignores Range: its start */
 		rq.off = 0;
 		rq.len = want;
 		rq.body = &body;
@@ -411,9 +538,15 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 		size = 0;
 	} else if (rs.status == 206) {
 		size = rs.range_total;
+	} else if (rs.status == 200 && rs.has_length) {
+		size = rs.length; /* the server ignores Range: the body's start came */
 	} else {
 		free(body);
 		remote_close(&r->base);
+		if (rs.status == 200)
+			return tfs_fail(
+				d, TFS_ERR_OPEN,
+				"the server ignores Range requests and does not say the file's size (no Content-Length)");
 		return tfs_fail(d, TFS_ERR_OPEN, "unexpected HTTP %ld to a range request", rs.status);
 	}
 	if (s->has_size && size != s->size) {
@@ -437,7 +570,9 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	char q[TFS_QPATH_MAX];
-	if (!r->base.etag)
+	/* (A file downloaded whole is one version however it is: its
+	 * download must have the first answer's size and Last-Modified.) */
+	if (!r->base.etag && !(rs.status == 200 && !rq.head && *rs.last_modified))
 		tfs_log("%s: warning: the server gives no strong ETag, so a change of the file during the mount cannot be detected",
 			tfs_quote_path(q, sizeof q, r->base.location));
 	r->base.id.size = size;
@@ -447,6 +582,15 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	char *key = malloc(kl);
 	if (key)
 		snprintf(key, kl, "%s\n%s", r->base.location, r->base.etag ? r->base.etag : "");
+	if (rs.status == 200 && !rq.head) {
+		free(key);
+		if ((e = whole_setup(r, &rs, d))) {
+			remote_close(&r->base);
+			return e;
+		}
+		*out = &r->base;
+		return TFS_OK;
+	}
 	r->cache = key ? tfs_cfile_new(key, size, fetch, r) : NULL;
 	free(key);
 	if (!r->cache) {
@@ -477,6 +621,31 @@ void tfs_remote_counters(struct tfs_counters *c)
 	c->cache_hits += hits;
 	c->cache_misses += misses;
 	c->disk_hits += disk;
+}
+
+int tfs_remote_notice(char *buf, size_t cap)
+{
+	uint64_t mem, disk;
+	unsigned nmem, ndisk;
+	tfs_cwhole_totals(&nmem, &mem, &ndisk, &disk);
+	if (!nmem && !ndisk)
+		return 0;
+	char where[160];
+	if (!ndisk)
+		snprintf(where, sizeof where, "in memory (-o cache_size)");
+	else if (!nmem)
+		snprintf(where, sizeof where, "in -o cache_dir (as -o cache_size cannot hold them)");
+	else
+		snprintf(where, sizeof where, "%u in memory (-o cache_size), %u in -o cache_dir", nmem,
+			 ndisk);
+	snprintf(
+		buf, cap,
+		"the server ignores Range requests (it answers 200 with the whole file, as python3 -m http.server does): "
+		"%u file%s (%llu MiB) %s downloaded whole, once, when first read, and kept %s",
+		nmem + ndisk, nmem + ndisk == 1 ? "" : "s",
+		(unsigned long long)((mem + disk + (1u << 20) - 1) >> 20), nmem + ndisk == 1 ? "is" : "are",
+		where);
+	return 1;
 }
 
 int tfs_remote_warm(uint64_t *done, uint64_t *total)

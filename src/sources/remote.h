@@ -56,5 +56,8 @@ void tfs_remote_stop(void);
 int tfs_remote_warm(uint64_t *done, uint64_t *total);
 /* The remote drivers' counters (one HTTP client and cache for all). */
 void tfs_remote_counters(struct tfs_counters *c);
+/* Their notice: the files downloaded whole, as their server ignores Range
+ * requests. */
+int tfs_remote_notice(char *buf, size_t cap);
 
 #endif

@@ -445,6 +445,7 @@ static const struct tfs_opt_spec s3_opts[] = {
 
 const struct tfs_source_driver tfs_source_s3 = {
 	.name = "s3",
+	.schemes = "s3://",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = s3_opts,
@@ -453,4 +454,5 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.stop = tfs_remote_stop,
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
+	.notice = tfs_remote_notice,
 };

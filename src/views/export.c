@@ -224,7 +224,9 @@ static tfs_err merge_put(struct merge *g, const char *k, size_t kl, const char *
 /* A format whose metadata is JSON (GGUF's typed values): each member, as a
  * string when it is one, else as its JSON text, since safetensors'
  * metadata holds strings only. The strings live in `keep` (json-c
- * objects), the texts in g->texts. */
+ * objects), the texts in g->texts. The keys of a split (split.no...) stay
+ * out, as model.gguf leaves them: the exported file is the whole model,
+ * and the parts' differing split.no is no disagreement. */
 static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 {
 	if (!json_object_is_type(root, json_type_object))
@@ -233,6 +235,8 @@ static tfs_err merge_json(struct merge *g, uint32_t shard, json_object *root)
 	{
 		const char *v;
 		size_t vl;
+		if (tfs_kv_is_split_key(key, strlen(key)))
+			continue;
 		if (json_object_is_type(val, json_type_string)) {
 			v = json_object_get_string(val);
 			vl = (size_t)json_object_get_string_len(val);

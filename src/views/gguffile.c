@@ -79,7 +79,7 @@ static tfs_err put_u(char **b, size_t *n, size_t *cap, uint64_t v, unsigned byte
 
 static int is_split_key(const struct tfs_kv *kv)
 {
-	return kv->klen >= 6 && memcmp(kv->key, "split.", 6) == 0;
+	return tfs_kv_is_split_key(kv->key, kv->klen);
 }
 
 static uint64_t pad(uint64_t v, uint64_t a)

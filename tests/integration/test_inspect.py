@@ -105,3 +105,66 @@ def test_empty_and_wide_names_align(tmp):
     # the dtype column starts at the same terminal column on every row
     assert len({cols(s) for s in shown}) == 1, rows
     assert [s.rstrip() for s in shown[1:]] == ["''", "ascii.weight", "日本語の重み", "e\u0301cole", "\\x27\\x27"]
+
+
+def old_text_rule(b):
+    """What tensorfs took for text before: eight bytes each printable,
+    a tab or line end, or 0x80 and above."""
+    return all(0x20 <= c < 0x7f or c in (9, 10, 13) or c >= 0x80 for c in b[:8])
+
+
+def test_binary_data_is_not_called_text(tmp):
+    """Random bytes, a raw float32 dump and a mounted tensor's file are not
+    "a text file" (bytes of 0x80 and more count as text only inside valid
+    UTF-8); a UTF-8 text file still is."""
+    import numpy as np
+    from tfsutil import EXIT_FORMAT, mounted
+    rnd = np.random.default_rng(6).bytes(4096)
+    floats = np.full(1024, -1234.5678, "<f4").tobytes()
+    assert old_text_rule(rnd) and old_text_rule(floats)  # what used to be "a text file"
+    paths = []
+    for name, data in (("random.dat", rnd), ("weights.f32", floats)):
+        paths.append(os.path.join(tmp, name))
+        open(paths[-1], "wb").write(data)
+    st = os.path.join(tmp, "m.safetensors")
+    write_st(st, [("w", "F32", [1024], floats)])
+    with mounted(st) as mnt:
+        for p in paths + [os.path.join(mnt, "w")]:
+            r = inspect(p)
+            assert r.returncode == EXIT_FORMAT, (p, r.stderr)
+            assert r.stderr.count("\n") == 1 and p in r.stderr, r.stderr
+            assert "text" not in r.stderr, r.stderr
+    txt = os.path.join(tmp, "notes.safetensors")
+    open(txt, "w", encoding="utf-8").write("Gewichte für das Modell: ß, é, 中文, ✓\n" * 20)
+    r = inspect(txt)
+    assert r.returncode == EXIT_FORMAT and "this is a text file, not safetensors" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["pickle", "zip", "random"])
+def test_format_is_chosen_by_content_then_name(kind, tmp):
+    """The same bytes get the same message whatever their name (.pt, .pth,
+    .bin, none): a bare pickle and a zip that is not a checkpoint are the
+    PyTorch reader's; bytes no reader knows go to the reader the name
+    points at, so .pt and .pth are PyTorch's as .bin is."""
+    import pickle
+    import zipfile
+    from tfsutil import EXIT_FORMAT
+    if kind == "pickle":
+        data = pickle.dumps({"w": [1.0, 2.0]}, protocol=2)
+        want, names = "a bare pickle, not a torch.save zip archive", ["x.pt", "x.pth", "x.bin", "x", "x.pkl"]
+    elif kind == "zip":
+        z = os.path.join(tmp, "z")
+        with zipfile.ZipFile(z, "w") as zf:
+            zf.writestr("notes.txt", "hello")
+        data = open(z, "rb").read()
+        want, names = "a zip archive but not a PyTorch checkpoint", ["x.pt", "x.pth", "x.bin", "x.zip"]
+    else:
+        data = bytes(range(256)) * 16
+        want, names = "not a PyTorch checkpoint: neither a zip archive", ["x.pt", "x.pth", "x.bin"]
+    for name in names:
+        p = os.path.join(tmp, name)
+        open(p, "wb").write(data)
+        r = inspect(p)
+        assert r.returncode == EXIT_FORMAT, (name, r.stderr)
+        assert r.stderr == f"tensorfs: {p}: {r.stderr.split(': ', 2)[2]}" and r.stderr.count("\n") == 1
+        assert want in r.stderr, (name, r.stderr)

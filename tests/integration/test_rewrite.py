@@ -150,6 +150,24 @@ def test_split_gguf_merged(tmp):
     assert r.returncode == 0 and "split" not in r.stdout
 
 
+def test_split_gguf_exports_without_split_keys(tmp):
+    """model.safetensors (and the re-sharded files) of a split GGUF drop
+    the parts' split.* keys as model.gguf does: the file is the whole
+    model, not part 1 of 3 (it kept the first part's split.no 0)."""
+    d = os.path.join(tmp, "split")
+    os.mkdir(d)
+    for k in range(3):
+        kv = [("general.architecture", G.STR, "llama"), ("split.no", G.U16, k), ("split.count", G.U16, 3),
+              ("split.tensors.count", G.I32, 3)]
+        t = [(f"blk.{k}.w", G.ID["F32"], [4], np.full(4, k, "<f4").tobytes())]
+        open(os.path.join(d, f"m-{k + 1:05d}-of-00003.gguf"), "wb").write(G.build(kv, t))
+    with mounted(d, "-o", "export,max_shard_size=1G") as mnt:
+        for gen in ("model.safetensors", "__shards__/model.safetensors"):
+            meta = st_header(os.path.join(mnt, gen))[0]["__metadata__"]
+            assert not any(k.startswith("split.") for k in meta), (gen, meta)
+            assert "llama" in meta["general.architecture"], meta
+
+
 def test_gguf_only_for_typed_metadata(tmp):
     """A safetensors model gets model.safetensors and no model.gguf."""
     p = os.path.join(tmp, "a.safetensors")

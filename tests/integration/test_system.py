@@ -144,6 +144,28 @@ def man_section(man, name):
     return man.split(f"\n.SH {name}\n", 1)[1].split("\n.SH ", 1)[0]
 
 
+def test_man_page_formats_are_true(tmp):
+    """What the man page says of PyTorch files holds: the zip format is
+    read, the legacy format and a bare pickle are refused (the page used
+    to say "zip and legacy"), whatever the name (.bin, .pt, .pth)."""
+    import pickle
+    import re
+    from tfsutil import EXIT_FORMAT
+    desc = man_section(man_text(), "DESCRIPTION")
+    formats = re.sub(r"\\f[BIRP]|\n", " ", desc.split("Formats:", 1)[1].split("\n.PP\n", 1)[0])
+    assert "zip and legacy" not in formats
+    assert re.search(r"legacy format .* refused", formats), formats
+    assert ".bin" in formats and ".pt" in formats and ".pth" in formats
+    legacy = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."  # torch.save before 1.6
+    bare = pickle.dumps({"w": 1}, protocol=2)
+    for data, want in ((legacy, "legacy format"), (bare, "a bare pickle")):
+        for ext in (".bin", ".pt", ".pth"):
+            p = os.path.join(tmp, "m" + ext)
+            open(p, "wb").write(data)
+            r = run(["--inspect", p])
+            assert r.returncode == EXIT_FORMAT and want in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
 def test_man_page_agrees_with_help():
     """docs/tensorfs.1 names every -o option --help names and no other,
     every exit status, every environment variable, and --version's
@@ -221,6 +243,44 @@ def test_bash_completion(tmp):
     assert complete(["tensorfs", "mod"], tmp) == ["model.safetensors"]
     assert complete(["tensorfs", "model.safetensors", "mn"], tmp) == ["mnt"]
     assert complete(["tensorfs", "-o", "edits=mod"], tmp) == ["edits=model.safetensors"]
+
+
+def help_options():
+    """The -o keys (with '=' when they take a value) and the dashed options
+    that --help lists, read from it independently of the completion: the
+    name column of every line of the -o list ("uid=N, gid=N" names two),
+    and every -x/--xx of the usage lines and of the option lines."""
+    import re
+    help_ = help_text()
+    block = help_.split("-o opt[,opt...]", 1)[1].split("\n", 1)[1].split("\n\n")[0]
+    keys = set()
+    for line in block.splitlines():
+        m = re.match(r"^ {7}(\S.*?)(?: {2,}|$)", line)
+        for item in (m.group(1).split(", ") if m else []):
+            k = re.match(r"([a-z_]+)(=?)", item)
+            if k:
+                keys.add(k.group(1) + k.group(2))
+    usage = help_.split("\n\n", 1)[0]
+    opt_lines = "\n".join(l for l in help_.splitlines() if re.match(r"^ {4}-", l))
+    dashed = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", usage + "\n" + opt_lines))
+    return keys, dashed
+
+
+def test_bash_completion_offers_exactly_the_options_of_help(tmp):
+    """Every -o key and every dashed option --help lists, and nothing else:
+    the completion offered 'tensorfs' (a usage line) as an -o key and never
+    gid= (the second key of 'uid=N, gid=N')."""
+    import shutil
+    from tfsutil import BIN
+    if os.path.basename(BIN) != "tensorfs":
+        shutil.copy(BIN, os.path.join(tmp, "tensorfs"))
+    keys, dashed = help_options()
+    assert {"uid=", "gid=", "layout=", "export", "cache_dir=", "allow_other"} <= keys and "tensorfs" not in keys
+    assert {"-o", "--inspect", "--verify", "--xxh64", "--json", "--stats", "-h", "--help"} <= dashed
+    assert set(complete(["tensorfs", "-o", ""], tmp)) == keys
+    assert set(complete(["tensorfs", "-o", "export,"], tmp)) == {"export," + k for k in keys}
+    assert set(complete(["tensorfs", "-"], tmp)) == dashed
+    assert complete(["tensorfs", "-o", "gi"], tmp) == ["gid="]
 
 
 def test_make_install_puts_manual_and_completion(tmp):
