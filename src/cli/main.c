@@ -347,6 +347,7 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
+	tfs_cli_hide_secrets(argc, argv);
 	const struct tfs_format *input = NULL;
 	if (c.input && !(input = tfs_format_find(c.input))) {
 		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),
