@@ -220,7 +220,7 @@ class FleetCache:
         if not os.path.exists(NGINX):
             missing("nginx (Debian's nginx-light)")
         self.origin = origin
-        self.env = {"FLEET_CACHE_USER": "root", "FLEET_CACHE_SLICE": "1m", **env}
+        self.env = {"FLEET_CACHE_USER": "root", **env}
         self.dir = tempfile.mkdtemp(prefix="tfs-fleet-")
         self.port = free_port()
 

@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from servers import FleetCache, FwdProxy, HubDouble, Nginx, Proc, S3Double
+from servers import FleetCache as ShippedCache, FwdProxy, HubDouble, Nginx, S3Double
 from tfsutil import EXIT_SOURCE, EXIT_USAGE, daemon_pids, mounted, run, write_st
 
 MiB = 1 << 20
@@ -35,6 +35,12 @@ SIGNED = ('secure_link $arg_md5,$arg_expires; '
 # A cached slice is revalidated after this long: the staleness bound the
 # replaced-object test waits out (docs/fleet.md: at most this plus 1 s).
 VALID_S = 2
+
+
+def FleetCache(origin, **env):
+    """The shipped cache with slices of 1 MiB: a shard of a few MiB is
+    several slices."""
+    return ShippedCache(origin, **{"FLEET_CACHE_SLICE": "1m", **env})
 
 
 def checkpoint(d, seed=0, shards=4, per=3, size=MiB - 4096):
@@ -295,7 +301,7 @@ def test_origin_object_replaced_mid_read(tmp):
 
 
 def test_the_recipe_refuses_what_it_cannot_serve(tmp):
-    run_ = FleetCache.RUN
+    run_ = ShippedCache.RUN
     for args, msg in [(["ftp://x/", "1", tmp], "http:// or https://"),
                       (["http://u:p@h/", "1", tmp], "credentials"),
                       (["https://huggingface.co/sub", "1", tmp], "no path"),
