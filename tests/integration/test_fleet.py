@@ -162,8 +162,9 @@ def hub_fleet(tmp, hf_env):
 
 def test_four_nodes_behind_the_cache_from_the_hub(hub_fleet):
     hub, cdn = hub_fleet, hub_fleet.cdn
-    with FleetCache(hub.endpoint, FLEET_CACHE_HUB="1") as cache:
+    with FleetCache(hub.endpoint, FLEET_CACHE_HUB="1", FLEET_CACHE_VALID="1s") as cache:
         four_nodes("hf://org/fleet", hub.tensors, "-o", f"hf_endpoint={cache.endpoint}")
+        filled = time.time()
         sent = origin_bytes(cdn, cdn.ports["signed"])
         lfs = sum(os.path.getsize(os.path.join(hub.dir, f)) for f in os.listdir(hub.dir)
                   if f.endswith(".safetensors"))
@@ -187,6 +188,12 @@ def test_four_nodes_behind_the_cache_from_the_hub(hub_fleet):
         # for with HEAD, to pin it, and the cache sends that to the commit)
         seen = [s for s in hub.seen() if "/resolve/" in s["path"]]
         assert seen and all(f"/resolve/{COMMIT}/" in s["path"] for s in seen if s["method"] == "GET"), seen
+        # a file at a commit is kept past FLEET_CACHE_VALID: it never changes
+        time.sleep(max(0, filled + 2.2 - time.time()))
+        req = urllib.request.Request(resolve_url(cache, "org/fleet", "model-00001-of-00004.safetensors"),
+                                     headers={"Range": "bytes=0-9"})
+        with urllib.request.urlopen(req, timeout=20) as r:
+            assert r.headers["X-Cache-Status"] == "HIT"
 
 
 def resolve_url(cache, repo, name):
