@@ -183,7 +183,7 @@ def test_four_nodes_behind_the_cache_from_the_hub(hub_fleet):
         r = run(["--verify", "-o", f"hf_endpoint={cache.endpoint}", "hf://org/fleet"])
         assert r.returncode == 0, r.stdout + r.stderr
         # the shards against their LFS sha256 (the X-Linked-Etag the cache kept)
-        assert "4 checked, 0 mismatched" in r.stderr
+        assert "4 checked, 0 mismatched" in r.stderr and "X-Linked-Etag" not in r.stderr, r.stderr
         # the bytes were resolved at the commit only (a branch is asked
         # for with HEAD, to pin it, and the cache sends that to the commit)
         seen = [s for s in hub.seen() if "/resolve/" in s["path"]]
@@ -194,6 +194,30 @@ def test_four_nodes_behind_the_cache_from_the_hub(hub_fleet):
                                      headers={"Range": "bytes=0-9"})
         with urllib.request.urlopen(req, timeout=20) as r:
             assert r.headers["X-Cache-Status"] == "HIT"
+
+
+def test_a_cache_that_drops_the_lfs_hash_is_named(tmp, hf_env):
+    """In front of the Hub, a cache or proxy that does not pass
+    X-Linked-Etag on (not the shipped recipe) takes the LFS sha256 from
+    --verify: tensorfs says so in one line, and the bytes stay right."""
+    root = os.path.join(tmp, "cdn")
+    tensors = checkpoint(os.path.join(root, "fleet"), shards=2, per=1)
+    with Nginx(root, extra_servers={"signed": SIGNED}) as cdn:
+        repos = {"org/fleet": {"refs": {"main": COMMIT}, "commits": {COMMIT: "fleet"}, "cdn": "signed"}}
+        # (one page of listing: a plain proxy would pass the Hub's next-page
+        # link on as it is, which tensorfs refuses as another host's)
+        with HubDouble(hub_config(tmp, root, cdn.url("signed").rstrip("/"), repos, page_size=1000)) as hub:
+            drop = {"drop": f"proxy_pass {hub.endpoint}; proxy_hide_header X-Linked-Etag;"}
+            with Nginx(root, extra_servers=drop) as mid:
+                endpoint = mid.url("drop").rstrip("/")
+                r = run(["--verify", "-o", f"hf_endpoint={endpoint}", "hf://org/fleet"])
+                assert r.returncode == 0, r.stderr
+                lines = [l for l in r.stderr.splitlines() if "X-Linked-Etag" in l]
+                assert len(lines) == 1 and f"{endpoint} gives no X-Linked-Etag" in lines[0], r.stderr
+                with mounted("hf://org/fleet", "-o", f"hf_endpoint={endpoint}") as m:
+                    for n, raw in tensors.items():
+                        with open(os.path.join(m, n), "rb") as f:
+                            assert f.read() == raw
 
 
 def resolve_url(cache, repo, name):
