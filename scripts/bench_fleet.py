@@ -13,9 +13,7 @@ the fleet back to back.
 """
 
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 

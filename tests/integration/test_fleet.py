@@ -9,7 +9,6 @@ import errno
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -20,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from servers import FleetCache as ShippedCache, FwdProxy, HubDouble, Nginx, S3Double
+from servers import FaultProxy, FleetCache as ShippedCache, FwdProxy, HubDouble, Nginx, S3Double
 from tfsutil import EXIT_SOURCE, EXIT_USAGE, daemon_pids, mounted, run, write_st
 
 MiB = 1 << 20
@@ -122,6 +121,28 @@ def test_four_nodes_behind_the_cache_over_http(tmp):
         assert all(r["range"].startswith("bytes=") for r in ng.requests() if r["status"] == 206)
         assert sent <= 1.25 * total_size(d), f"the origin sent {sent} bytes for {total_size(d)}"
         assert sent >= total_size(d)
+        # If-Match is checked against the cache's copy
+        url = cache.url("model-00002-of-00004.safetensors")
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Range": "bytes=0-9"}), timeout=20) as r:
+            etag = r.headers["ETag"]
+        assert http_status(url, rng="bytes=0-9", if_match=etag)[0] == 206
+        assert http_status(url, rng="bytes=0-9", if_match='"another"')[0] == 412
+
+
+def test_retries_behind_the_cache(tmp):
+    """The origin failing (503, a reset) reaches tensorfs through the cache,
+    which keeps no error: retried, and every byte right."""
+    d = os.path.join(tmp, "www")
+    tensors = checkpoint(d, shards=2, per=2)
+    with Nginx(d) as ng, FaultProxy(ng.ports["plain"]) as fp, FleetCache(fp.url().rstrip("/")) as cache:
+        with mounted(cache.url("model.safetensors.index.json")) as m:
+            fp.faults({"match": "model-", "fault": "status", "status": 503, "times": 2},
+                      {"match": "model-", "fault": "reset", "after": 3000, "times": 2})
+            for n, raw in tensors.items():
+                with open(os.path.join(m, n), "rb") as f:
+                    assert f.read() == raw
+            counters = os.getxattr(m, "user.counters").decode()
+            assert " retries=0 " not in counters, counters
 
 
 def hub_config(tmp, root, cdn, repos, **extra):
@@ -224,9 +245,13 @@ def resolve_url(cache, repo, name):
     return cache.url(f"{repo}/resolve/{COMMIT}/{name}")
 
 
-def http_status(url, token=None, rng="bytes=0-99"):
-    req = urllib.request.Request(url, headers={"Range": rng, **({"Authorization": f"Bearer {token}"}
-                                                                if token else {})})
+def http_status(url, token=None, rng="bytes=0-99", if_match=None):
+    headers = {"Range": rng}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if if_match:
+        headers["If-Match"] = if_match
+    req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, r.read()
@@ -246,7 +271,8 @@ def test_gated_repositories_are_not_opened_to_the_network(hub_fleet):
         assert http_status(url)[0] == 401
         assert http_status(url, "hf_someone_else")[0] == 401
         os.environ["HF_TOKEN"] = TOKEN
-        with mounted("hf://org/gated/" + name, "-o", f"hf_endpoint={cache.endpoint}") as m:
+        os.environ["HF_ENDPOINT"] = cache.endpoint  # as -o hf_endpoint= elsewhere
+        with mounted("hf://org/gated/" + name) as m:
             with open(os.path.join(m, "layers.0.weight"), "rb") as f:
                 assert f.read() == hub.tensors["layers.0.weight"]
     with FleetCache(hub.endpoint, FLEET_CACHE_HUB="1", FLEET_CACHE_AUTH="refuse") as cache:
