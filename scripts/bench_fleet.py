@@ -1,7 +1,7 @@
 """make bench rows for a fleet behind the shipped cache (issue 39): the 1 GiB
 sharded checkpoint of the stream rows (scripts/bench_stream.py) on Debian's
 nginx capping every connection at 62.5 MiB/s, with contrib/fleet-cache/run
-(its defaults: 4 MiB slices) in front of it on 127.0.0.1, a fresh cache in
+(its defaults: 8 MiB slices) in front of it on 127.0.0.1, a fresh cache in
 every repetition. bench.py runs them; each repetition runs the baseline and
 the fleet back to back.
 
