@@ -37,6 +37,7 @@ _tensorfs_ovalues()
 	case $key in
 	input) _tensorfs_help "$bin" | sed -n 's/.*Formats: \(.*\)\./\1/p' | tr -d ',' ;;
 	convert) echo "f32 none" ;;
+	proxy) echo "http:// https://" ;;
 	*) case $line in *'|'*) echo "${line//|/ }" ;; esac ;;
 	esac
 }

@@ -16,6 +16,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   gguf-ttfb, gguf-cp, gguf-memory  see scripts/bench_rewrite.py
   verify-sha, verify-xxh, stats, diff-cmp, diff-read, picture, picture-hist   see scripts/bench_know.py
   stream1, stream4, waste, waste-rand, stream-memory, warm, s3-stream   see scripts/bench_stream.py
+  fleet-speed, fleet-origin   see scripts/bench_fleet.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
 
@@ -438,12 +439,16 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # rewrites with no copy (issue 27); gguf-memory: peak RSS for 40 GB / for 1 GiB
            "gguf-ttfb": ("<=", 2.0, 2.0), "gguf-cp": (">=", 0.5, 0.8), "gguf-memory": ("<=", 1.5, 1.5),
            # pictures (issue 28): no target; a picture's time / reading its tensor
-           "picture": None, "picture-hist": None}
+           "picture": None, "picture-hist": None,
+           # a fleet behind the shipped cache (issue 39): 4 mounts' throughput / one mount's
+           # from the capped origin; origin bytes / checkpoint bytes
+           "fleet-speed": (">=", 2.0, 2.0), "fleet-origin": ("<=", 1.25, 1.1)}
 FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
 KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read", "picture", "picture-hist"}
 REWRITE_ROWS = {"gguf-ttfb", "gguf-cp", "gguf-memory"}
 STREAM_ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
+FLEET_ROWS = {"fleet-speed", "fleet-origin"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
 
@@ -453,14 +458,15 @@ def main():
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
                     "stream1,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
-                    "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory,picture,picture-hist")
+                    "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory,picture,picture-hist,"
+                    "fleet-speed,fleet-origin")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
     a = ap.parse_args()
     want = set(a.rows.split(","))
     os.makedirs(DIR, exist_ok=True)
-    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS:
+    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS - FLEET_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
     if want & {"read1", "read2", "read1-null"}:
@@ -493,6 +499,9 @@ def main():
     if want & REWRITE_ROWS:
         import bench_rewrite
         rows += bench_rewrite.rows(sys.modules[__name__], a.reps, want)
+    if want & FLEET_ROWS:
+        import bench_fleet
+        rows += bench_fleet.rows(sys.modules[__name__], a.reps, want)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))

@@ -17,6 +17,7 @@ PKGS=(
   libgdk-pixbuf2.0-bin            # gdk-pixbuf-thumbnailer, the file managers' PNG thumbnailer, in a test
   xxhash                          # xxh64sum, the baseline of make bench's hash rows
   nginx-light libnginx-mod-http-echo  # a real HTTP server for the remote tests
+  ca-certificates                 # contrib/fleet-cache checks https origins (and its tests the Hub's) against them
   curl                            # baselines in make bench
   aria2                           # the downloader baseline of the stream rows (make bench)
   python3 python3-pytest python3-numpy  # integration tests

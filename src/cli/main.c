@@ -356,6 +356,7 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
+	tfs_cli_hide_secrets(argc, argv);
 	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
 		goto out_args;
 	const struct tfs_format *input = NULL;

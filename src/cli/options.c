@@ -59,6 +59,45 @@ static char *take_source(char *arg, char **shown)
 	return copy;
 }
 
+/* The -o options whose value is a URL that may hold a password. (One
+ * small place until every URL-valued option says so itself.) */
+static const char *const secret_url_opts[] = {"proxy", NULL};
+
+/* One item of an -o list, [p, end): its URL's password masked in place
+ * when the item is one of secret_url_opts, as SOURCE's is. */
+static void hide_item(char *p, char *end)
+{
+	for (const char *const *k = secret_url_opts; *k; k++) {
+		size_t kl = strlen(*k), n = (size_t)(end - p);
+		if (n <= kl || strncmp(p, *k, kl) != 0 || p[kl] != '=')
+			continue;
+		char *v = strndup(p + kl + 1, n - kl - 1);
+		if (!v)
+			return;
+		tfs_source_hide(v); /* stars over the password: the length stays */
+		memcpy(p + kl + 1, v, strlen(v));
+		free(v);
+	}
+}
+
+void tfs_cli_hide_secrets(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char *list = NULL;
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+			list = argv[++i];
+		else if (strncmp(argv[i], "-o", 2) == 0)
+			list = argv[i] + 2;
+		for (char *p = list; p && *p;) {
+			char *q = p;
+			while (*q && *q != ',')
+				q += q[0] == '\\' && q[1] ? 2 : 1; /* libfuse's "\," is a comma in a value */
+			hide_item(p, q);
+			p = *q ? q + 1 : q;
+		}
+	}
+}
+
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;

@@ -75,6 +75,10 @@ extern const struct fuse_opt tfs_cli_opts[];
  * options, SOURCE and MOUNTPOINT (and diff's B). */
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out);
 void tfs_cli_usage(FILE *f);
+/* After parsing: the passwords of URLs in -o options (-o proxy=) masked
+ * in argv itself, which every local user can read in /proc for the life
+ * of the mount, as SOURCE's are. */
+void tfs_cli_hide_secrets(int argc, char **argv);
 /* EXIT_OK, or EXIT_USAGE with one line said. */
 int tfs_cli_check_settings(const struct cli *c, struct settings *s);
 /* The options against each other, before anything else: an unknown one,

@@ -40,6 +40,7 @@ struct hf_store {
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
+	int said_no_oid;      /* the line of no_lfs_oid(), said once */
 	pthread_mutex_t lock; /* relocations (files open in parallel) */
 	struct relocation *relocations;
 };
@@ -150,6 +151,9 @@ struct head {
 	char commit[64];
 	int has_size;
 	uint64_t size;
+	/* X-Linked-Size came (the Hub stores the file with LFS) without an
+	 * X-Linked-Etag: something on the way dropped the latter */
+	int lfs, linked_etag;
 };
 
 /* HEAD of a file at the Hub, following its relative redirects (a renamed
@@ -213,6 +217,8 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 				h->has_size = 1;
 				h->size = rs.linked_size;
 			}
+			h->lfs |= rs.has_linked_size;
+			h->linked_etag |= *rs.linked_etag != 0;
 			if (*rs.repo_commit && !*h->commit)
 				snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
 			if (!same_origin(hs, url))
@@ -226,6 +232,8 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 			h->has_size = 1;
 			h->size = rs.has_linked_size ? rs.linked_size : rs.length;
 		}
+		h->lfs |= rs.has_linked_size;
+		h->linked_etag |= *rs.linked_etag != 0;
 		if (*rs.repo_commit && !*h->commit)
 			snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
 		break;
@@ -342,6 +350,21 @@ static void lfs_oid(struct tfs_source *s)
 	}
 }
 
+/* An LFS file (the Hub said its X-Linked-Size) whose answer had no
+ * X-Linked-Etag: a cache or proxy in front of the Hub dropped it. The
+ * bytes are still pinned by their ETag, but --verify cannot check them
+ * against the LFS oid: said once, rather than let --verify pass over them
+ * in silence. */
+static void no_lfs_oid(struct hf_store *hs, const char *name)
+{
+	if (__atomic_exchange_n(&hs->said_no_oid, 1, __ATOMIC_RELAXED))
+		return;
+	char path[TFS_QPATH_MAX], q[TFS_QPATH_MAX];
+	snprintf(path, sizeof path, "%s%s", hs->base.prefix ? hs->base.prefix : "", name);
+	tfs_log("%s: warning: %s gives no X-Linked-Etag (the LFS sha256) for this LFS file; a cache or proxy in front of the Hub that drops it? --verify cannot check such files against the Hub's hash",
+		tfs_quote_path(q, sizeof q, path), hs->endpoint);
+}
+
 static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 {
 	struct relocation *r = ctx;
@@ -362,7 +385,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	snprintf(full, n, "%s%s", hs->root, name);
 	char *loc = resolve_url(hs, hs->commit, full);
-	int has_size = 0;
+	int has_size = 0, lfs = 0;
 	uint64_t size = 0;
 	for (size_t i = 0; hs->listed && i < hs->files.n; i++)
 		if (strcmp(hs->files.name[i], full) == 0) {
@@ -400,6 +423,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	} else {
 		struct head h;
 		e = head_file(hs, hs->commit, full, &h, d);
+		lfs = !e && h.lfs && !h.linked_etag;
 		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
 			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s",
 				     h.commit, full, hs->commit);
@@ -437,8 +461,11 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		}
 		free(h.url);
 	}
-	if (!e)
+	if (!e) {
 		lfs_oid(*out);
+		if (lfs)
+			no_lfs_oid(hs, name);
+	}
 	free(local);
 	free(loc);
 	free(full);

@@ -450,6 +450,12 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	uint64_t mib = rq->has_range || rq->iov ? (rq->whole_ok ? rq->off + rq->len : rq->len) >> 20
 						: rq->body_max >> 20;
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
+	if (policy.proxy)
+		curl_easy_setopt(h, CURLOPT_PROXY, policy.proxy);
+	/* Our headers (a token, a SigV4 signature) are the origin's: never in
+	 * a CONNECT to the proxy (libcurl's default since 7.42.1, said here
+	 * on purpose). */
+	curl_easy_setopt(h, CURLOPT_HEADEROPT, (long)CURLHEADER_SEPARATE);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tensorfs/" TFS_VERSION);
@@ -582,10 +588,15 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 				  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
 				  : c == CURLE_OPERATION_TIMEDOUT                            ? "it timed out"
 											     : NULL;
+		/* libcurl's words name the proxy's address, or the origin's,
+		 * without saying which. */
+		char via[TFS_HTTP_URL_MAX + 32] = "";
+		if (policy.proxy_shown && *policy.proxy_shown)
+			snprintf(via, sizeof via, " (through the proxy %s)", policy.proxy_shown);
 		if (how)
-			tfs_fail(d, TFS_ERR_OPEN, "%s (%s)", how, lib);
+			tfs_fail(d, TFS_ERR_OPEN, "%s (%s)%s", how, lib, via);
 		else
-			tfs_fail(d, TFS_ERR_OPEN, "%s", lib);
+			tfs_fail(d, TFS_ERR_OPEN, "%s%s", lib, via);
 		/* A name that does not resolve will not resolve on retry. */
 		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_NONAME : TFS_HTTP_NET;
 	}
@@ -736,7 +747,8 @@ tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, 
 		*fail = f;
 		if (f == TFS_HTTP_OK)
 			return TFS_OK;
-		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted()) {
+		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted() ||
+		    (rq->hopeless && rq->hopeless(rq->arg, rs))) {
 			/* The tries made are part of what happened. */
 			if (n > 0 && !tfs_http_aborted()) {
 				char msg[sizeof d->msg];

@@ -65,6 +65,11 @@ struct tfs_http_req {
 	void (*progress)(void *arg, uint64_t n);
 	void *arg;
 	uint64_t *in_place;
+	/* Asked before each retry, with the failed try's answer (a 206
+	 * whose body was cut, a 503...): non-zero ends the tries at once,
+	 * for a caller that knows no try can succeed (the file changed since
+	 * it was pinned). Optional; gets arg. */
+	int (*hopeless)(void *arg, const struct tfs_http_resp *rs);
 	char **body;
 	size_t *bodylen;
 	size_t body_max;
@@ -111,6 +116,11 @@ struct tfs_http_policy {
 	unsigned retries;       /* after the first attempt */
 	unsigned stall_seconds; /* no byte for this long: the attempt fails */
 	unsigned connect_seconds;
+	/* The forward proxy of every request (-o proxy=): NULL leaves it to
+	 * libcurl, which reads http_proxy, https_proxy, all_proxy and
+	 * no_proxy as curl does; "" is none, whatever the environment says. */
+	const char *proxy;
+	const char *proxy_shown; /* the same without its password, for messages */
 };
 
 /* Process-wide settings (the drivers set them from -o retries=, timeout=). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "sources/cache.h"
@@ -19,6 +20,8 @@ const struct tfs_opt_spec tfs_remote_opts[] = {
 	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N"},
 	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE"},
 	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL},
+	{"proxy", 1, "remote sources: every request through this HTTP proxy (else http_proxy, https_proxy)",
+	 "URL"},
 	{NULL, 0, NULL, NULL},
 };
 
@@ -29,6 +32,58 @@ static int parse_uint(const char *s, unsigned max, unsigned *v)
 		return -1;
 	*v = (unsigned)x;
 	return 0;
+}
+
+/* An http:// or https:// URL with a host (after any user:password@). */
+static int proxy_url_ok(const char *url)
+{
+	const char *host = strncasecmp(url, "http://", 7) == 0    ? url + 7
+			   : strncasecmp(url, "https://", 8) == 0 ? url + 8
+								  : NULL;
+	if (!host)
+		return 0;
+	const char *end = host + strcspn(host, "/?#");
+	for (const char *p = host; p < end; p++)
+		if (*p == '@')
+			host = p + 1;
+	return host < end;
+}
+
+/* -o proxy=URL: an HTTP forward proxy, or "" for none. Its password is
+ * shown nowhere: messages get it redacted as SOURCE is, and the command
+ * line masks it in argv (cli/options.c, tfs_cli_hide_secrets). */
+static tfs_err set_proxy(const char *url, struct tfs_http_policy *p, struct tfs_diag *d)
+{
+	static char *proxy, *shown;
+	char red[TFS_HTTP_URL_MAX];
+	/* (Only an http(s) URL is redacted as SOURCE is: of anything else,
+	 * no more than its scheme is shown.) */
+	if (*url && (strlen(url) >= TFS_HTTP_URL_MAX || !proxy_url_ok(url)))
+		return tfs_fail(
+			d, TFS_ERR_INVAL,
+			"-o proxy= takes an HTTP proxy's URL (http://HOST:PORT or https://HOST:PORT), not %s%.*s",
+			strstr(url, "://") ? "a " : "that value",
+			strstr(url, "://") ? (int)(strstr(url, "://") - url + 3) : 0, url);
+	tfs_source_redact(url, red, sizeof red);
+	for (const char *c = url; *c; c++)
+		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+			return tfs_fail(d, TFS_ERR_INVAL,
+					"-o proxy= cannot hold spaces or control characters");
+	if (!proxy || strcmp(proxy, url) != 0) {
+		char *np = strdup(url), *ns = strdup(red);
+		if (!np || !ns) {
+			free(np);
+			free(ns);
+			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		}
+		free(proxy);
+		free(shown);
+		proxy = np;
+		shown = ns;
+	}
+	p->proxy = proxy;
+	p->proxy_shown = shown;
+	return TFS_OK;
 }
 
 tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
@@ -42,6 +97,12 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 		return tfs_fail(d, TFS_ERR_INVAL, "-o timeout= takes seconds from 1 to 3600, not '%s'", t);
 	if (t)
 		p.connect_seconds = p.stall_seconds < 10 ? p.stall_seconds : 10;
+	const char *px = tfs_opts_get(o, "proxy");
+	if (px) {
+		tfs_err e = set_proxy(px, &p, d);
+		if (e)
+			return e;
+	}
 	tfs_http_set_policy(&p);
 	return tfs_cache_configure(o, d);
 }
@@ -113,9 +174,11 @@ static int other_version(const struct remote *r, const struct tfs_http_resp *rs)
 }
 
 struct pinned {
-	const struct remote *r;
+	struct remote *r;
 	void (*progress)(void *arg, uint64_t n);
 	void *arg;
+	uint64_t off, len;
+	const uint64_t *in_place;
 };
 
 static int refuse_other(void *arg, const struct tfs_http_resp *rs)
@@ -130,12 +193,59 @@ static void progress(void *arg, uint64_t n)
 		p->progress(p->arg, n);
 }
 
+static int no_retry(void *arg, const struct tfs_http_resp *rs)
+{
+	(void)arg;
+	(void)rs;
+	return 1;
+}
+
+/* Before a retry of a read: hopeless once the file is known to have
+ * changed (logged once; its reads fail at once from then on), or found
+ * to have changed where the try was cut after its 206 began: a cache
+ * that keeps a file in slices (nginx's) cuts a range running from a slice
+ * of the old version into one of the new, rather than answer 412, and
+ * every retry would be cut there again (four tries, ten seconds). One
+ * byte at the cut, asked with If-Match, says which. */
+static int hopeless(void *arg, const struct tfs_http_resp *rs)
+{
+	struct pinned *p = arg;
+	struct remote *r = p->r;
+	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
+		return 1;
+	if (rs->status != 206 || !p->in_place)
+		return 0;
+	uint64_t at = p->off + (*p->in_place < p->len ? *p->in_place : p->len - 1);
+	char *url = url_now(r);
+	if (!url)
+		return 0;
+	unsigned char byte;
+	struct tfs_http_req rq;
+	struct tfs_http_resp ck;
+	enum tfs_http_fail f;
+	struct tfs_diag d;
+	fill_req(r, &rq, url);
+	rq.has_range = 1;
+	rq.off = at;
+	rq.len = 1;
+	rq.buf = &byte;
+	rq.buflen = 1;
+	rq.hopeless = no_retry;
+	tfs_err e = tfs_http_fetch(&rq, &ck, &f, &d);
+	free(url);
+	if ((!e && other_version(r, &ck)) || (e && f == TFS_HTTP_STATUS && ck.status == 412)) {
+		log_changed(r);
+		return 1;
+	}
+	return 0;
+}
+
 static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off, uint64_t len,
 		     void (*on_progress)(void *arg, uint64_t n), void *arg)
 {
 	struct remote *r = ctx;
-	struct pinned pin = {r, on_progress, arg};
 	uint64_t in_place = 0; /* across a relocation too */
+	struct pinned pin = {r, on_progress, arg, off, len, &in_place};
 	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
 		return TFS_ERR_IO; /* said once already; nothing of it is served now */
 	struct tfs_http_req rq;
@@ -156,6 +266,7 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 		rq.progress = progress;
 		rq.arg = &pin;
 		rq.in_place = &in_place;
+		rq.hopeless = hopeless;
 		tfs_err e = tfs_http_fetch(&rq, &rs, &f, &d);
 		free(url);
 		if ((!e && other_version(r, &rs)) || (e && f == TFS_HTTP_REFUSED)) {
@@ -177,7 +288,7 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 		}
 		if (f == TFS_HTTP_STATUS && rs.status == 412) {
 			log_changed(r);
-		} else if (f != TFS_HTTP_ABORTED) {
+		} else if (f != TFS_HTTP_ABORTED && !__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED)) {
 			char q[TFS_QPATH_MAX];
 			tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
 				(unsigned long long)off, (unsigned long long)(off + len - 1), d.msg);
@@ -207,7 +318,7 @@ static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
 			   struct tfs_diag *d)
 {
 	struct remote *r = ctx;
-	struct pinned pin = {r, on_progress, arg};
+	struct pinned pin = {.r = r, .progress = on_progress, .arg = arg};
 	struct tfs_iov v = {.p = buf, .len = (size_t)len, .fd = -1};
 	struct tfs_http_req rq;
 	struct tfs_http_resp rs;

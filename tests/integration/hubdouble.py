@@ -29,16 +29,23 @@ usage: hubdouble.py CONFIG.json (prints its port, then serves). CONFIG:
                           "tamper": true (optional, with "cdn": "self": the CDN
                                  serves the LFS files with their last byte
                                  flipped, under the ETag of the true bytes)}},
+                          "cdn": "signed" (optional: LFS files from the nginx CDN
+                                 under a URL signed for "sign_ttl" seconds (nginx's
+                                 secure_link: md5 of expires, path, a nonce that
+                                 changes on every resolve, and "cdn_secret"), with
+                                 X-Linked-Etag the file's SHA-256, as the Hub)}},
    "renamed": {"old/name": "org/name"}}
-GET /__seen lists every request: its path and whether it carried the token.
+GET /__seen lists every request: its method, path and whether it carried the token.
 """
 
+import base64
 import hashlib
 import json
 import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 
 import loopback
@@ -71,6 +78,22 @@ def files_of(commit_dir):
     return out
 
 
+NONCE = [0]
+
+
+def signed_url(commit_dir, path):
+    """The CDN's URL of a file, valid for sign_ttl seconds, its signature
+    new on every call (nginx's secure_link_md5 "$secure_link_expires$uri$arg_n SECRET")."""
+    uri = f"/{commit_dir}/{path}"
+    expires = int(time.time()) + CONFIG.get("sign_ttl", 60)
+    with LOCK:
+        NONCE[0] += 1
+        n = NONCE[0]
+    digest = hashlib.md5(f"{expires}{uri}{n} {CONFIG['cdn_secret']}".encode()).digest()
+    sig = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+    return f"{CONFIG['cdn']}{urllib.parse.quote(uri)}?n={n}&expires={expires}&md5={sig}"
+
+
 class Handler(loopback.Handler):
 
 
@@ -101,7 +124,7 @@ class Handler(loopback.Handler):
     def handle_any(self, head):
         url = urllib.parse.urlsplit(self.path)
         with LOCK:
-            SEEN.append({"path": url.path, "auth": self.headers.get("Authorization") is not None,
+            SEEN.append({"method": self.command, "path": url.path, "auth": self.headers.get("Authorization") is not None,
                          "token_ok": self.headers.get("Authorization") == f"Bearer {CONFIG['token']}"})
         if url.path == "/__seen":
             with LOCK:
@@ -204,6 +227,11 @@ class Handler(loopback.Handler):
             cdn = f"http://127.0.0.1:{self.server.server_address[1]}/__cdn/{name}/{sha}/{urllib.parse.quote(path)}"
             return self.send(302, b"", dict(common, **{
                 "Location": cdn, "X-Linked-Etag": oid, "X-Linked-Size": str(size),
+                "ETag": '"%s"' % git_oid(full)}), head)
+        if path.endswith(LFS) and repo.get("cdn") == "signed":
+            return self.send(302, b"", dict(common, **{
+                "Location": signed_url(repo["commits"][sha], path), "X-Linked-Size": str(size),
+                "X-Linked-Etag": '"%s"' % hashlib.sha256(open(full, "rb").read()).hexdigest(),
                 "ETag": '"%s"' % git_oid(full)}), head)
         if path.endswith(LFS):
             cdn = f"{CONFIG['cdn']}/{repo['commits'][sha]}/{urllib.parse.quote(path)}"

@@ -86,7 +86,7 @@ class Nginx:
             "events { worker_connections 1024; }",
             "http {",
             "  log_format tfs '$request_method\t$uri\t$status\t$body_bytes_sent\t$http_range\t"
-            "$http_if_match\t$http_authorization\t$server_port\t$http_user_agent';",
+            "$http_if_match\t$http_authorization\t$server_port\t$http_user_agent\t$bytes_sent';",
             f"  access_log {self.log} tfs;",
             "  sendfile on; keepalive_requests 100000;",
         ]
@@ -127,7 +127,7 @@ class Nginx:
     def requests(self):
         """The access log so far: one dict per request ("-" for a header
         the request did not have)."""
-        keys = ("method", "uri", "status", "bytes", "range", "if_match", "auth", "port", "agent")
+        keys = ("method", "uri", "status", "bytes", "range", "if_match", "auth", "port", "agent", "sent")
         out = []
         if not os.path.exists(self.log):
             return out
@@ -136,6 +136,7 @@ class Nginx:
                 # nginx writes a quote in a logged header as \x22
                 r = dict(zip(keys, line.rstrip("\n").replace("\\x22", '"').split("\t")))
                 r["status"], r["bytes"], r["port"] = int(r["status"]), int(r["bytes"]), int(r["port"])
+                r["sent"] = int(r["sent"])  # headers and body
                 out.append(r)
         return out
 
@@ -205,6 +206,63 @@ class HubDouble(Proc):
     @property
     def endpoint(self):
         return f"http://127.0.0.1:{self.port}"
+
+
+class FleetCache:
+    """The shipped fleet cache (contrib/fleet-cache/run) in front of
+    `origin`, on a free port of 127.0.0.1, its slices in a temporary
+    directory; env: its FLEET_CACHE_* knobs. Stopped with SIGTERM, as the
+    recipe says."""
+
+    RUN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "contrib", "fleet-cache", "run")
+
+    def __init__(self, origin, **env):
+        if not os.path.exists(NGINX):
+            missing("nginx (Debian's nginx-light)")
+        self.origin = origin
+        self.env = {"FLEET_CACHE_USER": "root", **env}
+        self.dir = tempfile.mkdtemp(prefix="tfs-fleet-")
+        self.port = free_port()
+
+    def __enter__(self):
+        self.err = open(os.path.join(self.dir, "stderr"), "w+")
+        self.proc = subprocess.Popen([self.RUN, self.origin, f"127.0.0.1:{self.port}", os.path.join(self.dir, "c")],
+                                     env=dict(os.environ, **self.env), stdout=subprocess.DEVNULL, stderr=self.err)
+        wait_port(self.port, self.proc)
+        return self
+
+    def __exit__(self, *a):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self):
+        """What nginx said on its stderr so far."""
+        self.err.flush()
+        with open(self.err.name) as f:
+            return f.read()
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path=""):
+        return f"{self.endpoint}/{path}"
+
+
+class FwdProxy(Proc):
+    """fwdproxy.py, wanting `creds` (USER:PASSWORD) as Proxy-Authorization."""
+
+    def __init__(self, creds=None):
+        super().__init__("fwdproxy.py", creds or "-")
+
+    def url(self, creds=None):
+        return f"http://{creds + '@' if creds else ''}127.0.0.1:{self.port}"
 
 
 S3RVER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "npm", "s3rver", "node_modules",

@@ -34,17 +34,21 @@ def test_relative_mountpoint_unmounts(tmp, how):
     the test's own: the daemon keeps absolute paths, so every way of ending
     it leaves a usable directory, not a dead mount."""
     fuse_ok()
+    # a name of this test's own: daemon_pids() finds daemons by their
+    # command line, and the other tests of this kind may run beside it
+    # (pytest -n 2) with a relative mount point too
+    mp = f"mp-{how}"
     work = os.path.join(tmp, "work")
-    os.makedirs(os.path.join(work, "mp"))
+    os.makedirs(os.path.join(work, mp))
     checkpoint(work)
     assert os.getcwd() != work
-    r = subprocess.run([BIN, "model.safetensors", "mp"], cwd=work, capture_output=True,
+    r = subprocess.run([BIN, "model.safetensors", mp], cwd=work, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    mnt = os.path.join(work, "mp")
+    mnt = os.path.join(work, mp)
     assert is_mounted(mnt)
     assert open(os.path.join(mnt, "w"), "rb").read() == b"wxyz"
-    pids = daemon_pids("mp")
+    pids = daemon_pids(mp)
     assert len(pids) == 1
     end(how, pids[0], mnt)
     assert wait_gone(pids[0]), "the daemon did not exit"
@@ -71,33 +75,34 @@ def test_relative_mountpoint_unmounts_unprivileged(tmp, how):
 
 
 def unprivileged(tmp, how):
+    mp = f"mpu-{how}"  # of its own, as above
     work = os.path.join(tmp, "work")
-    os.makedirs(os.path.join(work, "mp"))
+    os.makedirs(os.path.join(work, mp))
     checkpoint(work)
     node = os.path.join(tmp, "fuse-node")
     dev = os.stat("/dev/fuse").st_rdev
     os.mknod(node, 0o666 | 0o020000, dev)
     os.chmod(node, 0o666)
-    for p in (tmp, work, os.path.join(work, "mp")):
+    for p in (tmp, work, os.path.join(work, mp)):
         os.chown(p, 65534, 65534)
         os.chmod(p, 0o755)
     os.chown(os.path.join(work, "model.safetensors"), 65534, 65534)
     if how == "fusermount3":
-        stop = "setpriv --reuid=65534 --regid=65534 --clear-groups fusermount3 -u \"$PWD/mp\""
+        stop = f"setpriv --reuid=65534 --regid=65534 --clear-groups fusermount3 -u \"$PWD/{mp}\""
     else:
         stop = f"kill -{how} $pid"
     script = f"""
 set -e
 mount --bind {node} /dev/fuse
 cd {work}
-setpriv --reuid=65534 --regid=65534 --clear-groups {BIN} model.safetensors mp
-grep -q " $PWD/mp fuse.tensorfs .*user_id=65534" /proc/self/mounts
-setpriv --reuid=65534 --regid=65534 --clear-groups cat mp/w; echo
-pid=$(pgrep -u 65534 -f '^[^ ]*tensorfs model.safetensors mp$')
+setpriv --reuid=65534 --regid=65534 --clear-groups {BIN} model.safetensors {mp}
+grep -q " $PWD/{mp} fuse.tensorfs .*user_id=65534" /proc/self/mounts
+setpriv --reuid=65534 --regid=65534 --clear-groups cat {mp}/w; echo
+pid=$(pgrep -u 65534 -f '^[^ ]*tensorfs model.safetensors {mp}$')
 {stop}
 for i in $(seq 200); do kill -0 $pid 2>/dev/null && [ "$(ps -o stat= -p $pid)" != Z ] || break; sleep 0.05; done
-if grep -q " $PWD/mp " /proc/self/mounts; then echo STILL-MOUNTED; exit 1; fi
-ls -A mp; echo listed
+if grep -q " $PWD/{mp} " /proc/self/mounts; then echo STILL-MOUNTED; exit 1; fi
+ls -A {mp}; echo listed
 """
     r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                        capture_output=True, text=True, timeout=60)
