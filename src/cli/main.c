@@ -117,6 +117,8 @@ static void say_index_only(const struct tfs_model *model)
 static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
 {
 	int rc = tool_args(c, rest);
+	if (rc == EXIT_OK)
+		rc = tfs_cli_absolute(c, 0);
 	if (rc != EXIT_OK)
 		return rc;
 	struct tfs_model model;
@@ -347,6 +349,8 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
+	if ((rc = tfs_cli_secrets(&c, argc, argv)) != EXIT_OK)
+		goto out_args;
 	const struct tfs_format *input = NULL;
 	if (c.input && !(input = tfs_format_find(c.input))) {
 		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),

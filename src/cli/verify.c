@@ -15,6 +15,7 @@
 #include "cli/daemon.h"
 #include "cli/manifest.h"
 #include "core/json.h"
+#include "core/userfile.h"
 #include "views/digest.h"
 #include "views/sums.h"
 #include "views/tree.h"
@@ -24,32 +25,14 @@
 
 static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tfs_diag *d)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return tfs_fail(d, TFS_ERR_INVAL, "cannot open the manifest: %s", strerror(errno));
-	size_t len = 0, cap = 1 << 16;
-	char *text = malloc(cap + 1);
-	tfs_err e = TFS_OK;
-	for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {
-		len += got;
-		if (len == cap) {
-			char *t = cap < MANIFEST_MAX ? realloc(text, 2 * cap + 1) : NULL;
-			if (!t) {
-				e = cap < MANIFEST_MAX
-					    ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory")
-					    : tfs_fail(d, TFS_ERR_INVAL, "the manifest is over 1 GiB");
-				break;
-			}
-			text = t;
-			cap *= 2;
-		}
-	}
-	if (!e && (!text || ferror(f)))
-		e = text ? tfs_fail(d, TFS_ERR_INVAL, "cannot read the manifest")
-			 : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	fclose(f);
-	if (!e)
-		e = tfs_manifest_parse(text, len, m, d);
+	char *text;
+	size_t len;
+	struct tfs_diag od;
+	tfs_err e = tfs_file_read(NULL, path, MANIFEST_MAX, &text, &len, &od);
+	if (e)
+		return tfs_fail(d, e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL, "cannot open the manifest: %s",
+				od.msg);
+	e = tfs_manifest_parse(text, len, m, d);
 	free(text);
 	return e;
 }

@@ -10,15 +10,16 @@
 #include "sources/cache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
-	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE"},
-	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR"},
-	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE"},
-	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N"},
-	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)", "SECONDS"},
-	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N"},
-	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE"},
-	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL},
-	{NULL, 0, NULL, NULL},
+	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE", 0},
+	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR", TFS_OPT_PATH},
+	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE", 0},
+	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N", 0},
+	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)",
+	 "SECONDS", 0},
+	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N", 0},
+	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE", 0},
+	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int parse_uint(const char *s, unsigned max, unsigned *v)

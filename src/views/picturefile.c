@@ -174,8 +174,8 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 }
 
 static const struct tfs_opt_spec opts[] = {
-	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL},
-	{NULL, 0, NULL, NULL},
+	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int wanted(const struct tfs_tree_opts *o)
