@@ -125,6 +125,10 @@ tfs_err tfs_source_open_within(const char *path, const char *within, struct tfs_
 		return tfs_fail(d, e, "is a directory, not a checkpoint file");
 	if (e == TFS_ERR_NOTREG)
 		return tfs_fail(d, e, "is not a regular file (a device, pipe or socket cannot be mounted)");
+	/* A link refused is the source unreadable (exit 3), not a usage
+	 * error; open_inside keeps TFS_ERR_INVAL: not shown. */
+	if (e == TFS_ERR_INVAL && !within)
+		return TFS_ERR_OPEN;
 	if (e)
 		return e;
 	s = calloc(1, sizeof *s);
