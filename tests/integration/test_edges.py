@@ -205,16 +205,23 @@ def test_relative_token_file(hub, tmp):
         assert open(os.path.join(mnt, "w"), "rb").read() == b"v1"
 
 
-@pytest.mark.parametrize("var", ["HF_HOME", "HF_HUB_CACHE"])
+# Each variable, relative, and where the Hugging Face cache then is.
+HF_CACHE_VARS = {"HF_HOME": ("hfh", "hfh/hub"), "HF_HUB_CACHE": ("hfh/hub", "hfh/hub"),
+                 "XDG_CACHE_HOME": ("xdg", "xdg/huggingface/hub"), "HOME": ("home", "home/.cache/huggingface/hub")}
+
+
+@pytest.mark.parametrize("var", sorted(HF_CACHE_VARS))
 def test_relative_hugging_face_cache(tmp, var):
-    """HF_HOME or HF_HUB_CACHE relative, offline, -o originals: files the
-    daemon opens after it moved to / come from the caller's cache."""
-    hub_dir = os.path.join(tmp, "hfh", "hub")
+    """HF_HOME, HF_HUB_CACHE, XDG_CACHE_HOME or HOME relative, offline,
+    -o originals: files the daemon opens after it moved to / come from the
+    caller's cache."""
+    value, where = HF_CACHE_VARS[var]
+    hub_dir = os.path.join(tmp, where)
     st = os.path.join(tmp, "src.safetensors")
     model(tmp, "src.safetensors", b"cached")
     hf_cache(hub_dir, "org/cached", C1, {"model.safetensors": open(st, "rb").read(),
                                          "config.json": b'{"from": "cache"}'})
-    env = clean_env(tmp, HF_HUB_OFFLINE="1", **{var: "hfh" if var == "HF_HOME" else "hfh/hub"})
+    env = clean_env(tmp, HF_HUB_OFFLINE="1", **{var: value})
     mp = mountpoint(tmp)
     with background(["-o", "originals", "hf://org/cached", mp], cwd=tmp, env=env) as (mnt, _, _):
         assert open(os.path.join(mnt, "w"), "rb").read() == b"cached"
