@@ -14,6 +14,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "core/userfile.h"
+
 /* Once detached the daemon has no terminal: its warnings go to syslog. */
 static int log_syslog;
 /* -d: libfuse's debug lines (every request and reply) go out too. */
@@ -34,18 +36,20 @@ void tfs_log_verbose(int on)
 	log_verbose = on;
 }
 
-int tfs_log_open_file(const char *path)
+tfs_err tfs_log_open_file(const char *path, struct tfs_diag *d)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+	int fd;
+	tfs_err e = tfs_file_append("-o logfile", path, &fd, d);
+	if (e)
+		return e;
+	FILE *f = fdopen(fd, "a");
 	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
+		close(fd);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	setvbuf(f, NULL, _IOLBF, 0);
 	log_file = f;
-	return 0;
+	return TFS_OK;
 }
 
 /* One line out: the log file, syslog once detached, or stderr. */

@@ -25,9 +25,10 @@ void tfs_log_cb(enum fuse_log_level level, const char *fmt, va_list ap);
 void tfs_log_debug(int on);
 /* -o verbose: info lines too. */
 void tfs_log_verbose(int on);
-/* -o logfile=PATH: every line appended there (made 0600 if new); -1 when
- * it cannot be opened (errno says why). */
-int tfs_log_open_file(const char *path);
+/* -o logfile=PATH: every line appended there. Opened as
+ * tfs_file_append opens (not through a link, only the mounting user's
+ * own regular file, made 0600), or one line in d. */
+tfs_err tfs_log_open_file(const char *path, struct tfs_diag *d);
 /* The core's info sink (tfs_log_set_info): the terminal while the mount
  * command has one, else the log with -o verbose. */
 void tfs_log_info_line(const char *line);

@@ -120,6 +120,8 @@ static void say_index_only(const struct tfs_model *model)
 static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
 {
 	int rc = tool_args(c, rest);
+	if (rc == EXIT_OK)
+		rc = tfs_cli_absolute(c, 0);
 	if (rc != EXIT_OK)
 		return rc;
 	struct tfs_model model;
@@ -356,7 +358,8 @@ int main(int argc, char **argv)
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
 	}
-	tfs_cli_hide_secrets(argc, argv);
+	if ((rc = tfs_cli_secrets(&c, argc, argv)) != EXIT_OK)
+		goto out_args;
 	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
 		goto out_args;
 	const struct tfs_format *input = NULL;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "core/format.h"
+#include "core/url.h"
+#include "core/userfile.h"
 #include "views/view.h"
 
 #define CLI_OPT(t, p, v)                                                                                     \
@@ -52,50 +54,16 @@ const struct fuse_opt tfs_cli_opts[] = {
 static char *take_source(char *arg, char **shown)
 {
 	char *copy = strdup(arg);
+	/* A URL's user:password@ is left out of every message too. */
+	if (!tfs_source_is_path(arg) && tfs_url_secret(arg) != 0) {
+		free(copy);
+		return NULL;
+	}
 	*shown = malloc(strlen(arg) + 1);
 	if (*shown)
 		tfs_source_redact(arg, *shown, strlen(arg) + 1);
 	tfs_source_hide(arg);
 	return copy;
-}
-
-/* The -o options whose value is a URL that may hold a password. (One
- * small place until every URL-valued option says so itself.) */
-static const char *const secret_url_opts[] = {"proxy", NULL};
-
-/* One item of an -o list, [p, end): its URL's password masked in place
- * when the item is one of secret_url_opts, as SOURCE's is. */
-static void hide_item(char *p, char *end)
-{
-	for (const char *const *k = secret_url_opts; *k; k++) {
-		size_t kl = strlen(*k), n = (size_t)(end - p);
-		if (n <= kl || strncmp(p, *k, kl) != 0 || p[kl] != '=')
-			continue;
-		char *v = strndup(p + kl + 1, n - kl - 1);
-		if (!v)
-			return;
-		tfs_source_hide(v); /* stars over the password: the length stays */
-		memcpy(p + kl + 1, v, strlen(v));
-		free(v);
-	}
-}
-
-void tfs_cli_hide_secrets(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		char *list = NULL;
-		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-			list = argv[++i];
-		else if (strncmp(argv[i], "-o", 2) == 0)
-			list = argv[i] + 2;
-		for (char *p = list; p && *p;) {
-			char *q = p;
-			while (*q && *q != ',')
-				q += q[0] == '\\' && q[1] ? 2 : 1; /* libfuse's "\," is a comma in a value */
-			hide_item(p, q);
-			p = *q ? q + 1 : q;
-		}
-	}
 }
 
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
@@ -176,7 +144,8 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	case 1:
 		/* Kept from fuse_parse_cmdline, which would refuse a bad mount
 		 * point with its own message and exit code. */
-		c->mountpoint = arg;
+		if (!(c->mountpoint = strdup(arg)))
+			c->nomem = 1;
 		return 0;
 	default:
 		c->bad_extra = 1;
@@ -324,7 +293,7 @@ int tfs_cli_check_flags(const struct cli *c)
 }
 
 /* EXIT_OK, or EXIT_USAGE with one line said. */
-int tfs_cli_check_settings(const struct cli *c, struct settings *s)
+int tfs_cli_check_settings(struct cli *c, struct settings *s)
 {
 	s->uid = getuid();
 	s->gid = getgid();
@@ -344,6 +313,11 @@ int tfs_cli_check_settings(const struct cli *c, struct settings *s)
 			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
 		return EXIT_USAGE;
 	}
+	/* Every path named, absolute before anything opens it: the daemon
+	 * works from / once detached. */
+	int rc = tfs_cli_absolute(c, 1);
+	if (rc != EXIT_OK)
+		return rc;
 	/* A name, as sshfs takes it (an fstab line is easier to read so). */
 	if (c->uid && parse_id(c->uid, &s->uid)) {
 		struct passwd *pw = getpwnam(c->uid);
@@ -377,10 +351,9 @@ int tfs_cli_check_settings(const struct cli *c, struct settings *s)
 			c->max_shard);
 		return EXIT_USAGE;
 	}
-	if (c->logfile && tfs_log_open_file(c->logfile) != 0) {
-		char q[TFS_QPATH_MAX];
-		fprintf(stderr, "tensorfs: -o logfile=%s: cannot open it: %s\n",
-			tfs_quote_path(q, sizeof q, c->logfile), strerror(errno));
+	struct tfs_diag d;
+	if (c->logfile && tfs_log_open_file(c->logfile, &d) != TFS_OK) {
+		fprintf(stderr, "tensorfs: %s\n", d.msg);
 		return EXIT_USAGE;
 	}
 	tfs_log_verbose(c->verbose);
@@ -409,12 +382,124 @@ int tfs_cli_check_settings(const struct cli *c, struct settings *s)
 	return EXIT_OK;
 }
 
+/* ---- what the user names: secrets and paths ---- */
+
+static const struct tfs_opt_spec *opt_spec(const char *name, size_t len)
+{
+	const struct tfs_opt_spec *s = tfs_source_opt(name, len);
+	return s ? s : tfs_view_opt(name, len);
+}
+
+/* The URL options' passwords in one -o list of argv, masked in place
+ * (libfuse's escapes kept: "\," is not the end of a value). */
+static void hide_in_list(char *s)
+{
+	for (char *p = s; *p;) {
+		char *seg = p;
+		while (*p && *p != ',')
+			p += p[0] == '\\' && p[1] ? 2 : 1;
+		char *eq = memchr(seg, '=', (size_t)(p - seg));
+		const struct tfs_opt_spec *spec = eq ? opt_spec(seg, (size_t)(eq - seg)) : NULL;
+		if (spec && (spec->kind & TFS_OPT_URL))
+			tfs_url_hide_n(eq + 1, (size_t)(p - eq - 1));
+		if (*p)
+			p++;
+	}
+}
+
+int tfs_cli_secrets(const struct cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+			hide_in_list(argv[++i]);
+		else if (strncmp(argv[i], "-o", 2) == 0)
+			hide_in_list(argv[i] + 2);
+	}
+	int r = 0;
+	for (size_t i = 0; i < c->driver_opts.n; i++) {
+		const char *k = c->driver_opts.key[i];
+		const struct tfs_opt_spec *spec = opt_spec(k, strlen(k));
+		if (spec && (spec->kind & TFS_OPT_URL))
+			r |= tfs_url_secret(c->driver_opts.val[i]);
+	}
+	const struct tfs_opt_spec *e;
+	for (size_t k = 0; (e = tfs_source_env_at(k)); k++)
+		if ((e->kind & TFS_OPT_URL) && getenv(e->name))
+			r |= tfs_url_secret(getenv(e->name));
+	if (r)
+		fprintf(stderr,
+			"tensorfs: more than %d URLs with a user:password@: too many to keep out of messages\n",
+			TFS_URL_SECRETS_MAX);
+	return r ? EXIT_USAGE : EXIT_OK;
+}
+
+/* *p made absolute in place (a malloc'd string, or a copy of argv's). */
+static int absolute(const char *what, char **p, int owned)
+{
+	char *abs;
+	struct tfs_diag d;
+	if (!*p || !**p)
+		return 0;
+	if (tfs_path_absolute(what, *p, &abs, &d)) {
+		fprintf(stderr, "tensorfs: %s\n", d.msg);
+		return -1;
+	}
+	if (owned)
+		free(*p);
+	*p = abs;
+	return 0;
+}
+
+int tfs_cli_absolute(struct cli *c, int mount)
+{
+	int r = 0;
+	if (tfs_source_is_path(c->source)) {
+		r |= absolute("SOURCE ", (char **)&c->source, 1);
+		free(c->shown);
+		c->shown = strdup(c->source);
+	}
+	if (c->source_b && tfs_source_is_path(c->source_b)) {
+		r |= absolute("B ", (char **)&c->source_b, 1);
+		free(c->shown_b);
+		c->shown_b = strdup(c->source_b);
+	}
+	if (mount || c->verify)
+		r |= absolute(mount ? "MOUNTPOINT " : "MANIFEST ", &c->mountpoint, 1);
+	r |= absolute("-o edits", &c->edits, 1);
+	r |= absolute("-o logfile", &c->logfile, 1);
+	for (size_t i = 0; i < c->driver_opts.n; i++) {
+		const char *k = c->driver_opts.key[i];
+		const struct tfs_opt_spec *spec = opt_spec(k, strlen(k));
+		char what[80];
+		snprintf(what, sizeof what, "-o %s", k);
+		if (spec && (spec->kind & TFS_OPT_PATH))
+			r |= absolute(what, &c->driver_opts.val[i], 1);
+	}
+	/* The environment the drivers read: the daemon's own copy. */
+	const struct tfs_opt_spec *e;
+	for (size_t k = 0; (e = tfs_source_env_at(k)); k++) {
+		char *v = getenv(e->name);
+		if (!(e->kind & TFS_OPT_PATH) || !v || !*v || *v == '/')
+			continue;
+		if (absolute(e->name, &v, 0) != 0)
+			r = -1;
+		else if (setenv(e->name, v, 1) != 0)
+			c->nomem = 1;
+		if (v != getenv(e->name))
+			free(v);
+	}
+	if (!r && (!c->shown || (c->source_b && !c->shown_b)))
+		c->nomem = 1;
+	return r ? EXIT_USAGE : c->nomem ? EXIT_INTERNAL : EXIT_OK;
+}
+
 void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args)
 {
 	free((char *)c->source);
 	free(c->shown);
 	free((char *)c->source_b);
 	free(c->shown_b);
+	free(c->mountpoint);
 	free(fo->mountpoint);
 	free(c->uid);
 	free(c->gid);

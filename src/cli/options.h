@@ -24,7 +24,7 @@ enum {
 struct cli {
 	const char *source; /* a copy: argv's own is scrubbed (take_source) */
 	char *shown;        /* SOURCE without credentials, for messages */
-	const char *mountpoint;
+	char *mountpoint;   /* a copy; --verify's MANIFEST */
 	int nonopt;
 	int strict;
 	int direct_io;
@@ -75,12 +75,21 @@ extern const struct fuse_opt tfs_cli_opts[];
  * options, SOURCE and MOUNTPOINT (and diff's B). */
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out);
 void tfs_cli_usage(FILE *f);
-/* After parsing: the passwords of URLs in -o options (-o proxy=) masked
- * in argv itself, which every local user can read in /proc for the life
- * of the mount, as SOURCE's are. */
-void tfs_cli_hide_secrets(int argc, char **argv);
-/* EXIT_OK, or EXIT_USAGE with one line said. */
-int tfs_cli_check_settings(const struct cli *c, struct settings *s);
+/* EXIT_OK, or EXIT_USAGE with one line said. Makes the paths absolute
+ * (tfs_cli_absolute) first. */
+int tfs_cli_check_settings(struct cli *c, struct settings *s);
+/* Right after parsing: the password of every URL option (TFS_OPT_URL)
+ * masked in argv, and every URL's user:password@ (options and the
+ * environment the drivers declare) left out of messages from now on.
+ * EXIT_OK, or the exit code with one line said. */
+int tfs_cli_secrets(const struct cli *c, int argc, char **argv);
+/* Every path the user named made absolute against the working directory,
+ * once, before anything opens it: SOURCE and B when they are local paths,
+ * MOUNTPOINT (mount) or --verify's MANIFEST, -o edits=, -o logfile=, the
+ * drivers' path options (TFS_OPT_PATH) and the environment variables
+ * they declare as paths (set again, absolute). EXIT_OK, or the exit code
+ * with one line said. */
+int tfs_cli_absolute(struct cli *c, int mount);
 /* The options against each other, before anything else: an unknown one,
  * a tool's flag without its tool. EXIT_OK, or EXIT_USAGE with one line. */
 int tfs_cli_check_flags(const struct cli *c);

@@ -17,6 +17,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/names.h"
+#include "core/userfile.h"
 #include "views/digest.h"
 #include "views/sums.h"
 #include "views/tree.h"
@@ -28,9 +29,18 @@
  * (cli/manifest.h): its text is never held whole. */
 static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tfs_diag *d)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return tfs_fail(d, TFS_ERR_INVAL, "cannot open the manifest: %s", strerror(errno));
+	int fd;
+	struct stat st;
+	struct tfs_diag od;
+	tfs_err oe = tfs_file_open(NULL, path, MANIFEST_MAX, NULL, &fd, &st, &od);
+	if (oe)
+		return tfs_fail(d, oe == TFS_ERR_NOMEM ? oe : TFS_ERR_INVAL, "cannot open the manifest: %s",
+				od.msg);
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
 	size_t bsz = 1u << 16, len = 0, got;
 	char *buf = malloc(bsz), *line = malloc(TFS_MANIFEST_LINE_MAX + 1);
 	uint64_t total = 0;

@@ -13,6 +13,7 @@
 #include "core/jscan.h"
 #include "core/json.h"
 #include "core/kv.h"
+#include "core/userfile.h"
 
 /* A key as messages show it: quoted, escaped, cut short (a key may hold
  * a newline; a message is one line). */
@@ -45,41 +46,13 @@ void tfs_edits_free(struct tfs_edits *ed)
 	free(ed);
 }
 
-static char *read_all(const char *file, size_t *len, struct tfs_diag *d, tfs_err *e)
+static char *read_all(const char *path, size_t *len, struct tfs_diag *d, tfs_err *e)
 {
-	char qp[TFS_QPATH_MAX];
-	const char *path = tfs_quote_path(qp, sizeof qp, file);
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	char *buf = NULL;
-	*e = TFS_OK;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: cannot read it: %s", path, strerror(errno));
-	} else if (!S_ISREG(st.st_mode)) {
-		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: not a regular file", path);
-	} else if ((uint64_t)st.st_size > EDITS_MAX) {
-		*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: %llu bytes; an edits file is at most %u MiB",
-			      path, (unsigned long long)st.st_size, EDITS_MAX >> 20);
-	} else if (!(buf = malloc((size_t)st.st_size + 1))) {
-		*e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	} else {
-		size_t got = 0;
-		ssize_t r = 1;
-		while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
-			got += (size_t)r;
-		if (r < 0)
-			*e = tfs_fail(d, TFS_ERR_INVAL, "-o edits=%s: cannot read it: %s", path,
-				      strerror(errno));
-		buf[got] = 0;
-		*len = got;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (*e) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
+	char *buf;
+	*e = tfs_file_read("-o edits", path, EDITS_MAX, &buf, len, d);
+	if (*e && *e != TFS_ERR_NOMEM)
+		*e = TFS_ERR_INVAL; /* the user's own file: a usage error */
+	return *e ? NULL : buf;
 }
 
 /* Whether an array's elements are all of one plain kind. */

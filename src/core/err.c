@@ -1,5 +1,6 @@
 #include "core/err.h"
 
+#include "core/url.h"
 #include "core/utf8.h"
 
 #include <stdio.h>
@@ -27,6 +28,7 @@ void tfs_log_info(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
+	tfs_url_scrub(line);
 	info_sink(line);
 }
 
@@ -56,6 +58,7 @@ void tfs_log(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
+	tfs_url_scrub(line);
 	if (log_sink)
 		log_sink(line);
 	else
@@ -91,8 +94,12 @@ const char *tfs_err_str(tfs_err e)
 
 tfs_err tfs_vfail(struct tfs_diag *d, tfs_err e, const char *fmt, va_list ap)
 {
-	if (d)
+	if (d) {
 		vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+		/* A URL's password never reaches a message, however it got
+		 * into one (an endpoint in a "no answer", curl's own words). */
+		tfs_url_scrub(d->msg);
+	}
 	return e;
 }
 

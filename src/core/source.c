@@ -131,6 +131,27 @@ void tfs_source_hide(char *spec)
 		d->hide(spec);
 }
 
+int tfs_source_is_path(const char *spec)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	return d && d->spec_is_path;
+}
+
+const struct tfs_opt_spec *tfs_source_env_at(size_t k)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *s = tfs_source_drivers[i]->env; s && s->name; s++) {
+			int seen = 0; /* drivers share HOME, the proxies... */
+			for (size_t j = 0; j < i && !seen; j++)
+				for (const struct tfs_opt_spec *t = tfs_source_drivers[j]->env; t && t->name;
+				     t++)
+					seen |= strcmp(t->name, s->name) == 0;
+			if (!seen && k-- == 0)
+				return s;
+		}
+	return NULL;
+}
+
 int tfs_source_changed(struct tfs_source *s)
 {
 	struct tfs_identity now;

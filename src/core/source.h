@@ -148,8 +148,12 @@ void tfs_source_close(struct tfs_source *s);
 int tfs_source_changed(struct tfs_source *s);
 
 /* A local file as a source (the file driver's), for drivers that find a
- * file on disk (a cache). */
+ * file on disk (a cache): opened as core/userfile.h opens what a user
+ * names (a regular file; no FIFO can block it). within: NULL, or the
+ * directory the file must lie in once links are followed (open_inside). */
 tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d);
+tfs_err tfs_source_open_within(const char *path, const char *within, struct tfs_source **out,
+			       struct tfs_diag *d);
 
 /* A source over bytes in memory (not copied), for tests and the fuzzer. */
 tfs_err tfs_source_open_mem(const void *data, size_t len, const char *name, struct tfs_source **out);
@@ -183,11 +187,25 @@ int tfs_opt_number(const char *s, int sizes, uint64_t max, uint64_t *v);
 tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val);
 void tfs_opts_free(struct tfs_opts *o);
 
+/* What an option's value (or an environment variable) is, declared where
+ * the option is: the command line then handles every such value one way,
+ * before anything reads it. */
+enum {
+	/* A local path: made absolute against the caller's working directory
+	 * before anything checks or opens it (the daemon works from /). */
+	TFS_OPT_PATH = 1,
+	/* A URL that may hold user:password@: the password masked in argv
+	 * (/proc/PID/cmdline), the user:password@ left out of every message
+	 * and log line (core/url.h). */
+	TFS_OPT_URL = 2,
+};
+
 struct tfs_opt_spec {
 	const char *name;
 	int takes_value;
 	const char *help;  /* one line for --help */
 	const char *value; /* its value's name in --help (SIZE, DIR...) */
+	unsigned kind;     /* TFS_OPT_PATH, TFS_OPT_URL, or 0 */
 };
 
 /* The option named name[0..len) among those at(0), at(1)... list (until
@@ -220,6 +238,14 @@ struct tfs_store_ops {
 	 * diag line says what failed, without the name (the caller adds it).
 	 * Safe to call from several threads at once. */
 	tfs_err (*open)(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d);
+	/* As open, for a file shown byte for byte to whoever may read the
+	 * mount (-o originals, with allow_other every local user): only when
+	 * it lies, once every symbolic link is followed, inside the store's
+	 * own directory tree (TFS_ERR_INVAL otherwise). A cloned repository
+	 * can hold tokenizer.json -> /root/secret. Optional: NULL where the
+	 * store holds no links of anyone else's making (remote stores). */
+	tfs_err (*open_inside)(struct tfs_store *st, const char *name, struct tfs_source **out,
+			       struct tfs_diag *d);
 	/* Lists directory `dir` of the store ("" for its root), one level. */
 	tfs_err (*list)(struct tfs_store *st, const char *dir, struct tfs_dirlist *out, struct tfs_diag *d);
 	void (*close)(struct tfs_store *st);
@@ -278,6 +304,14 @@ struct tfs_source_driver {
 	 * password as stars, as curl does): argv is readable by every local
 	 * user for the life of the mount. */
 	void (*hide)(char *spec);
+	/* SOURCE is a local path (made absolute before anything opens it),
+	 * not a URL. */
+	int spec_is_path;
+	/* The environment variables it reads that name a local path or a URL
+	 * (HF_HOME, AWS_CONFIG_FILE, HF_ENDPOINT...), with their kind
+	 * (TFS_OPT_PATH, TFS_OPT_URL), NULL-terminated by name: handled as
+	 * options of that kind are. Optional. */
+	const struct tfs_opt_spec *env;
 };
 
 /* The mount is up, in the process that serves it: the sources' work in the
@@ -313,6 +347,11 @@ int tfs_sources_warm(uint64_t *done, uint64_t *total);
 #define TFS_SPEC_SHOWN_MAX 8192
 void tfs_source_redact(const char *spec, char *out, size_t n);
 void tfs_source_hide(char *spec);
+/* Whether spec names a local path (its driver's spec_is_path). */
+int tfs_source_is_path(const char *spec);
+/* The k-th environment variable a driver reads that names a path or a URL,
+ * each once; NULL past the last. */
+const struct tfs_opt_spec *tfs_source_env_at(size_t k);
 
 /* The registered drivers (sources/registry.c), the last one claiming any
  * SOURCE that is not a URL (local paths). */

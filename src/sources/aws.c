@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/jscan.h"
+#include "core/userfile.h"
 
 #define AWS_FILE_MAX (1u << 20)
 
@@ -76,7 +77,17 @@ struct want {
 	const char *section; /* the profile's section in this file */
 	int found;
 	char key[256], secret[256], token[4096], region[64];
+	const char *too_long; /* a value that does not fit: refused, never cut */
 };
+
+static void keep(struct want *w, char *dst, size_t n, const char *name, const char *value)
+{
+	size_t l = strlen(value);
+	if (l >= n)
+		w->too_long = name;
+	else
+		memcpy(dst, value, l + 1);
+}
 
 static tfs_err take(void *ctx, const char *section, const char *key, const char *value)
 {
@@ -86,40 +97,48 @@ static tfs_err take(void *ctx, const char *section, const char *key, const char 
 	w->found = 1;
 	/* The last value of a key wins, as in the AWS tools. */
 	if (strcmp(key, "aws_access_key_id") == 0)
-		snprintf(w->key, sizeof w->key, "%s", value);
+		keep(w, w->key, sizeof w->key, "aws_access_key_id", value);
 	else if (strcmp(key, "aws_secret_access_key") == 0)
-		snprintf(w->secret, sizeof w->secret, "%s", value);
+		keep(w, w->secret, sizeof w->secret, "aws_secret_access_key", value);
 	else if (strcmp(key, "aws_session_token") == 0)
-		snprintf(w->token, sizeof w->token, "%s", value);
+		keep(w, w->token, sizeof w->token, "aws_session_token", value);
 	else if (strcmp(key, "region") == 0)
-		snprintf(w->region, sizeof w->region, "%s", value);
+		keep(w, w->region, sizeof w->region, "region", value);
 	return TFS_OK;
 }
 
-/* Reads one file's section; a missing file is not an error. */
-static tfs_err read_profile(const char *file, const char *section, struct want *w, struct tfs_diag *d)
+/* Reads one file's section; a missing file is not an error. var: the
+ * environment variable that named it, or NULL (the default path). */
+static tfs_err read_profile(const char *var, const char *path, const char *section, struct want *w,
+			    struct tfs_diag *d)
 {
-	char q[TFS_QPATH_MAX];
-	const char *path = tfs_quote_path(q, sizeof q, file); /* as messages show it */
-	FILE *f = fopen(file, "rb");
-	if (!f)
-		return errno == ENOENT ? TFS_OK : tfs_fail(d, TFS_ERR_OPEN, "%s: %s", path, strerror(errno));
-	char *buf = malloc(AWS_FILE_MAX + 1);
-	size_t n = buf ? fread(buf, 1, AWS_FILE_MAX + 1, f) : 0;
-	fclose(f);
-	if (!buf)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	if (n > AWS_FILE_MAX) {
-		free(buf);
-		return tfs_fail(d, TFS_ERR_FORMAT, "%s: larger than 1 MiB", path);
+	char *buf;
+	size_t n;
+	struct tfs_diag od;
+	tfs_err e = tfs_file_read(var, path, AWS_FILE_MAX, &buf, &n, &od);
+	if (e == TFS_ERR_NOENT)
+		return TFS_OK;
+	if (e) {
+		/* The user's own file: refused is a usage error, unreadable
+		 * the source's. */
+		if (var)
+			tfs_fail(d, e, "%s", od.msg);
+		else
+			tfs_fail(d, e, "%s: %s", path, od.msg);
+		return e == TFS_ERR_OPEN || e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
 	}
 	w->section = section;
 	struct tfs_diag pd;
-	tfs_err e = tfs_ini_parse(buf, n, take, w, &pd);
+	e = tfs_ini_parse(buf, n, take, w, &pd);
+	memset(buf, 0, n);
 	free(buf);
 	/* The user's own file: a mistake in it is a usage error. */
 	if (e)
 		return tfs_fail(d, e == TFS_ERR_FORMAT ? TFS_ERR_INVAL : e, "%s: %s", path, pd.msg);
+	if (w->too_long)
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"%s: the %s of [%s] is longer than tensorfs takes: refused, never cut", path,
+				w->too_long, section);
 	return TFS_OK;
 }
 
@@ -158,23 +177,34 @@ tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char
 	tfs_err e = TFS_OK;
 	/* The credentials file: [NAME]. The config file: [profile NAME], or
 	 * [default] for the default profile. */
+	const char *var = "AWS_SHARED_CREDENTIALS_FILE";
 	if (!env_keys && need_key) {
-		if (env("AWS_SHARED_CREDENTIALS_FILE"))
-			snprintf(path, sizeof path, "%s", env("AWS_SHARED_CREDENTIALS_FILE"));
+		if (env(var))
+			snprintf(path, sizeof path, "%s", env(var));
 		else
 			snprintf(path, sizeof path, "%s/.aws/credentials", home);
-		if ((e = read_profile(path, profile, &w, d)))
+		if ((e = read_profile(env(var) ? var : NULL, path, profile, &w, d)))
 			return e;
 	}
-	if (env("AWS_CONFIG_FILE"))
-		snprintf(path, sizeof path, "%s", env("AWS_CONFIG_FILE"));
+	var = "AWS_CONFIG_FILE";
+	if (env(var))
+		snprintf(path, sizeof path, "%s", env(var));
 	else
 		snprintf(path, sizeof path, "%s/.aws/config", home);
 	snprintf(section, sizeof section, strcmp(profile, "default") == 0 ? "%s" : "profile %s", profile);
 	struct want cfg;
 	memset(&cfg, 0, sizeof cfg);
-	if ((e = read_profile(path, section, &cfg, d)))
+	if ((e = read_profile(env(var) ? var : NULL, path, section, &cfg, d)))
 		return e;
+	static const char *const vars[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+					   "AWS_REGION", "AWS_DEFAULT_REGION"};
+	const size_t caps[] = {sizeof c->key, sizeof c->secret, sizeof c->token, sizeof c->region,
+			       sizeof c->region};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+		if (env(vars[i]) && strlen(env(vars[i])) >= caps[i])
+			return tfs_fail(d, TFS_ERR_INVAL,
+					"%s is longer than tensorfs takes (%zu bytes): refused, never cut",
+					vars[i], caps[i] - 1);
 	if (env_keys) {
 		snprintf(c->key, sizeof c->key, "%s", env("AWS_ACCESS_KEY_ID"));
 		snprintf(c->secret, sizeof c->secret, "%s", env("AWS_SECRET_ACCESS_KEY"));

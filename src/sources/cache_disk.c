@@ -49,16 +49,26 @@ static int mkdirs(char *path)
  * root's, and if others may write it, sticky (as /tmp is); DIR/tensorfs-v1
  * must be a real directory of the user's that no one else may write.
  * Returns NULL, or what is wrong. */
-static const char *untrusted_dir(const char *dir, const char *own)
+static const char *untrusted_parent(const char *dir)
 {
 	struct stat st;
 	uid_t me = geteuid();
 	if (stat(dir, &st) != 0)
-		return "cannot be read";
+		return errno == ENOENT ? NULL : "cannot be read"; /* made below */
 	if (st.st_uid != me && st.st_uid != 0)
 		return "it belongs to another user";
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
 		return "others may write it (and it is not sticky, as /tmp is)";
+	return NULL;
+}
+
+static const char *untrusted_dir(const char *dir, const char *own)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	const char *why = untrusted_parent(dir);
+	if (why || stat(dir, &st) != 0)
+		return why ? why : "cannot be read";
 	if (lstat(own, &st) != 0)
 		return "its tensorfs-v1 cannot be read";
 	if (!S_ISDIR(st.st_mode))
@@ -81,8 +91,9 @@ tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
 			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		} else {
 			snprintf(C.dir, n, "%s/tensorfs-v1", dir);
-			const char *why = NULL;
-			if (mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
+			/* Nothing is made in a directory that is refused. */
+			const char *why = untrusted_parent(dir);
+			if (why || mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
 			    (why = untrusted_dir(dir, C.dir))) {
 				char q[TFS_QPATH_MAX];
 				tfs_quote_path(q, sizeof q, dir);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/userfile.h"
+
 static void fill_identity(const struct stat *st, struct tfs_identity *id)
 {
 	id->size = (uint64_t)st->st_size;
@@ -106,30 +108,29 @@ static const struct tfs_source_ops file_ops = {
 	.close = file_close,
 };
 
-tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d)
+tfs_err tfs_source_open_within(const char *path, const char *within, struct tfs_source **out,
+			       struct tfs_diag *d)
 {
 	struct stat st;
 	struct tfs_source *s;
-	/* O_NOFOLLOW is not used: Hugging Face caches reach blobs through
-	 * symlinks, and the resolved path is what user.source shows. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return tfs_fail(d, errno == ENOENT ? TFS_ERR_NOENT : TFS_ERR_OPEN, "cannot open: %s",
-				strerror(errno));
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return tfs_fail(d, TFS_ERR_OPEN, "cannot stat: %s", strerror(e));
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return tfs_fail(d, TFS_ERR_NOTREG, "is a directory, not a checkpoint file");
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return tfs_fail(d, TFS_ERR_NOTREG,
-				"is not a regular file (a device, pipe or socket cannot be mounted)");
-	}
+	int fd;
+	/* Symlinks are followed (Hugging Face caches reach blobs through
+	 * them, and the resolved path is what user.source shows), but not
+	 * one another user planted in /tmp; a FIFO named as a shard cannot
+	 * block the mount. */
+	tfs_err e = tfs_file_open(NULL, path, 0, within, &fd, &st, d);
+	if (e == TFS_ERR_NOENT)
+		return tfs_fail(d, e, "cannot open: %s", strerror(ENOENT));
+	if (e == TFS_ERR_NOTREG && S_ISDIR(st.st_mode))
+		return tfs_fail(d, e, "is a directory, not a checkpoint file");
+	if (e == TFS_ERR_NOTREG)
+		return tfs_fail(d, e, "is not a regular file (a device, pipe or socket cannot be mounted)");
+	/* A link refused is the source unreadable (exit 3), not a usage
+	 * error; open_inside keeps TFS_ERR_INVAL: not shown. */
+	if (e == TFS_ERR_INVAL && !within)
+		return TFS_ERR_OPEN;
+	if (e)
+		return e;
 	s = calloc(1, sizeof *s);
 	if (!s) {
 		close(fd);
@@ -147,12 +148,43 @@ tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct t
 	return TFS_OK;
 }
 
+tfs_err tfs_source_open_path(const char *path, struct tfs_source **out, struct tfs_diag *d)
+{
+	return tfs_source_open_within(path, NULL, out, d);
+}
+
 /* ---- a directory ---- */
 
 struct dir_store {
 	struct tfs_store base;
 	char *root; /* as given; "" for the working directory */
+	char *tree; /* what open_inside keeps to (tree_of), or NULL */
 };
+
+/* The directory tree whose files a view may show (open_inside): the
+ * source's directory, resolved; for a snapshot of the Hugging Face cache
+ * (REPO/snapshots/REV/...), whose files are links to REPO/blobs/, the
+ * repository's directory REPO. NULL when it cannot be resolved. */
+static char *tree_of(const char *dir)
+{
+	char *t = realpath(*dir ? dir : ".", NULL);
+	char *snap = NULL;
+	for (char *s = t ? strstr(t, "/snapshots/") : NULL; s; s = strstr(s + 1, "/snapshots/"))
+		snap = s;
+	if (snap) {
+		struct stat st;
+		char *blobs = malloc((size_t)(snap - t) + 8);
+		if (blobs) {
+			snprintf(blobs, (size_t)(snap - t) + 8, "%.*s/blobs", (int)(snap - t), t);
+			if (stat(blobs, &st) == 0 && S_ISDIR(st.st_mode))
+				*snap = 0;
+			free(blobs);
+		}
+		if (!*t)
+			strcpy(t, "/");
+	}
+	return t;
+}
 
 static char *path_in(const struct dir_store *ds, const char *name)
 {
@@ -165,6 +197,20 @@ static tfs_err dir_open(struct tfs_store *st, const char *name, struct tfs_sourc
 	if (!path)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	tfs_err e = tfs_source_open_path(path, out, d);
+	free(path);
+	return e;
+}
+
+static tfs_err dir_open_inside(struct tfs_store *st, const char *name, struct tfs_source **out,
+			       struct tfs_diag *d)
+{
+	struct dir_store *ds = (struct dir_store *)st;
+	if (!ds->tree)
+		return tfs_fail(d, TFS_ERR_INVAL, "refused: the source's directory cannot be resolved");
+	char *path = path_in(ds, name);
+	if (!path)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = tfs_source_open_within(path, ds->tree, out, d);
 	free(path);
 	return e;
 }
@@ -202,6 +248,7 @@ static void dir_close(struct tfs_store *st)
 {
 	struct dir_store *ds = (struct dir_store *)st;
 	free(ds->root);
+	free(ds->tree);
 	free(ds->base.prefix);
 	free(ds->base.location);
 	free(ds);
@@ -209,6 +256,7 @@ static void dir_close(struct tfs_store *st)
 
 static const struct tfs_store_ops dir_ops = {
 	.open = dir_open,
+	.open_inside = dir_open_inside,
 	.list = dir_list,
 	.close = dir_close,
 };
@@ -263,6 +311,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		}
 	}
 	ds->base.location = realpath(spec, NULL);
+	ds->tree = ds->root ? tree_of(ds->root) : NULL;
 	if (!ds->root || !ds->base.prefix || !ds->base.location) {
 		free(*target);
 		*target = NULL;
@@ -278,4 +327,5 @@ const struct tfs_source_driver tfs_source_file = {
 	.claims = claims,
 	.resolve = resolve,
 	.opts = NULL,
+	.spec_is_path = 1,
 };

@@ -22,6 +22,7 @@
 #include "sources/hflocal.h"
 #include "sources/hub.h"
 #include "core/json.h"
+#include "core/url.h"
 #include "sources/remote.h"
 
 #define LISTING_PAGE_MAX (32u << 20) /* bytes of one page of the tree listing */
@@ -114,9 +115,10 @@ static const char *repo_shown(const struct hf_store *hs, char *buf, size_t n)
 static tfs_err no_answer(struct hf_store *hs, tfs_err e, const char *what, struct tfs_diag *d)
 {
 	hs->no_answer = 1;
-	char why[sizeof d->msg];
+	char why[sizeof d->msg], ep[512];
 	snprintf(why, sizeof why, "%s", d->msg);
-	return tfs_fail(d, e, "no answer from the Hub at %s for %s: %s", hs->endpoint, what, why);
+	tfs_url_redact(hs->endpoint, ep, sizeof ep);
+	return tfs_fail(d, e, "no answer from the Hub at %s for %s: %s", ep, what, why);
 }
 
 /* What an HTTP status from the Hub means, as one line. */
@@ -385,6 +387,15 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	snprintf(full, n, "%s%s", hs->root, name);
 	char *loc = resolve_url(hs, hs->commit, full);
+	if (loc) {
+		/* user.source and messages: no user:password@ of the endpoint */
+		size_t ln = strlen(loc) + 1;
+		char *shown = malloc(ln);
+		if (shown)
+			tfs_url_redact(loc, shown, ln);
+		free(loc);
+		loc = shown;
+	}
 	int has_size = 0, lfs = 0;
 	uint64_t size = 0;
 	for (size_t i = 0; hs->listed && i < hs->files.n; i++)
@@ -701,14 +712,14 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	const char *off = getenv("HF_HUB_OFFLINE");
 	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
+	/* A token file given is checked even offline, where no token is sent. */
 	const char *tf = tfs_opts_get(o, "token_file");
-	if (tf && *tf && access(tf, R_OK) != 0) {
-		char q[TFS_QPATH_MAX];
-		e = tfs_fail(d, TFS_ERR_INVAL, "-o token_file=%s: cannot read it: %s",
-			     tfs_quote_path(q, sizeof q, tf), strerror(errno));
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->auth, d)))
 		goto fail;
+	if (hs->offline) {
+		free(hs->auth);
+		hs->auth = NULL;
 	}
-	hs->auth = hs->offline ? NULL : tfs_hf_token(home, tf);
 	repo_dir = tfs_hf_cache_repo_dir(&hs->ref, home);
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
@@ -765,9 +776,19 @@ fail:
 
 /* What an fstab line cannot say through the environment. */
 static const struct tfs_opt_spec hf_opts[] = {
-	{"hf_endpoint", 1, "hf: the Hub's address (or HF_ENDPOINT)", "URL"},
-	{"token_file", 1, "hf: a file holding the Hub token (else HF_TOKEN, $HF_HOME/token)", "PATH"},
-	{NULL, 0, NULL, NULL},
+	{"hf_endpoint", 1, "hf: the Hub's address (or HF_ENDPOINT)", "URL", TFS_OPT_URL},
+	{"token_file", 1, "hf: a file holding the Hub token (else HF_TOKEN, $HF_HOME/token)", "PATH",
+	 TFS_OPT_PATH},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static const struct tfs_opt_spec hf_env[] = {
+	TFS_REMOTE_ENV,
+	{"HF_ENDPOINT", 1, NULL, NULL, TFS_OPT_URL},
+	{"HF_HOME", 1, NULL, NULL, TFS_OPT_PATH},
+	{"HF_HUB_CACHE", 1, NULL, NULL, TFS_OPT_PATH},
+	{"XDG_CACHE_HOME", 1, NULL, NULL, TFS_OPT_PATH},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 const struct tfs_source_driver tfs_source_hf = {
@@ -776,6 +797,7 @@ const struct tfs_source_driver tfs_source_hf = {
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,
+	.env = hf_env,
 	.shared_opts = tfs_remote_opts,
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/userfile.h"
+
 /* ---- environment ---- */
 
 static char *env_path(const char *var, const char *fallback_var, const char *tail)
@@ -36,42 +38,69 @@ char *tfs_hf_home(void)
 	return strdup(buf);
 }
 
-/* -o token_file=, then HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then
- * $HF_HOME/token. */
-char *tfs_hf_token(const char *home, const char *file)
+/* Why byte c cannot be in a token (a header value), or NULL. */
+static const char *bad_byte(unsigned char c)
 {
-	const char *t = file && *file ? NULL : getenv("HF_TOKEN");
-	if (!(file && *file) && (!t || !*t))
-		t = getenv("HUGGING_FACE_HUB_TOKEN");
-	char buf[4096];
-	if (!t || !*t) {
-		if (file && *file)
-			snprintf(buf, sizeof buf, "%s", file);
-		else
-			snprintf(buf, sizeof buf, "%s/token", home);
-		FILE *f = fopen(buf, "r");
-		if (!f)
-			return NULL;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		t = buf;
+	return c == 0      ? "a NUL byte"
+	       : c == '\n' ? "a line feed"
+	       : c == '\r' ? "a carriage return"
+	       : c == ' '  ? "a space"
+	       : c < 0x20  ? "a control character"
+	       : c == 0x7f ? "a control character"
+	       : c >= 0x80 ? "a byte that is not ASCII"
+			   : NULL;
+}
+
+tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs_diag *d)
+{
+	char what[4400], *buf = NULL;
+	const char *t = NULL;
+	size_t n;
+	*auth = NULL;
+	if (file && *file) {
+		snprintf(what, sizeof what, "-o token_file=%s", file);
+		tfs_err e = tfs_file_read("-o token_file", file, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
+		if (e)
+			return e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
+	} else if ((t = getenv("HF_TOKEN")) && *t) {
+		snprintf(what, sizeof what, "HF_TOKEN");
+	} else if ((t = getenv("HUGGING_FACE_HUB_TOKEN")) && *t) {
+		snprintf(what, sizeof what, "HUGGING_FACE_HUB_TOKEN");
+	} else {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/token", home);
+		snprintf(what, sizeof what, "the Hub token file %s", path);
+		tfs_err e = tfs_file_read("the Hub token file ", path, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
+		if (e == TFS_ERR_NOENT)
+			return TFS_OK; /* no token: public repositories */
+		if (e)
+			return e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
 	}
-	/* Only the token's own characters: no header can be smuggled in. */
-	size_t a = 0, n = strlen(t);
-	while (a < n && (t[a] == ' ' || t[a] == '\n' || t[a] == '\r' || t[a] == '\t'))
-		a++;
-	while (n > a && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == '\t'))
-		n--;
-	if (n == a)
-		return NULL;
-	for (size_t i = a; i < n; i++)
-		if ((unsigned char)t[i] <= 0x20 || t[i] == 0x7f)
-			return NULL;
-	char *h = malloc(n - a + 32);
-	if (h)
-		snprintf(h, n - a + 32, "Authorization: Bearer %.*s", (int)(n - a), t + a);
-	return h;
+	if (buf) {
+		t = buf;
+		if (n && buf[n - 1] == '\n')
+			n--; /* echo's newline */
+	} else {
+		n = strlen(t);
+	}
+	tfs_err e = TFS_OK;
+	if (n == 0)
+		e = tfs_fail(d, TFS_ERR_INVAL, "%s: refused: holds no token", what);
+	for (size_t i = 0; !e && i < n; i++)
+		if (bad_byte((unsigned char)t[i]))
+			e = tfs_fail(
+				d, TFS_ERR_INVAL,
+				"%s: refused: the token holds %s (byte %zu); a token is printable ASCII without spaces, and is never trimmed or cut",
+				what, bad_byte((unsigned char)t[i]), i + 1);
+	if (!e && !(*auth = malloc(n + 32)))
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e)
+		snprintf(*auth, n + 32, "Authorization: Bearer %.*s", (int)n, t);
+	if (buf) {
+		memset(buf, 0, n + 1);
+		free(buf);
+	}
+	return e;
 }
 
 /* ---- the Hugging Face cache ---- */
@@ -132,11 +161,13 @@ void tfs_hf_cached_ref(const char *repo_dir, const char *rev, char *sha, size_t 
 	if (!repo_dir || strstr(rev, ".."))
 		return;
 	snprintf(p, sizeof p, "%s/refs/%s", repo_dir, rev);
-	FILE *f = fopen(p, "r");
-	if (f) {
-		if (!fgets(sha, (int)n, f))
-			sha[0] = 0;
-		fclose(f);
+	/* (A FIFO there must not block the mount: opened as a user's file.) */
+	char *text;
+	size_t len;
+	struct tfs_diag d;
+	if (tfs_file_read(NULL, p, 4096, &text, &len, &d) == TFS_OK) {
+		snprintf(sha, n, "%s", text);
+		free(text);
 	}
 	sha[strcspn(sha, "\r\n")] = 0;
 }

@@ -12,10 +12,15 @@
 /* $HF_HOME, else ${XDG_CACHE_HOME:-~/.cache}/huggingface (malloc'd). */
 char *tfs_hf_home(void);
 
-/* "Authorization: Bearer TOKEN" from -o token_file=, else HF_TOKEN, else
- * HUGGING_FACE_HUB_TOKEN, else HOME/token; NULL for none or for one
- * holding a space or a control character (malloc'd). */
-char *tfs_hf_token(const char *home, const char *file);
+/* "Authorization: Bearer TOKEN" (malloc'd) in *auth from -o token_file=,
+ * else HF_TOKEN, else HUGGING_FACE_HUB_TOKEN, else HOME/token; NULL when
+ * there is none. A token is printable ASCII without spaces: one holding
+ * anything else (a CR, a NUL, a space), a file that is not a regular one
+ * or holds over TFS_HF_TOKEN_FILE_MAX bytes, is refused (TFS_ERR_INVAL,
+ * one line naming where it came from), never trimmed, cut or dropped. A
+ * file may end with one newline, as `echo TOKEN > FILE` writes it. */
+#define TFS_HF_TOKEN_FILE_MAX 4096
+tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs_diag *d);
 
 /* The cache's directory of the repository (malloc'd). */
 char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home);

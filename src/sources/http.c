@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/json.h"
+#include "core/url.h"
+#include "core/userfile.h"
 #include "sources/remote.h"
 #include "core/table.h"
 
@@ -53,7 +57,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		free(url);
 		return tfs_fail(d, TFS_ERR_OPEN, "the URL is too long");
 	}
-	tfs_http_redact(url, loc, sizeof loc);
+	tfs_url_redact(url, loc, sizeof loc);
 	/* Credentials: user:password@ in the URL, else ~/.netrc (which keeps
 	 * them off the command line, where every local user can read them). */
 	struct tfs_remote_spec s = {.url = url, .location = loc, .netrc = 1};
@@ -92,11 +96,31 @@ static const struct tfs_store_ops http_store_ops = {
 	.close = store_close,
 };
 
+/* libcurl reads ~/.netrc at every request: a FIFO or a device there would
+ * block or feed each one. Looked at once, as every file a user names. */
+static tfs_err check_netrc(struct tfs_diag *d)
+{
+	const char *home = getenv("HOME");
+	if (!home || !*home)
+		return TFS_OK;
+	char path[4200];
+	snprintf(path, sizeof path, "%s/.netrc", home);
+	int fd;
+	struct stat st;
+	struct tfs_diag nd;
+	tfs_err e = tfs_file_open(NULL, path, 1u << 20, NULL, &fd, &st, &nd);
+	if (e == TFS_OK)
+		close(fd);
+	if (e == TFS_ERR_NOTREG || e == TFS_ERR_INVAL)
+		return tfs_fail(d, TFS_ERR_INVAL, "%s: %s", path, nd.msg);
+	return TFS_OK; /* absent or unreadable: libcurl goes on without it */
+}
+
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
 		       struct tfs_diag *d)
 {
 	tfs_err e = tfs_remote_configure(o, d);
-	if (e)
+	if (e || (e = check_netrc(d)))
 		return e;
 	size_t n = strlen(spec);
 	if (n >= TFS_HTTP_URL_MAX)
@@ -133,9 +157,9 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		*target = strdup(q);
 	}
 	char red[TFS_HTTP_URL_MAX];
-	tfs_http_redact(hs->dir ? hs->dir : "", red, sizeof red);
+	tfs_url_redact(hs->dir ? hs->dir : "", red, sizeof red);
 	hs->base.prefix = strdup(red);
-	tfs_http_redact(spec, red, sizeof red);
+	tfs_url_redact(spec, red, sizeof red);
 	hs->base.location = strdup(red);
 	if (!hs->dir || !*target || !hs->base.prefix || !hs->base.location) {
 		free(*target);
@@ -156,6 +180,11 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	return TFS_OK;
 }
 
+static const struct tfs_opt_spec http_env[] = {
+	TFS_REMOTE_ENV,
+	{NULL, 0, NULL, NULL, 0},
+};
+
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
 	.schemes = "http://, https://",
@@ -167,6 +196,7 @@ const struct tfs_source_driver tfs_source_http = {
 	.warm = tfs_remote_warm,
 	.counters = tfs_remote_counters,
 	.notice = tfs_remote_notice,
-	.redact = tfs_http_redact,
-	.hide = tfs_http_hide,
+	.redact = tfs_url_redact,
+	.hide = tfs_url_hide,
+	.env = http_env,
 };

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/table.h"
+#include "core/url.h"
 
 #include "core/version.h"
 
@@ -151,41 +152,6 @@ uint64_t tfs_http_bytes(void)
 uint64_t tfs_http_retried(void)
 {
 	return __atomic_load_n(&nretried, __ATOMIC_RELAXED);
-}
-
-/* The '@' that ends a URL's user:password@ (the last one before the path),
- * or NULL; *host is where the authority starts. */
-static const char *userinfo_at(const char *url, const char **host)
-{
-	const char *scheme = strstr(url, "://");
-	if (!scheme)
-		return NULL; /* a path has no credentials */
-	*host = scheme + 3;
-	const char *end = *host + strcspn(*host, "/?#"), *at = NULL;
-	for (const char *p = *host; p < end; p++)
-		if (*p == '@')
-			at = p;
-	return at;
-}
-
-void tfs_http_redact(const char *url, char *out, size_t outsz)
-{
-	const char *host, *at = userinfo_at(url, &host);
-	if (!at)
-		snprintf(out, outsz, "%s", url);
-	else
-		snprintf(out, outsz, "%.*s%s", (int)(host - url), url, at + 1);
-}
-
-void tfs_http_hide(char *url)
-{
-	const char *host, *at = userinfo_at(url, &host);
-	if (!at)
-		return;
-	const char *colon = memchr(host, ':', (size_t)(at - host));
-	/* user@ alone has no password: nothing to hide */
-	for (size_t i = colon ? (size_t)(colon + 1 - url) : 0; colon && i < (size_t)(at - url); i++)
-		url[i] = '*';
 }
 
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap)
@@ -711,9 +677,9 @@ static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http
 /* The host of a URL, for messages (never its user or password). */
 static void url_host(const char *url, char *out, size_t n)
 {
-	const char *host;
-	const char *at = userinfo_at(url, &host);
-	const char *p = at ? at + 1 : host;
+	char red[512];
+	tfs_url_redact(url, red, sizeof red);
+	const char *s = strstr(red, "://"), *p = s ? s + 3 : red;
 	snprintf(out, n, "%.*s", (int)strcspn(p, "/?#"), p);
 }
 

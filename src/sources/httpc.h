@@ -154,12 +154,6 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n);
 /* rs as before any response (sources/httphdr.c, with the line parser). */
 void tfs_http_resp_reset(struct tfs_http_resp *rs);
 
-/* `url` with any user:password@ removed, into out. */
-/* The URL with the password of its user:password@ overwritten by stars, in
- * place (user:******@, as curl does for its argv). */
-void tfs_http_hide(char *url);
-void tfs_http_redact(const char *url, char *out, size_t outsz);
-
 /* Appends one path segment, percent-encoded (RFC 3986 unreserved kept). */
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap);
 

@@ -8,21 +8,22 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/url.h"
 #include "sources/cache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
-	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE"},
-	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR"},
-	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE"},
-	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N"},
+	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE", 0},
+	{"cache_dir", 1, "remote sources: keep fetched blocks in DIR across mounts", "DIR", TFS_OPT_PATH},
+	{"cache_max", 1, "remote sources: size limit of cache_dir (default 10G)", "SIZE", 0},
+	{"retries", 1, "remote sources: retries of a failed request (default 3)", "N", 0},
 	{"timeout", 1, "remote sources: seconds without a byte before a request fails (default 15)",
-	 "SECONDS"},
-	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N"},
-	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE"},
-	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL},
+	 "SECONDS", 0},
+	{"concurrency", 1, "remote sources: range requests in flight at most (default 32)", "N", 0},
+	{"part_size", 1, "remote sources: bytes per read-ahead request (default 4M)", "SIZE", 0},
+	{"warm", 0, "remote sources: fill cache_dir with the whole checkpoint after mounting", NULL, 0},
 	{"proxy", 1, "remote sources: every request through this HTTP proxy (else http_proxy, https_proxy)",
-	 "URL"},
-	{NULL, 0, NULL, NULL},
+	 "URL", TFS_OPT_URL},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int parse_uint(const char *s, unsigned max, unsigned *v)
@@ -50,8 +51,8 @@ static int proxy_url_ok(const char *url)
 }
 
 /* -o proxy=URL: an HTTP forward proxy, or "" for none. Its password is
- * shown nowhere: messages get it redacted as SOURCE is, and the command
- * line masks it in argv (cli/options.c, tfs_cli_hide_secrets). */
+ * shown nowhere: it is a TFS_OPT_URL, which the command line masks in
+ * argv and leaves out of every message (core/url.h). */
 static tfs_err set_proxy(const char *url, struct tfs_http_policy *p, struct tfs_diag *d)
 {
 	static char *proxy, *shown;
@@ -64,7 +65,7 @@ static tfs_err set_proxy(const char *url, struct tfs_http_policy *p, struct tfs_
 			"-o proxy= takes an HTTP proxy's URL (http://HOST:PORT or https://HOST:PORT), not %s%.*s",
 			strstr(url, "://") ? "a " : "that value",
 			strstr(url, "://") ? (int)(strstr(url, "://") - url + 3) : 0, url);
-	tfs_source_redact(url, red, sizeof red);
+	tfs_url_redact(url, red, sizeof red);
 	for (const char *c = url; *c; c++)
 		if ((unsigned char)*c <= 0x20 || *c == 0x7f)
 			return tfs_fail(d, TFS_ERR_INVAL,

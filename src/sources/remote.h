@@ -49,6 +49,17 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d);
 /* The options every remote driver takes. */
 extern const struct tfs_opt_spec tfs_remote_opts[];
 
+/* The environment every remote driver's transfers read (libcurl's proxy
+ * variables, HOME for ~/.netrc), for the start of each driver's env
+ * table (struct tfs_source_driver). */
+#define TFS_REMOTE_ENV                                                                                       \
+	{"http_proxy", 1, NULL, NULL, TFS_OPT_URL}, {"https_proxy", 1, NULL, NULL, TFS_OPT_URL},             \
+		{"HTTPS_PROXY", 1, NULL, NULL, TFS_OPT_URL}, {"all_proxy", 1, NULL, NULL, TFS_OPT_URL},      \
+		{"ALL_PROXY", 1, NULL, NULL, TFS_OPT_URL},                                                   \
+	{                                                                                                    \
+		"HOME", 1, NULL, NULL, TFS_OPT_PATH                                                          \
+	}
+
 /* The remote drivers' lifecycle hooks (struct tfs_source_driver): the
  * block cache and the HTTP client are the process's, shared by them all. */
 void tfs_remote_start(void);

@@ -436,11 +436,19 @@ fail:
 }
 
 static const struct tfs_opt_spec s3_opts[] = {
-	{"endpoint", 1, "s3: an S3-compatible store's URL (or AWS_ENDPOINT_URL)", "URL"},
-	{"path_style", 0, "s3: BUCKET in the path, not the host name", NULL},
-	{"no_sign_request", 0, "s3: no credentials, for a public bucket", NULL},
-	{"aws_profile", 1, "s3: the profile in ~/.aws/credentials and config (or AWS_PROFILE)", "NAME"},
-	{NULL, 0, NULL, NULL},
+	{"endpoint", 1, "s3: an S3-compatible store's URL (or AWS_ENDPOINT_URL)", "URL", TFS_OPT_URL},
+	{"path_style", 0, "s3: BUCKET in the path, not the host name", NULL, 0},
+	{"no_sign_request", 0, "s3: no credentials, for a public bucket", NULL, 0},
+	{"aws_profile", 1, "s3: the profile in ~/.aws/credentials and config (or AWS_PROFILE)", "NAME", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static const struct tfs_opt_spec s3_env[] = {
+	TFS_REMOTE_ENV,
+	{"AWS_ENDPOINT_URL", 1, NULL, NULL, TFS_OPT_URL},
+	{"AWS_SHARED_CREDENTIALS_FILE", 1, NULL, NULL, TFS_OPT_PATH},
+	{"AWS_CONFIG_FILE", 1, NULL, NULL, TFS_OPT_PATH},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 const struct tfs_source_driver tfs_source_s3 = {
@@ -449,6 +457,7 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.claims = claims,
 	.resolve = resolve,
 	.opts = s3_opts,
+	.env = s3_env,
 	.shared_opts = tfs_remote_opts,
 	.start = tfs_remote_start,
 	.stop = tfs_remote_stop,

@@ -57,7 +57,11 @@ static tfs_err add(struct tfs_originals *o, const char *dir, size_t dl, const ch
 static tfs_err open_file(struct tfs_originals *o, struct orig *f, int for_read)
 {
 	struct tfs_diag d;
-	tfs_err e = o->m->store->ops->open(o->m->store, f->sname, &f->src, &d);
+	struct tfs_store *st = o->m->store;
+	/* What is shown here every reader of the mount may read: never a
+	 * link out of the source's tree (checked again at each open: the
+	 * link may change after the mount). */
+	tfs_err e = (st->ops->open_inside ? st->ops->open_inside : st->ops->open)(st, f->sname, &f->src, &d);
 	if (e) {
 		f->src = NULL;
 		if (for_read) {
@@ -117,6 +121,25 @@ tfs_err tfs_originals_new(const struct tfs_model *m, struct tfs_originals **out,
 		tfs_originals_free(o);
 		return tfs_fail(d, e, "out of memory");
 	}
+	/* Files found by listing the source's directory (or named by its
+	 * index) that lead out of its tree are not shown at all. */
+	if (m->kind != TFS_MODEL_FILE && m->store->ops->open_inside)
+		for (uint32_t i = 0; i < o->n;) {
+			struct tfs_source *src;
+			struct tfs_diag od;
+			tfs_err oe = m->store->ops->open_inside(m->store, o->f[i].sname, &src, &od);
+			if (oe == TFS_OK) {
+				tfs_source_close(src);
+			} else if (oe == TFS_ERR_INVAL) {
+				tfs_log("%s%s: not shown in __files__: %s", m->store->prefix, o->f[i].sname,
+					od.msg);
+				free(o->f[i].name);
+				free(o->f[i].sname);
+				o->f[i] = o->f[--o->n];
+				continue;
+			}
+			i++;
+		}
 	qsort(o->f, o->n, sizeof *o->f, by_name);
 	/* The shards are open already: theirs are used, not opened again.
 	 * Sizes not listed (the index over http) are the opened file's. */

@@ -277,8 +277,8 @@ static void release(const struct tfs_tree *t, const struct tfs_node *n)
 }
 
 static const struct tfs_opt_spec opts[] = {
-	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL},
-	{NULL, 0, NULL, NULL},
+	{"pictures", 0, "NAME.png beside each tensor file (a heatmap or histogram)", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int wanted(const struct tfs_tree_opts *o)

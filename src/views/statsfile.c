@@ -157,8 +157,8 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 }
 
 static const struct tfs_opt_spec opts[] = {
-	{"stats", 0, "NAME.stats.json beside each tensor file (--stats's figures)", NULL},
-	{NULL, 0, NULL, NULL},
+	{"stats", 0, "NAME.stats.json beside each tensor file (--stats's figures)", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int wanted(const struct tfs_tree_opts *o)

@@ -15,6 +15,7 @@
 #include "sources/aws.h"
 #include "sources/httpc.h"
 #include "sources/hub.h"
+#include "core/url.h"
 
 static void one_line(const struct tfs_diag *d)
 {
@@ -115,9 +116,13 @@ static void ref(const uint8_t *p, size_t n)
 	    (!*r.repo || !*r.rev || (*r.path && !tfs_hub_safe_path(r.path, strlen(r.path)))))
 		abort();
 	char red[512];
-	tfs_http_redact(s, red, sizeof red);
+	tfs_url_redact(s, red, sizeof red);
 	if (strchr(s, '@') == NULL && strcmp(s, red) != 0 && strlen(s) < sizeof red)
 		abort(); /* nothing to remove: unchanged */
+	size_t len = strlen(s);
+	tfs_url_hide(s);
+	if (strlen(s) != len)
+		abort(); /* masked in place, never shorter or longer */
 	free(s);
 }
 

@@ -102,7 +102,7 @@ def test_an_undocumented_option_fails(tmp):
     assert r.stdout.count("frobnicate") == 2, r.stdout
     # documented in text waiting for the guide (docs/pending/), and in the
     # man page: no problem left
-    os.makedirs(os.path.join(root, "docs", "pending"))
+    os.makedirs(os.path.join(root, "docs", "pending"), exist_ok=True)
     with open(os.path.join(root, "docs", "pending", "someone.md"), "w") as f:
         f.write("## mounting\n\n`-o frobnicate=N` does this.\n")
     man = os.path.join(root, "docs", "tensorfs.1")

@@ -324,7 +324,7 @@ def test_edits_files_and_string_metadata(tmp):
     big = os.path.join(tmp, "big.json")
     with open(big, "wb") as f:
         f.truncate(17 << 20)
-    for edits, msg in [(os.path.join(tmp, "nope.json"), "cannot read it"), (big, "at most 16 MiB"),
+    for edits, msg in [(os.path.join(tmp, "nope.json"), "does not exist"), (big, "at most 16 MiB"),
                        (tmp, "not a regular file"),
                        (write_edits(tmp, {"n": 3}), "holds strings only")]:
         r = run(["-o", f"edits={edits}", p, mnt])

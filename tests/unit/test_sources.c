@@ -10,6 +10,7 @@
 #include "sources/aws.h"
 #include "sources/httpc.h"
 #include "sources/hub.h"
+#include "core/url.h"
 
 static int passed, failed;
 
@@ -276,10 +277,35 @@ static void test_hub_and_http(void)
 		CHECK(rs.has_range == 0, "a bad Content-Range leaves none: %s", cr[i]);
 	}
 	char red[200];
-	tfs_http_redact("https://u:p@host/x@y", red, sizeof red);
+	tfs_url_redact("https://u:p@host/x@y", red, sizeof red);
 	CHECK(!strcmp(red, "https://host/x@y"), "redact: %s", red);
-	tfs_http_redact("dir@x/file", red, sizeof red);
+	tfs_url_redact("dir@x/file", red, sizeof red);
 	CHECK(!strcmp(red, "dir@x/file"), "a path is left alone: %s", red);
+}
+
+/* One redaction for every URL: the password masked in place (within an -o
+ * list too), and every remembered user:password@ out of every message,
+ * even one cut inside it. */
+static void test_url_secrets(void)
+{
+	char argv_o[] = "ro,hf_endpoint=http://al:s3cr3t@h:1/x,endpoint=http://bo@h2";
+	char *v = strstr(argv_o, "http://al");
+	tfs_url_hide_n(v, strcspn(v, ","));
+	CHECK(!strcmp(argv_o, "ro,hf_endpoint=http://al:******@h:1/x,endpoint=http://bo@h2"), "hide_n: %s",
+	      argv_o);
+	char u[] = "https://user:pw@host/a:b@c";
+	tfs_url_hide(u);
+	CHECK(!strcmp(u, "https://user:**@host/a:b@c"), "hide: %s", u);
+	CHECK(tfs_url_secret("http://al:s3cr3t@h:1/x") == 0 && tfs_url_secret("/a/path@x") == 0, "secret");
+	struct tfs_diag d;
+	tfs_fail(&d, TFS_ERR_IO, "no answer from http://al:s3cr3t@h:1/x/api nor http://al:s3cr3t@h:1/y");
+	CHECK(!strcmp(d.msg, "no answer from http://h:1/x/api nor http://h:1/y"), "scrubbed: %s", d.msg);
+	char cut[] = "a long line ending in http://al:s3c";
+	tfs_url_scrub(cut);
+	CHECK(!strcmp(cut, "a long line ending in http://"), "a cut secret: %s", cut);
+	char kept[] = "hf://org/repo@main and http://h:1/";
+	tfs_url_scrub(kept);
+	CHECK(!strcmp(kept, "hf://org/repo@main and http://h:1/"), "nothing else: %s", kept);
 }
 
 int main(void)
@@ -288,6 +314,7 @@ int main(void)
 	test_credentials();
 	test_s3_listing();
 	test_hub_and_http();
+	test_url_secrets();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
