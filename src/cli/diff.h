@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "core/model.h"
+#include "model/model.h"
 
 /* Prints the differences (a table, or one JSON object) to out. Returns
  * diff(1)'s status: 0 the same (every tensor byte-identical or equal by

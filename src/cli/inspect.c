@@ -10,9 +10,9 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "core/convert.h"
+#include "views/convert.h"
 #include "core/json.h"
-#include "core/model.h"
+#include "model/model.h"
 
 struct per_dtype {
 	char name[64];

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "core/model.h"
+#include "model/model.h"
 
 /* Prints the model to f. A scalar counts as one parameter. Returns 0, or
  * -1 when out of memory or when writing failed. */

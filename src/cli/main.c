@@ -20,7 +20,7 @@
 #include "views/view.h"
 #include "fuse/behind.h"
 #include "fuse/kinit.h"
-#include "core/edits.h"
+#include "model/edits.h"
 #include "core/mem.h"
 #include "cli/daemon.h"
 #include "cli/options.h"

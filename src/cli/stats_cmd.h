@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "core/model.h"
+#include "model/model.h"
 
 /* Returns 0, or -1 after one line on stderr (a tensor that cannot be read,
  * memory). */

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "core/model.h"
+#include "model/model.h"
 
 /* Hashes every tensor of m (SHA-256, or XXH64 when xxh64) on every core.
  * Without a manifest, prints one (sha256sum's form) to out; with one

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/err.h"
+#include "core/opts.h"
 
 /* What identifies the bytes of a source, to tell whether it changed. */
 struct tfs_identity {
@@ -167,52 +168,6 @@ tfs_err tfs_source_read(struct tfs_source *s, void *buf, size_t len, uint64_t of
  * `max` bytes. */
 tfs_err tfs_source_slurp(struct tfs_source *s, size_t max, char **out, size_t *len, struct tfs_diag *d);
 
-/* ---- options ---- */
-
-/* Mount options that belong to drivers, of sources (-o cache_dir=...,
- * -o path_style) and of views (-o pictures), as the command line
- * collected them: key and value ("" for a flag). */
-struct tfs_opts {
-	char **key, **val;
-	size_t n;
-};
-
-/* The value of `key`, or NULL when it was not given. */
-const char *tfs_opts_get(const struct tfs_opts *o, const char *key);
-/* A number in an option's value: decimal digits only (no sign, no
- * spaces), at most max; with sizes, a K, M, G or T after it (either case)
- * multiplies it by 2^10, 2^20, 2^30 or 2^40. 0, or -1 for anything else.
- * The one parser of every numeric option. */
-int tfs_opt_number(const char *s, int sizes, uint64_t max, uint64_t *v);
-tfs_err tfs_opts_add(struct tfs_opts *o, const char *key, size_t klen, const char *val);
-void tfs_opts_free(struct tfs_opts *o);
-
-/* What an option's value (or an environment variable) is, declared where
- * the option is: the command line then handles every such value one way,
- * before anything reads it. */
-enum {
-	/* A local path: made absolute against the caller's working directory
-	 * before anything checks or opens it (the daemon works from /). */
-	TFS_OPT_PATH = 1,
-	/* A URL that may hold user:password@: the password masked in argv
-	 * (/proc/PID/cmdline), the user:password@ left out of every message
-	 * and log line (core/url.h). */
-	TFS_OPT_URL = 2,
-};
-
-struct tfs_opt_spec {
-	const char *name;
-	int takes_value;
-	const char *help;  /* one line for --help */
-	const char *value; /* its value's name in --help (SIZE, DIR...) */
-	unsigned kind;     /* TFS_OPT_PATH, TFS_OPT_URL, or 0 */
-};
-
-/* The option named name[0..len) among those at(0), at(1)... list (until
- * NULL), or NULL: the lookup of the source drivers' and the views'. */
-const struct tfs_opt_spec *tfs_opt_find(const struct tfs_opt_spec *(*at)(size_t k), const char *name,
-					size_t len);
-
 /* ---- stores ---- */
 
 struct tfs_store;
@@ -325,6 +280,8 @@ void tfs_sources_stop(void);
  * statistics, picture or hash of a huge tensor) checks it between chunks
  * and gives up (TFS_ERR_IO), so that unmounting and SIGTERM never wait. */
 int tfs_sources_stopped(void);
+/* Sets what tfs_sources_stopped says (tfs_sources_start and _stop do). */
+void tfs_sources_set_stopped(int v);
 /* What the sources did since the mount began, for a user to read while
  * mounted (user.counters on the root, SIGUSR1's log line). */
 struct tfs_counters {

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "core/model.h"
+#include "model/model.h"
 #include "views/tree.h"
 
 struct tfs_fs {

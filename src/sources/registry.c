@@ -3,6 +3,9 @@
  * last. */
 #include "core/source.h"
 
+#include <stdio.h>
+#include <string.h>
+
 extern const struct tfs_source_driver tfs_source_hf;
 extern const struct tfs_source_driver tfs_source_s3;
 extern const struct tfs_source_driver tfs_source_http;
@@ -11,3 +14,162 @@ extern const struct tfs_source_driver tfs_source_file;
 const struct tfs_source_driver *const tfs_source_drivers[] = {
 	&tfs_source_hf, &tfs_source_s3, &tfs_source_http, &tfs_source_file, NULL,
 };
+
+/* ---- the walks over the drivers (core/source.h) ---- */
+
+void tfs_sources_start(void)
+{
+	tfs_sources_set_stopped(0);
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->start)
+			(*d)->start();
+}
+
+void tfs_sources_stop(void)
+{
+	tfs_sources_set_stopped(1);
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->stop)
+			(*d)->stop();
+}
+
+int tfs_sources_warm(uint64_t *done, uint64_t *total)
+{
+	*done = *total = 0;
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->warm && (*d)->warm(done, total))
+			return 1;
+	return 0;
+}
+
+void tfs_sources_counters(struct tfs_counters *c)
+{
+	memset(c, 0, sizeof *c);
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		int seen = 0;
+		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
+			seen |= (*e)->counters == (*d)->counters;
+		if ((*d)->counters && !seen)
+			(*d)->counters(c);
+	}
+}
+
+void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		int seen = 0;
+		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
+			seen |= (*e)->notice == (*d)->notice;
+		char line[512];
+		if ((*d)->notice && !seen && (*d)->notice(line, sizeof line))
+			say(ctx, line);
+	}
+}
+
+static const struct tfs_source_driver *claimer(const char *spec)
+{
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->claims(spec))
+			return *d;
+	return NULL;
+}
+
+void tfs_source_redact(const char *spec, char *out, size_t n)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	size_t sl = tfs_spec_scheme(spec);
+	if (d && d->redact) {
+		d->redact(spec, out, n);
+	} else if (!d && sl && n) {
+		/* A URL no driver takes is still said without its user:password@. */
+		const char *host = spec + sl + 3, *at = NULL;
+		for (const char *p = host; *p && !strchr("/?#", *p); p++)
+			if (*p == '@')
+				at = p;
+		snprintf(out, n, "%.*s%s", (int)(host - spec), spec, at ? at + 1 : host);
+	} else if (n) {
+		snprintf(out, n, "%s", spec);
+	}
+}
+
+void tfs_source_hide(char *spec)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	if (d && d->hide)
+		d->hide(spec);
+}
+
+int tfs_source_is_path(const char *spec)
+{
+	const struct tfs_source_driver *d = claimer(spec);
+	return d && d->spec_is_path;
+}
+
+const struct tfs_opt_spec *tfs_source_env_at(size_t k)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		for (const struct tfs_opt_spec *s = tfs_source_drivers[i]->env; s && s->name; s++) {
+			int seen = 0; /* drivers share HOME, the proxies... */
+			for (size_t j = 0; j < i && !seen; j++)
+				for (const struct tfs_opt_spec *t = tfs_source_drivers[j]->env; t && t->name;
+				     t++)
+					seen |= strcmp(t->name, s->name) == 0;
+			if (!seen && k-- == 0)
+				return s;
+		}
+	return NULL;
+}
+
+/* ---- drivers ---- */
+
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
+			   struct tfs_diag *d)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++)
+		if (tfs_source_drivers[i]->claims(spec))
+			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
+	size_t sl = tfs_spec_scheme(spec);
+	if (!sl)
+		return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");
+	char known[256];
+	size_t k = 0;
+	known[0] = 0;
+	for (size_t i = 0; tfs_source_drivers[i] && k < sizeof known; i++)
+		if (tfs_source_drivers[i]->schemes)
+			k += (size_t)snprintf(known + k, sizeof known - k, "%s, ",
+					      tfs_source_drivers[i]->schemes);
+	char q[80];
+	tfs_quote(q, sizeof q, spec, sl + 3);
+	return tfs_fail(
+		d, TFS_ERR_INVAL,
+		"unknown URL scheme %s: tensorfs reads %sand local paths (a local file named so: ./%.*s...)",
+		q, known, (int)(sl + 3), spec);
+}
+
+static int shared_seen(size_t i, const struct tfs_opt_spec *t)
+{
+	for (size_t j = 0; j < i; j++)
+		if (tfs_source_drivers[j]->shared_opts == t)
+			return 1;
+	return 0;
+}
+
+const struct tfs_opt_spec *tfs_source_opt_at(size_t k)
+{
+	for (size_t i = 0; tfs_source_drivers[i]; i++) {
+		const struct tfs_opt_spec *t[2] = {tfs_source_drivers[i]->opts,
+						   tfs_source_drivers[i]->shared_opts};
+		if (t[1] && shared_seen(i, t[1]))
+			t[1] = NULL;
+		for (int h = 0; h < 2; h++)
+			for (const struct tfs_opt_spec *s = t[h]; s && s->name; s++)
+				if (k-- == 0)
+					return s;
+	}
+	return NULL;
+}
+
+const struct tfs_opt_spec *tfs_source_opt(const char *name, size_t len)
+{
+	return tfs_opt_find(tfs_source_opt_at, name, len);
+}

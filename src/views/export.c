@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/convert.h"
+#include "views/convert.h"
 #include "core/dtype.h"
 #include "core/format.h"
 #include "core/hash.h"

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "core/model.h"
+#include "model/model.h"
 
 /* The directory they appear in, at the mount's root. A tensor of this name
  * is shown as "%5F_files__" (the name mapping's rule 3). */

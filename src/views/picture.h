@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "core/model.h"
+#include "model/model.h"
 
 #define TFS_PICTURE_BUDGET (16u << 20) /* elements read at most */
 #define TFS_PICTURE_MAX 1024           /* heatmap pixels a side, before scaling up */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "core/err.h"
-#include "core/model.h"
+#include "model/model.h"
 
 #define TFS_STATS_BINS 64
 

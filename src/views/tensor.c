@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "core/convert.h"
+#include "views/convert.h"
 
 /* Decoded float32 bytes [o, o + len) of a converted tensor: only the
  * elements the range touches are read (into scratch) and decoded. */

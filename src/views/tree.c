@@ -11,7 +11,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/names.h"
-#include "core/convert.h"
+#include "views/convert.h"
 
 static inline uint64_t key_hash(uint32_t parent, const char *name, size_t len)
 {

@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 
-#include "core/model.h"
+#include "model/model.h"
 #include "views/originals.h"
 
 #define TFS_META_NAME "__metadata__.json"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/convert.h"
+#include "views/convert.h"
 #include "core/dtype.h"
 
 /* Bytes per element of the dtypes read as they are. */

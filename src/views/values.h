@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "core/model.h"
+#include "model/model.h"
 
 /* Whether the dtype's elements are numbers here (complex ones are not). */
 int tfs_values_ok(unsigned dtype);

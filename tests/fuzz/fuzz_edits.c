@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/edits.h"
+#include "model/edits.h"
 #include "core/kv.h"
 #include "core/utf8.h"
-#include "core/model.h"
+#include "model/model.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "fuzz_check.h"

@@ -17,7 +17,7 @@
 #include "formats/bintensors.h"
 #include "formats/gguf.h"
 #include "formats/tensorsafe.h"
-#include "core/model.h"
+#include "model/model.h"
 
 static void check_generated_gguf(const uint8_t *data, size_t size)
 {

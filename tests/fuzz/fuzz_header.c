@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "fuzz_check.h"
 #include "views/export.h"
-#include "core/index.h"
+#include "model/index.h"
 #include "core/jscan.h"
 #include "formats/safetensors.h"
 #include "core/names.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/index.h"
+#include "model/index.h"
 #include "core/jscan.h"
 #include "formats/safetensors.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/index.h"
+#include "model/index.h"
 #include "core/jscan.h"
 #include "formats/safetensors.h"
 #include "core/names.h"

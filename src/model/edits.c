@@ -1,4 +1,4 @@
-#include "core/edits.h"
+#include "model/edits.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-/* What core/model.c shares with core/index.c, which reads the checkpoints
+/* What model/model.c shares with model/index.c, which reads the checkpoints
  * that an index describes. */
-#ifndef TFS_MODEL_INT_H
-#define TFS_MODEL_INT_H
+#ifndef TFS_MODEL_I_H
+#define TFS_MODEL_I_H
 
 #include <stdarg.h>
 
-#include "core/model.h"
+#include "model/model.h"
 
 /* A tensor's place: shard and index in its table. */
 struct where_t {
@@ -27,11 +27,11 @@ tfs_err tfs_mfail(struct tfs_model_diag *md, const char *where, tfs_err e, const
 tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
 			     const char *where, struct tfs_model_diag *md);
 
-/* Opens every shard and reads its table, in parallel; a shard that does
- * not exist gets `missing` set. The first failure, in shard order, is the
- * one reported. */
-tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
-			      struct tfs_model_diag *md);
+/* Opens shards [first, nshards) and reads their tables, in parallel; a
+ * shard that does not exist gets `missing` set. The first failure, in
+ * shard order, is the one reported. */
+tfs_err tfs_model_read_tables(struct tfs_model *m, uint32_t first, const struct tfs_model_opts *o,
+			      const char *where, struct tfs_model_diag *md);
 
 /* Builds the name table, refusing a name found in two shards. */
 tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,

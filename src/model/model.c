@@ -1,8 +1,8 @@
 /* The tensor tables of a checkpoint: one file, the shards an index names,
  * or a directory's files, each read (in parallel) by its format's driver
  * from the store the source driver gave, and checked against each other.
- * Indexes are read in core/index.c. */
-#include "core/model_int.h"
+ * Indexes are read in model/index.c. */
+#include "model/model_i.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,261 +14,9 @@
 #include "core/json.h"
 #include "core/mem.h"
 
-int tfs_ends_with(const char *s, const char *suf)
-{
-	size_t n = strlen(s), k = strlen(suf);
-	return n >= k && strcmp(s + n - k, suf) == 0;
-}
-
-tfs_err tfs_mfail(struct tfs_model_diag *md, const char *where, tfs_err e, const char *fmt, ...)
-{
-	va_list ap;
-	/* (a path or URL: on one line whatever it holds) */
-	tfs_quote_path(md->where, sizeof md->where, where);
-	va_start(ap, fmt);
-	tfs_vfail(&md->d, e, fmt, ap);
-	va_end(ap);
-	return e;
-}
-
-/* A shard's file name as messages show it. */
-struct qname {
-	char s[300];
-};
-static struct qname quoted_name(const char *name)
-{
-	struct qname q;
-	tfs_quote(q.s, sizeof q.s, name, strlen(name));
-	return q;
-}
-
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* ---- reading the shard tables, in parallel ---- */
-
-struct warn_buf {
-	char *text;
-	size_t len, cap;
-};
-
-static void warn_collect(void *ctx, const char *msg)
-{
-	struct warn_buf *w = ctx;
-	size_t n = strlen(msg) + 1;
-	if (w->len + n > w->cap) {
-		size_t nc = w->cap ? w->cap * 2 : 1024;
-		while (nc < w->len + n)
-			nc *= 2;
-		char *q = realloc(w->text, nc);
-		if (!q)
-			return;
-		w->text = q;
-		w->cap = nc;
-	}
-	memcpy(w->text + w->len, msg, n);
-	w->len += n;
-}
-
-struct job {
-	struct tfs_model *m;
-	const struct tfs_model_opts *o;
-	uint32_t next;
-	tfs_err *errs;
-	struct tfs_diag *diags;
-	struct warn_buf *warns;
-};
-
-/* A small file that is a Git LFS pointer (core/format.h). */
-static int is_lfs_pointer(struct tfs_source *src)
-{
-	char head[sizeof TFS_LFS_MAGIC - 1];
-	struct tfs_diag d;
-	return src && src->id.size < 1024 && src->id.size >= sizeof head &&
-	       tfs_source_read(src, head, sizeof head, 0, &d) == TFS_OK &&
-	       tfs_is_lfs_pointer(head, sizeof head);
-}
-
-static void read_one(struct job *j, uint32_t i)
-{
-	struct tfs_shard *s = &j->m->shards[i];
-	struct tfs_parse_opts po = {
-		.flags = j->o ? j->o->parse_flags : 0,
-		.warn = warn_collect,
-		.warn_ctx = &j->warns[i],
-	};
-	j->errs[i] = j->m->store->ops->open(j->m->store, s->sname, &s->src, &j->diags[i]);
-	if (!j->errs[i])
-		j->errs[i] = tfs_format_read(s->src, j->o ? j->o->format : NULL, &po, &s->h, &j->diags[i]);
-	s->missing = j->errs[i] == TFS_ERR_NOENT;
-	s->lfs_pointer = j->errs[i] == TFS_ERR_FORMAT && is_lfs_pointer(s->src);
-}
-
-static void *reader(void *arg)
-{
-	struct job *j = arg;
-	for (;;) {
-		uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-		if (i >= j->m->nshards)
-			return NULL;
-		read_one(j, i);
-	}
-}
-
-/* Reads the tables of shards [first, nshards). */
-static tfs_err read_tables_from(struct tfs_model *m, uint32_t first, const struct tfs_model_opts *o,
-				const char *where, struct tfs_model_diag *md)
-{
-	struct job j = {.m = m, .o = o, .next = first};
-	tfs_err e = TFS_OK;
-	uint32_t n = m->nshards;
-	j.errs = calloc(n ? n : 1, sizeof *j.errs);
-	j.diags = calloc(n ? n : 1, sizeof *j.diags);
-	j.warns = calloc(n ? n : 1, sizeof *j.warns);
-	if (!j.errs || !j.diags || !j.warns) {
-		e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	/* Remote shards wait on the network, not on a core: more readers. */
-	unsigned nt = o && o->threads ? o->threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN) * 4;
-	if (nt < 1)
-		nt = 1;
-	if (nt > TFS_MODEL_READERS)
-		nt = TFS_MODEL_READERS;
-	if (nt > n)
-		nt = n;
-	pthread_t th[TFS_MODEL_READERS];
-	unsigned started = 0;
-	for (unsigned t = 1; t < nt; t++)
-		if (pthread_create(&th[started], NULL, reader, &j) == 0)
-			started++;
-	reader(&j);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(th[t], NULL);
-
-	/* Report in shard order, so the outcome does not depend on threads. */
-	for (uint32_t i = first; i < n; i++) {
-		struct tfs_shard *s = &m->shards[i];
-		if (j.warns[i].len && o && o->warn) {
-			for (size_t k = 0; k < j.warns[i].len; k += strlen(j.warns[i].text + k) + 1)
-				o->warn(o->warn_ctx, m->kind == TFS_MODEL_FILE ? s->path : where,
-					j.warns[i].text + k);
-		}
-		if (j.errs[i] && !e) {
-			if (m->kind == TFS_MODEL_FILE)
-				e = tfs_mfail(md, s->path, j.errs[i], "%s", j.diags[i].msg);
-			else
-				e = tfs_mfail(
-					md, where, j.errs[i], "shard %s: %s%s", quoted_name(s->name).s,
-					j.diags[i].msg,
-					/* only the index came (or LFS pointers): say
-					       * what can still be seen */
-					(s->missing || s->lfs_pointer) && m->kind == TFS_MODEL_INDEX
-						? " (tensorfs --inspect shows what the index alone tells)"
-						: "");
-		}
-		if (s->src && !s->location && !(s->location = strdup(s->src->location)) && !e)
-			e = tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-		m->ntensors += s->h.n;
-	}
-out:
-	if (j.warns)
-		for (uint32_t i = 0; i < n; i++)
-			free(j.warns[i].text);
-	free(j.errs);
-	free(j.diags);
-	free(j.warns);
-	return e;
-}
-
-/* ---- consistency across shards ---- */
-
-static const char *tname(const struct tfs_model *m, struct where_t w, size_t *len)
-{
-	const struct tfs_table *h = &m->shards[w.shard].h;
-	*len = h->t[w.t].name_len;
-	return tfs_tensor_name(h, &h->t[w.t]);
-}
-
-struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt, const char *name,
-				     size_t len)
-{
-	size_t j = tfs_hash(name, len, tfs_hash_seed) & (nt->n - 1);
-	while (nt->slots[j].shard != UINT32_MAX) {
-		size_t l;
-		const char *s = tname(m, nt->slots[j], &l);
-		if (l == len && memcmp(s, name, len) == 0)
-			return &nt->slots[j];
-		j = (j + 1) & (nt->n - 1);
-	}
-	return &nt->slots[j];
-}
-
-tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
-			       struct tfs_model_diag *md)
-{
-	nt->n = 16;
-	while (nt->n < m->ntensors * 2)
-		nt->n *= 2;
-	nt->slots = tfs_malloc_big(nt->n * sizeof *nt->slots);
-	if (!nt->slots)
-		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	memset(nt->slots, 0xff, nt->n * sizeof *nt->slots);
-	for (uint32_t s = 0; s < m->nshards; s++) {
-		const struct tfs_table *h = &m->shards[s].h;
-		for (uint32_t i = 0; i < h->n; i++) {
-			struct where_t w = {s, i};
-			size_t len;
-			const char *name = tname(m, w, &len);
-			struct where_t *slot = tfs_model_names_find(m, nt, name, len);
-			if (slot->shard != UINT32_MAX) {
-				char q[200];
-				tfs_quote(q, sizeof q, name, len);
-				return tfs_mfail(md, where, TFS_ERR_FORMAT,
-						 "tensor %s is in two shards, '%s' and '%s'", q,
-						 m->shards[slot->shard].name, m->shards[s].name);
-			}
-			*slot = w;
-		}
-	}
-	return TFS_OK;
-}
-
-/* ---- building the shard list ---- */
-
-tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names, uint32_t n,
-			     const char *where, struct tfs_model_diag *md)
-{
-	const char *prefix = m->store->prefix;
-	uint32_t have = m->nshards;
-	struct tfs_shard *sh = realloc(m->shards, ((size_t)have + n + 1) * sizeof *m->shards);
-	if (!sh)
-		return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-	memset(sh + have, 0, ((size_t)n + 1) * sizeof *sh);
-	m->shards = sh;
-	m->nshards = have + n;
-	for (uint32_t i = 0; i < n; i++) {
-		struct tfs_shard *s = &m->shards[have + i];
-		size_t dl = strlen(dir), nl = strlen(names[i]), pl = strlen(prefix);
-		s->name = strdup(names[i]);
-		s->sname = malloc(dl + nl + 1);
-		s->path = malloc(pl + dl + nl + 1);
-		if (!s->name || !s->sname || !s->path)
-			return tfs_mfail(md, where, TFS_ERR_NOMEM, "out of memory");
-		memcpy(s->sname, dir, dl);
-		memcpy(s->sname + dl, names[i], nl + 1);
-		memcpy(s->path, prefix, pl);
-		memcpy(s->path + pl, s->sname, dl + nl + 1);
-	}
-	return TFS_OK;
-}
-
-tfs_err tfs_model_read_tables(struct tfs_model *m, const struct tfs_model_opts *o, const char *where,
-			      struct tfs_model_diag *md)
-{
-	return read_tables_from(m, 0, o, where, md);
 }
 
 /* ---- models split over several files (GGUF's split.no / split.count) ---- */
@@ -348,7 +96,7 @@ static tfs_err open_parts(struct tfs_model *m, const struct tfs_model_opts *o, c
 		struct names nt = {0};
 		m->kind = TFS_MODEL_DIR;
 		if (!(e = tfs_model_add_shards(m, dir, names, count - 1, where, md)) &&
-		    !(e = read_tables_from(m, 1, o, where, md)) && !(e = check_parts(m, where, md)))
+		    !(e = tfs_model_read_tables(m, 1, o, where, md)) && !(e = check_parts(m, where, md)))
 			e = tfs_model_check_unique(m, &nt, where, md);
 		free(nt.slots);
 	}
@@ -480,7 +228,7 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 	qsort(files, nfiles, sizeof *files, name_cmp);
 	m->kind = TFS_MODEL_DIR;
 	if ((e = tfs_model_add_shards(m, dir, files, (uint32_t)nfiles, where, md)) ||
-	    (e = tfs_model_read_tables(m, o, where, md)) || (e = check_parts(m, where, md)) ||
+	    (e = tfs_model_read_tables(m, 0, o, where, md)) || (e = check_parts(m, where, md)) ||
 	    (e = tfs_model_check_unique(m, &nt, where, md)))
 		goto out;
 out:
@@ -542,7 +290,7 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 				e = tfs_mfail(md, source, TFS_ERR_NOMEM, "out of memory");
 		}
 		if (!e)
-			e = tfs_model_read_tables(m, o, source, md);
+			e = tfs_model_read_tables(m, 0, o, source, md);
 		if (!e)
 			e = open_parts(m, o, source, md);
 	}

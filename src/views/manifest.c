@@ -1,5 +1,5 @@
-/* Manifests for --verify (cli/manifest.h). */
-#include "cli/manifest.h"
+/* Manifests for --verify (views/manifest.h). */
+#include "views/manifest.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-#include "core/convert.h"
+#include "views/convert.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "core/dequant.h"
+#include "views/dequant.h"
 
 int tfs_converts(unsigned dt)
 {

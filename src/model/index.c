@@ -1,7 +1,7 @@
 /* Shard indexes (model.safetensors.index.json, pytorch_model.bin.index.json):
  * read with the strict scanner, without building a document tree, so that
  * a million-entry weight_map is cheap. */
-#include "core/index.h"
+#include "model/index.h"
 
 #include <json.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include "core/jscan.h"
 #include "core/json.h"
 #include "core/mem.h"
-#include "core/model_int.h"
+#include "model/model_i.h"
 #include "core/table.h"
 
 /* Indexes are read whole; none comes near this. */
@@ -548,7 +548,7 @@ tfs_err tfs_model_open_index(struct tfs_model *m, const char *name, const char *
 	}
 	if ((e = tfs_model_add_shards(m, dir, sorted, x.nsn, path, md)))
 		goto out;
-	e = tfs_model_read_tables(m, o, path, md);
+	e = tfs_model_read_tables(m, 0, o, path, md);
 	if (o && o->index_only_ok) {
 		int missing = 0;
 		for (uint32_t i = 0; i < m->nshards; i++)
