@@ -10,7 +10,10 @@ COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 CFLAGS ?= -O2 -g
-WARN = -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral
+# -Werror only where asked (make check and CI set WERROR=1): a newer
+# compiler's new warning must never break a user's build.
+WERROR ?=
+WARN = -std=c11 -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -Wshadow -Wformat=2 -Wno-format-nonliteral
 DEPS_CFLAGS = $(shell $(PKG_CONFIG) --cflags fuse3 json-c libcurl libxxhash libcrypto libpng 2>/dev/null)
 DEPS_LIBS = $(shell $(PKG_CONFIG) --libs fuse3 json-c libcurl libxxhash libcrypto libpng 2>/dev/null)
 # The core without FUSE: unit tests and fuzzers link this.
@@ -20,24 +23,47 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
 # and format interfaces, the model), sources/, formats/, views/, and above
 # them fuse/ (the FUSE glue) and cli/ (the command line).
-AXES = core sources formats views
+AXES = core sources formats model views
 # The FUSE glue and the command line.
 FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/verify.c src/cli/diff.c src/cli/stats_cmd.c src/cli/main.c
 # The rest is the core: sources, formats, the tensor table and the views,
 # with no FUSE in it; unit tests and fuzzers link it. A new source, format
 # or view is one more file in its folder and one line in its registry.
-CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c src/cli/manifest.c
+CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c
 
 BUILD = build
 CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)
 FUSE_OBJ = $(FUSE_SRC:src/%.c=$(BUILD)/%.o)
-# Every object's header dependencies, written by the compiler (-MMD -MP).
-DEPFILES = $(CORE_OBJ:.o=.d) $(FUSE_OBJ:.o=.d) $(UNIT_TESTS:%=$(BUILD)/test_%.d)
-# The sanitizer build and the fuzzers compile every source in one command.
 ALL_HDRS = $(wildcard src/*/*.h)
 
+# The ASan+UBSan build and the fuzzers' build of the core: objects of
+# their own, compiled once each (on every core) and linked into the
+# sanitizer binary, its unit tests and each fuzz target.
 SAN = build-san
 SAN_FLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_CORE_OBJ = $(CORE_SRC:src/%.c=$(SAN)/%.o)
+SAN_FUSE_OBJ = $(FUSE_SRC:src/%.c=$(SAN)/%.o)
+FUZZ = build-fuzz
+FUZZ_CFLAGS = -std=c11 -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -D_GNU_SOURCE -g -O1 \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc $(DEPS_CFLAGS)
+FUZZ_CORE_OBJ = $(CORE_SRC:src/%.c=$(FUZZ)/%.o)
+# Every object's header dependencies, written by the compiler (-MMD -MP).
+DEPFILES = $(CORE_OBJ:.o=.d) $(FUSE_OBJ:.o=.d) $(UNIT_TESTS:%=$(BUILD)/test_%.d) \
+	$(SAN_CORE_OBJ:.o=.d) $(SAN_FUSE_OBJ:.o=.d) $(FUZZ_CORE_OBJ:.o=.d)
+
+# The flags each build was made with: a change (WERROR=1 after a plain
+# make) rebuilds its objects.
+FLAGS_STAMP = $(BUILD)/.flags $(SAN)/.flags $(FUZZ)/.flags
+define flags_rule
+$(1)/.flags: FORCE
+	@mkdir -p $(1); echo '$(2)' | cmp -s - $$@ || echo '$(2)' > $$@
+endef
+$(eval $(call flags_rule,$(BUILD),$(ALL_CFLAGS)))
+$(eval $(call flags_rule,$(SAN),$(WARN) $(SAN_FLAGS)))
+$(eval $(call flags_rule,$(FUZZ),$(FUZZ_CFLAGS)))
+FORCE:
+# Made by pattern rules but kept: make would delete them as intermediates.
+.SECONDARY: $(SAN_CORE_OBJ) $(SAN_FUSE_OBJ) $(FUZZ_CORE_OBJ)
 
 PYTHON = /usr/bin/python3
 FUZZ_SECONDS ?= 60
@@ -46,16 +72,24 @@ CHECK_FUZZ_SECONDS ?= 10
 # make check builds on every core.
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: bench all deps test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
+.PHONY: FORCE bench all deps test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
 
 all: tensorfs
 
 tensorfs: $(CORE_OBJ) $(FUSE_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS) -lpthread -lm
 
-$(BUILD)/%.o: src/%.c
+$(BUILD)/%.o: src/%.c $(BUILD)/.flags
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(SAN)/%.o: src/%.c $(SAN)/.flags
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(SAN_FLAGS) -MMD -MP -c -o $@ $<
+
+$(FUZZ)/%.o: src/%.c $(FUZZ)/.flags
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 
 -include $(DEPFILES)
 
@@ -68,24 +102,21 @@ UNIT_TESTS = format sources
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 
-$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) | $(BUILD)
+$(BUILD)/test_%: tests/unit/test_%.c $(CORE_OBJ) $(BUILD)/.flags
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
-$(SAN)/tensorfs: $(CORE_SRC) $(FUSE_SRC) $(ALL_HDRS) | $(SAN)
-	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(SAN_FLAGS) \
-		-o $@ $(CORE_SRC) $(FUSE_SRC) $(DEPS_LIBS) -lpthread -lm
+$(SAN)/tensorfs: $(SAN_CORE_OBJ) $(SAN_FUSE_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(DEPS_LIBS) -lpthread -lm
 
-$(SAN)/test_%: tests/unit/test_%.c $(CORE_SRC) $(ALL_HDRS) | $(SAN)
+$(SAN)/test_%: tests/unit/test_%.c $(SAN_CORE_OBJ) $(SAN)/.flags
 	$(CC) $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE $(DEPS_CFLAGS) $(SAN_FLAGS) -Isrc \
-		-o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
+		-o $@ $< $(SAN_CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(CORE_SRC) $(ALL_HDRS) | $(BUILD)
-	clang -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -g -O1 \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Isrc $(DEPS_CFLAGS) -o $@ $< $(CORE_SRC) $(JSONC_LIBS) -lpthread -lm
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(FUZZ_CORE_OBJ) $(ALL_HDRS) | $(BUILD)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
 deps:
 	@scripts/install-deps.sh
@@ -95,7 +126,7 @@ test-tools: deps
 	@scripts/install-test-tools.sh
 
 check: test-tools
-	$(MAKE) -j$(NPROC) all $(UNIT_BINS) $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)
+	$(MAKE) -j$(NPROC) WERROR=1 all $(UNIT_BINS) $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)
 	CHECK_FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) scripts/run-checks.sh
 
 unit: $(UNIT_BINS)
@@ -121,7 +152,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tensorfs $(DESTDIR)$(MANDIR)/man1/tensorfs.1 $(DESTDIR)$(COMPLETIONDIR)/tensorfs
 
 clean:
-	rm -rf $(BUILD) $(SAN) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
+	rm -rf $(BUILD) $(SAN) $(FUZZ) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
 
 # A null FUSE server, the ceiling of any FUSE filesystem here (make bench).
 $(BUILD)/nullfs: tests/bench/nullfs.c | $(BUILD)
