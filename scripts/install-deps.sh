@@ -25,6 +25,7 @@ PKGS=(
   attr                            # getfattr / setfattr for tests and the demo
   bsdextrautils                   # hexdump for the demo and tests
   clang libclang-rt-14-dev        # libFuzzer target and ASan/UBSan runtime
+  clang-format                    # make check: every C file as .clang-format lays it out
   valgrind                        # memcheck runs
 )
 

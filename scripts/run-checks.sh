@@ -77,6 +77,7 @@ pytest=($PY -m pytest -q -p no:cacheprovider -n 2 tests/integration)
 
 stage "shared data" plain shared_present
 stage "include graph (no circles)" plain $PY scripts/include-graph.py
+stage "format (clang-format)" plain scripts/check-format.sh
 stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py
 stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources

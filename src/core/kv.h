@@ -50,8 +50,8 @@ struct tfs_kv {
 	size_t plen;               /* bytes of the whole pair */
 	const unsigned char *key;
 	size_t klen;
-	uint32_t type, elem; /* elem: of an array's elements, else = type */
-	uint64_t count;      /* elements: 1 unless an array */
+	uint32_t type, elem;      /* elem: of an array's elements, else = type */
+	uint64_t count;           /* elements: 1 unless an array */
 	const unsigned char *val; /* the first element */
 };
 

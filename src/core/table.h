@@ -58,7 +58,7 @@ struct tfs_table {
 	 * set; written as JSON only when someone reads it, so that a large
 	 * vocabulary costs the mount nothing. */
 	struct tfs_kvs kv;
-	uint32_t unknown_dtypes;       /* tensors whose dtype was passed through */
+	uint32_t unknown_dtypes; /* tensors whose dtype was passed through */
 	/* Format facts for messages and tests (safetensors: 8 + N). */
 	uint64_t data_start;
 	/* What --inspect shows of the file beyond its tensors ("version",

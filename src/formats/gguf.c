@@ -154,9 +154,10 @@ static tfs_err read_kv(struct rd *r, uint64_t i, struct kv *kv, char *q, size_t 
 		if ((e = get(r, 8, &kv->count, what)))
 			return e;
 		if (kv->elem >= TFS_KV_COUNT || kv->elem == TFS_KV_ARR)
-			return tfs_fail(
-				r->d, TFS_ERR_FORMAT, "key %s: an array of %s%u, which ggml's reader refuses",
-				q, kv->elem == TFS_KV_ARR ? "arrays, type " : "invalid value type ", kv->elem);
+			return tfs_fail(r->d, TFS_ERR_FORMAT,
+					"key %s: an array of %s%u, which ggml's reader refuses", q,
+					kv->elem == TFS_KV_ARR ? "arrays, type " : "invalid value type ",
+					kv->elem);
 	} else if (kv->type >= TFS_KV_COUNT) {
 		return tfs_fail(r->d, TFS_ERR_FORMAT, "key %s has invalid value type %u", q, kv->type);
 	}
@@ -210,8 +211,8 @@ static const struct kv *find_key(struct rd *r, const struct kv *kvs, uint64_t n,
 /* An unsigned integer scalar of any width, for the keys tensorfs reads. */
 static int kv_uint(struct rd *r, const struct kv *kv, uint64_t *v)
 {
-	if (!kv || kv->type == TFS_KV_ARR || tfs_kv_type_size(kv->type) == 0 || kv->type == TFS_KV_F32 || kv->type == TFS_KV_F64 ||
-	    kv->type == TFS_KV_BOOL)
+	if (!kv || kv->type == TFS_KV_ARR || tfs_kv_type_size(kv->type) == 0 || kv->type == TFS_KV_F32 ||
+	    kv->type == TFS_KV_F64 || kv->type == TFS_KV_BOOL)
 		return 0;
 	*v = le(r->buf + kv->val, tfs_kv_type_size(kv->type));
 	return 1;

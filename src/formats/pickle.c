@@ -289,12 +289,14 @@ static tfs_err global(struct run *r, const char *mod, size_t ml, const char *nam
 		/* torch.save(model) pickles the model's classes (torch.nn's, or
 		 * the user's own in __main__): the weights are in its
 		 * state_dict(), which is what loaders want anyway. */
-		int whole = (ml >= 8 && memcmp(mod, "torch.nn", 8) == 0) || (ml == 8 && memcmp(mod, "__main__", 8) == 0);
+		int whole = (ml >= 8 && memcmp(mod, "torch.nn", 8) == 0) ||
+			    (ml == 8 && memcmp(mod, "__main__", 8) == 0);
 		return tfs_fail(
 			r->d, TFS_ERR_FORMAT,
 			"pickle: refused the global %s (byte %zu of data.pkl): it is not on tensorfs's allow-list; nothing was imported or run%s",
 			q, r->at,
-			whole ? " (a whole model saved with torch.save(model)? save model.state_dict() instead)" : "");
+			whole ? " (a whole model saved with torch.save(model)? save model.state_dict() instead)"
+			      : "");
 	}
 	struct tfs_pk_obj *o = tfs_pk_new(r->vm, TFS_PK_GLOBAL);
 	if (!o)

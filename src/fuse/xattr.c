@@ -26,9 +26,14 @@ enum {
 	XA_COUNT
 };
 static const char *const xa_names[XA_COUNT] = {
-	"user.dtype",   "user.shape",    "user.name",
-	"user.offsets", "user.source",   "user.source_dtype", /* only on tensors served converted */
-	"user.etag",    "user.revision",                      /* only where the source pins a version */
+	"user.dtype",
+	"user.shape",
+	"user.name",
+	"user.offsets",
+	"user.source",
+	"user.source_dtype", /* only on tensors served converted */
+	"user.etag",
+	"user.revision", /* only where the source pins a version */
 	/* freedesktop's comment attribute, which file managers can show in a
 	 * column: "BF16 [4096, 4096], 32 MiB" */
 	"user.xdg.comment",

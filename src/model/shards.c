@@ -112,7 +112,7 @@ static void *reader(void *arg)
 }
 
 tfs_err tfs_model_read_tables(struct tfs_model *m, uint32_t first, const struct tfs_model_opts *o,
-				const char *where, struct tfs_model_diag *md)
+			      const char *where, struct tfs_model_diag *md)
 {
 	struct job j = {.m = m, .o = o, .next = first};
 	tfs_err e = TFS_OK;

@@ -36,7 +36,8 @@ tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_di
 /* The same with the profile named (-o aws_profile=, for an fstab line,
  * which cannot set the environment): it is read even when the
  * environment holds keys. NULL or "": as above. */
-tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char *profile, struct tfs_diag *d);
+tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char *profile,
+			       struct tfs_diag *d);
 
 /* One page of a ListObjectsV2 answer: every <Contents> (key, size, ETag)
  * goes to object() (<CommonPrefixes>, the subdirectories, are not read);

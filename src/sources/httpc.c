@@ -102,7 +102,8 @@ static curl_socket_t open_sock(void *ctx, curlsocktype purpose, struct curl_sock
 	(void)purpose;
 	pthread_mutex_lock(&socks_lock);
 	curl_socket_t fd = CURL_SOCKET_BAD;
-	if (!tfs_http_aborted() && (nsocks < csocks || !tfs_grow((void **)&socks, &csocks, nsocks + 1, sizeof *socks))) {
+	if (!tfs_http_aborted() &&
+	    (nsocks < csocks || !tfs_grow((void **)&socks, &csocks, nsocks + 1, sizeof *socks))) {
 		fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 		if (fd != CURL_SOCKET_BAD)
 			socks[nsocks++] = fd;
@@ -550,7 +551,7 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		char stalled[64];
 		snprintf(stalled, sizeof stalled, "no answer for %u s", policy.stall_seconds);
 		const char *how = c == CURLE_COULDNT_RESOLVE_HOST ? "the host name does not resolve"
-				  : c == CURLE_COULDNT_CONNECT     ? "the connection was refused or failed"
+				  : c == CURLE_COULDNT_CONNECT    ? "the connection was refused or failed"
 				  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
 				  : c == CURLE_OPERATION_TIMEDOUT                            ? "it timed out"
 											     : NULL;

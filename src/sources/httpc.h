@@ -32,7 +32,7 @@ struct tfs_http_req {
 	int follow;
 	int has_range; /* ask for bytes [off, off + len) exactly */
 	uint64_t off, len;
-	int range_clip;       /* or fewer, ending at the file's last byte */
+	int range_clip; /* or fewer, ending at the file's last byte */
 	/* A 200 with the whole file answers the range too (a server that
 	 * ignores Range): bytes [off, off + len) of it are taken from its
 	 * start, into buf or body, and the transfer stops once they are in.

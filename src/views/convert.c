@@ -58,8 +58,9 @@ size_t tfs_npy_header(const struct tfs_table *h, const struct tfs_tensor *t, int
 		o += (size_t)snprintf(d + o, dcap - o, "%llu,", (unsigned long long)tfs_tensor_size(t));
 	} else {
 		for (uint32_t i = 0; i < t->ndim; i++)
-			o += (size_t)snprintf(d + o, dcap - o, "%s%llu", i ? ", " : "",
-					      (unsigned long long)h->dims[t->dims_off + (fortran ? t->ndim - 1 - i : i)]);
+			o += (size_t)snprintf(
+				d + o, dcap - o, "%s%llu", i ? ", " : "",
+				(unsigned long long)h->dims[t->dims_off + (fortran ? t->ndim - 1 - i : i)]);
 		if (t->ndim == 1)
 			d[o++] = ',';
 	}

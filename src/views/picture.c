@@ -136,9 +136,9 @@ static tfs_err encode(uint32_t w, uint32_t ht, const char *comment, row_fn row, 
 	struct mem *m = calloc(1, sizeof *m);
 	unsigned char *line = malloc(w);
 	png_color *pal = malloc(256 * sizeof *pal);
-	png_structp png = m && line && pal ? png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, on_error,
-								     on_warning)
-					   : NULL;
+	png_structp png = m && line && pal
+				  ? png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, on_error, on_warning)
+				  : NULL;
 	png_infop info = png ? png_create_info_struct(png) : NULL;
 	tfs_err e = TFS_ERR_NOMEM;
 	if (!info)
@@ -147,12 +147,14 @@ static tfs_err encode(uint32_t w, uint32_t ht, const char *comment, row_fn row, 
 		goto done; /* (only memory fails: the writer is ours) */
 	char key[] = "Comment", text[COMMENT_LEN + 1];
 	snprintf(text, sizeof text, "%-*.*s", COMMENT_LEN, COMMENT_LEN, comment);
-	png_text t = {.compression = PNG_TEXT_COMPRESSION_NONE, .key = key, .text = text,
+	png_text t = {.compression = PNG_TEXT_COMPRESSION_NONE,
+		      .key = key,
+		      .text = text,
 		      .text_length = COMMENT_LEN};
 	palette(pal);
 	png_set_write_fn(png, m, put, flush_none);
-	png_set_IHDR(png, info, w, ht, 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-		     PNG_FILTER_TYPE_DEFAULT);
+	png_set_IHDR(png, info, w, ht, 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE,
+		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 	png_set_PLTE(png, info, pal, 256);
 	png_set_text(png, info, &t, 1);
 	png_set_compression_level(png, 0);
@@ -487,8 +489,8 @@ static void hist_draw(struct hist *h)
 	}
 }
 
-static tfs_err histogram(const struct tfs_table *tb, const struct tfs_tensor *t, struct tfs_values *r, int have,
-			 unsigned char **png, size_t *len)
+static tfs_err histogram(const struct tfs_table *tb, const struct tfs_tensor *t, struct tfs_values *r,
+			 int have, unsigned char **png, size_t *len)
 {
 	struct hist h = {0};
 	h.pix = malloc((size_t)TFS_PICTURE_HIST_W * TFS_PICTURE_HIST_H);
@@ -513,11 +515,12 @@ static tfs_err histogram(const struct tfs_table *tb, const struct tfs_tensor *t,
 	if (!have)
 		snprintf(text, sizeof text, "tensorfs: no picture, %.*s holds no plain numbers", (int)dl, dt);
 	else
-		snprintf(text, sizeof text,
-			 "tensorfs: histogram, %d bins from %.6g to %.6g, linear heights; %llu of %llu elements "
-			 "read, %llu NaN or inf (green band at the top)",
-			 BINS, h.finite ? h.lo : 0, h.finite ? h.hi : 0, (unsigned long long)h.read,
-			 (unsigned long long)(r->count), (unsigned long long)h.bad);
+		snprintf(
+			text, sizeof text,
+			"tensorfs: histogram, %d bins from %.6g to %.6g, linear heights; %llu of %llu elements "
+			"read, %llu NaN or inf (green band at the top)",
+			BINS, h.finite ? h.lo : 0, h.finite ? h.hi : 0, (unsigned long long)h.read,
+			(unsigned long long)(r->count), (unsigned long long)h.bad);
 	e = encode(TFS_PICTURE_HIST_W, TFS_PICTURE_HIST_H, text, hist_row, &h, png, len);
 	free(h.pix);
 	return e;

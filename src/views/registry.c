@@ -34,7 +34,8 @@ const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];
 const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
 {
 	for (unsigned i = 0; i < tfs_nviews; i++)
-		for (const struct tfs_opt_spec *s = tfs_views[i] ? tfs_views[i]->opts : NULL; s && s->name; s++)
+		for (const struct tfs_opt_spec *s = tfs_views[i] ? tfs_views[i]->opts : NULL; s && s->name;
+		     s++)
 			if (k-- == 0)
 				return s;
 	return NULL;

@@ -63,11 +63,13 @@ struct tfs_reshard {
 static int includes(const struct tfs_table *h, const struct tfs_tensor *ts)
 {
 	const char *name = tfs_tensor_name(h, ts);
-	return ts->dtype < TFS_DT_SAFETENSORS_END && !(ts->name_len == 12 && memcmp(name, "__metadata__", 12) == 0) &&
+	return ts->dtype < TFS_DT_SAFETENSORS_END &&
+	       !(ts->name_len == 12 && memcmp(name, "__metadata__", 12) == 0) &&
 	       tfs_utf8_check((const unsigned char *)name, ts->name_len) == ts->name_len;
 }
 
-static const struct tfs_tensor *item_tensor(const struct tfs_reshard *r, const struct item *it, const struct tfs_table **h)
+static const struct tfs_tensor *item_tensor(const struct tfs_reshard *r, const struct item *it,
+					    const struct tfs_table **h)
 {
 	*h = &r->m->shards[it->shard].h;
 	return &(*h)->t[it->idx];
@@ -132,8 +134,8 @@ static tfs_err plan(struct tfs_reshard *r, uint64_t max)
 		if (r->nfiles == 1)
 			snprintf(r->files[k].name, sizeof r->files[k].name, "model.safetensors");
 		else
-			snprintf(r->files[k].name, sizeof r->files[k].name, "model-%05u-of-%05u.safetensors", k + 1,
-				 r->nfiles);
+			snprintf(r->files[k].name, sizeof r->files[k].name, "model-%05u-of-%05u.safetensors",
+				 k + 1, r->nfiles);
 	}
 	return TFS_OK;
 }
@@ -214,9 +216,9 @@ static tfs_err make_file(struct tfs_reshard *r, struct rfile *f)
 	for (uint32_t k = 0; k < f->count; k++) {
 		const struct tfs_table *h;
 		const struct tfs_tensor *ts = item_tensor(r, &r->items[f->first + k], &h);
-		f->ent[k] = (struct tfs_st_entry){tfs_tensor_name(h, ts), ts->name_len, ts->dtype,
-						  h->dims + ts->dims_off, ts->ndim, tfs_tensor_size(ts),
-						  f->first + k};
+		f->ent[k] = (struct tfs_st_entry){
+			tfs_tensor_name(h, ts), ts->name_len, ts->dtype, h->dims + ts->dims_off, ts->ndim,
+			tfs_tensor_size(ts),    f->first + k};
 	}
 	return tfs_export_header(f->ent, f->count, r->meta ? r->meta : "", r->meta_len, &f->hdr, &f->hdr_len,
 				 f->start);

@@ -114,7 +114,6 @@ void tfs_tree_free(struct tfs_tree *t)
 	memset(t, 0, sizeof *t);
 }
 
-
 tfs_err tfs_tree_node_new(struct build *b, uint32_t *out)
 {
 	struct tfs_tree *t = b->t;

@@ -30,7 +30,6 @@ struct build {
 	unsigned nbeside;
 };
 
-
 tfs_err tfs_tree_node_new(struct build *b, uint32_t *out);
 /* Inserts node `ni` into the lookup index; 0, or the node that has its name. */
 uint32_t tfs_tree_slot_insert(struct tfs_tree *t, uint32_t ni);

@@ -74,7 +74,8 @@ static tfs_err name_one(struct build *b, uint32_t i)
 		int on = k < 2 ? b->o->export && layout == TFS_LAYOUT_FLAT : b->o->max_shard_size != 0;
 		if (on && b->raw_len[i] == rl && memcmp(b->raw[i], r, rl) == 0) {
 			size_t at = strcspn(r, "._");
-			snprintf(buf, sizeof buf, "%.*s%%%02X%s", (int)at, r, (unsigned char)r[at], r + at + 1);
+			snprintf(buf, sizeof buf, "%.*s%%%02X%s", (int)at, r, (unsigned char)r[at],
+				 r + at + 1);
 			return keep_name(b, i, buf, strlen(buf));
 		}
 	}
@@ -246,7 +247,8 @@ tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d)
 			t->nodes[i].fname = t->fnames + b->foff[i];
 	for (uint32_t i = b->first_user; i < t->nnodes; i++)
 		if (tfs_tree_is_beside(t, i) && tfs_tree_slot_insert(t, i))
-			return tfs_fail(d, TFS_ERR_FORMAT,
-					"a file beside a tensor's has the name of another (a bug in tensorfs)");
+			return tfs_fail(
+				d, TFS_ERR_FORMAT,
+				"a file beside a tensor's has the name of another (a bug in tensorfs)");
 	return TFS_OK;
 }

@@ -14,7 +14,8 @@
 
 /* unknown: a dtype name the format passes through as text (safetensors
  * does, for types newer than tensorfs) is allowed, its size unchecked. */
-static inline void fuzz_check_table_ex(const struct tfs_table *h, const uint8_t *data, size_t size, int unknown)
+static inline void fuzz_check_table_ex(const struct tfs_table *h, const uint8_t *data, size_t size,
+				       int unknown)
 {
 	for (uint32_t i = 0; i < h->n; i++) {
 		const struct tfs_tensor *t = &h->t[i];
@@ -59,8 +60,8 @@ static inline void fuzz_check_table(const struct tfs_table *h, const uint8_t *da
 #include "views/tree.h"
 #include "views/view.h"
 
-static inline unsigned char *fuzz_read_node(const struct tfs_tree *tr, const struct tfs_node *nd, uint64_t size,
-					    size_t step)
+static inline unsigned char *fuzz_read_node(const struct tfs_tree *tr, const struct tfs_node *nd,
+					    uint64_t size, size_t step)
 {
 	unsigned char *buf = malloc(size + 1);
 	if (!buf)

@@ -48,16 +48,20 @@ static void check_generated_gguf(const uint8_t *data, size_t size)
 	unsigned char *bits = fuzz_read_node(&tr, gn, gsize, 37);
 	if (memcmp(whole, bits, gsize))
 		abort();
-	if (tfs_source_open_mem(whole, gsize, "model.gguf", &gsrc) || tfs_gguf_read(gsrc, &strict, &g, &d) != TFS_OK)
+	if (tfs_source_open_mem(whole, gsize, "model.gguf", &gsrc) ||
+	    tfs_gguf_read(gsrc, &strict, &g, &d) != TFS_OK)
 		abort();
 	if (g.n != sh->n || g.part_count)
 		abort();
 	for (uint32_t i = 0; i < g.n; i++) {
 		const struct tfs_tensor *a = &sh->t[i], *b = &g.t[i];
-		if (a->name_len != b->name_len || memcmp(tfs_tensor_name(sh, a), tfs_tensor_name(&g, b), a->name_len) ||
+		if (a->name_len != b->name_len ||
+		    memcmp(tfs_tensor_name(sh, a), tfs_tensor_name(&g, b), a->name_len) ||
 		    a->dtype != b->dtype || a->ndim != b->ndim ||
-		    (a->ndim && memcmp(&sh->dims[a->dims_off], &g.dims[b->dims_off], a->ndim * sizeof *g.dims)) ||
-		    a->end - a->begin != b->end - b->begin || memcmp(data + a->begin, whole + b->begin, a->end - a->begin))
+		    (a->ndim &&
+		     memcmp(&sh->dims[a->dims_off], &g.dims[b->dims_off], a->ndim * sizeof *g.dims)) ||
+		    a->end - a->begin != b->end - b->begin ||
+		    memcmp(data + a->begin, whole + b->begin, a->end - a->begin))
 			abort();
 	}
 	uint64_t split = 0;
@@ -87,7 +91,9 @@ static void check_generated_gguf(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct tfs_format *const drivers[] = {
-		&tfs_format_gguf, &tfs_format_bintensors, &tfs_format_tensorsafe,
+		&tfs_format_gguf,
+		&tfs_format_bintensors,
+		&tfs_format_tensorsafe,
 	};
 	for (size_t k = 0; k < sizeof drivers / sizeof drivers[0]; k++) {
 		struct tfs_source *src;

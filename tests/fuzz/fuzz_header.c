@@ -120,7 +120,9 @@ static tfs_err gather_piece(void *ctx, const struct tfs_export_piece *p)
 		if (tfs_node_converted(g->tr, n)) {
 			/* The float32 view's bytes are the decoder's, checked
 			 * by the format target; here only where they go. */
-			if (p->off + p->len > tfs_dtype_bytes(TFS_DT_F32, tfs_tensor_elements(&g->tr->m->shards[n->shard].h, t)))
+			if (p->off + p->len >
+			    tfs_dtype_bytes(TFS_DT_F32,
+					    tfs_tensor_elements(&g->tr->m->shards[n->shard].h, t)))
 				abort();
 			memset(g->out + g->at, 0, p->len);
 		} else {
@@ -209,7 +211,8 @@ static void check_export(const struct tfs_tree *tr, const struct tfs_node *en, c
 		const struct tfs_tensor *s = tfs_node_tensor(tr, n);
 		int conv = tfs_node_converted(tr, n);
 		if (t->dtype != (conv ? TFS_DT_F32 : s->dtype) || t->ndim != s->ndim ||
-		    (s->ndim && memcmp(&x.dims[t->dims_off], &sh->dims[s->dims_off], s->ndim * sizeof *x.dims)))
+		    (s->ndim &&
+		     memcmp(&x.dims[t->dims_off], &sh->dims[s->dims_off], s->ndim * sizeof *x.dims)))
 			abort();
 		if (!conv && (t->end - t->begin != s->end - s->begin ||
 			      memcmp(whole + t->begin, data + s->begin, s->end - s->begin)))
@@ -254,14 +257,15 @@ static void check_reshard(const struct tfs_tree *tr, const struct tfs_node *nd, 
 		struct tfs_table x;
 		struct tfs_diag d;
 		struct tfs_parse_opts o = {.flags = TFS_PARSE_STRICT, .warn = noop_warn};
-		if (tfs_source_open_mem(whole, size, "shard", &src) || tfs_st_read(src, &o, &x, &d) != TFS_OK ||
-		    x.n == 0)
+		if (tfs_source_open_mem(whole, size, "shard", &src) ||
+		    tfs_st_read(src, &o, &x, &d) != TFS_OK || x.n == 0)
 			abort();
 		for (uint32_t i = 0; i < x.n; i++) {
 			const struct tfs_tensor *t = &x.t[i], *s = NULL;
 			for (uint32_t k = 0; k < sh->n && !s; k++)
 				if (sh->t[k].name_len == t->name_len &&
-				    !memcmp(tfs_tensor_name(sh, &sh->t[k]), tfs_tensor_name(&x, t), t->name_len))
+				    !memcmp(tfs_tensor_name(sh, &sh->t[k]), tfs_tensor_name(&x, t),
+					    t->name_len))
 					s = &sh->t[k];
 			if (!s || s->dtype != t->dtype || s->end - s->begin != t->end - t->begin ||
 			    memcmp(whole + t->begin, data + s->begin, s->end - s->begin))

@@ -14,8 +14,8 @@ struct count {
 	size_t entries, others;
 };
 
-static tfs_err on_entry(void *ctx, const char *name, size_t nlen, const char *shard,
-			size_t slen, struct tfs_diag *d)
+static tfs_err on_entry(void *ctx, const char *name, size_t nlen, const char *shard, size_t slen,
+			struct tfs_diag *d)
 {
 	struct count *c = ctx;
 	volatile char sink = 0;
@@ -31,8 +31,8 @@ static tfs_err on_entry(void *ctx, const char *name, size_t nlen, const char *sh
 	return TFS_OK;
 }
 
-static tfs_err on_other(void *ctx, const char *key, size_t klen, const char *text,
-			size_t tlen, struct tfs_diag *d)
+static tfs_err on_other(void *ctx, const char *key, size_t klen, const char *text, size_t tlen,
+			struct tfs_diag *d)
 {
 	struct count *c = ctx;
 	(void)key;
@@ -61,9 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct json_tokener *tok = json_tokener_new_ex(TFS_NESTING_MAX + 1);
 	json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)size);
 	json_object *wm;
-	if (o && (!json_object_is_type(o, json_type_object) ||
-		  !json_object_object_get_ex(o, "weight_map", &wm) ||
-		  !json_object_is_type(wm, json_type_object)))
+	if (o &&
+	    (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "weight_map", &wm) ||
+	     !json_object_is_type(wm, json_type_object)))
 		abort();
 	/* json-c keeps one of each key, so it never sees more pairs than the
 	 * scanner reported. */

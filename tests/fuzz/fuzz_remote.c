@@ -171,12 +171,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	switch (data[0] % 6) {
-	case 0: headers(data + 1, size - 1); break;
-	case 1: tree(data + 1, size - 1); break;
-	case 2: revision(data + 1, size - 1); break;
-	case 3: ref(data + 1, size - 1); break;
-	case 4: ini(data + 1, size - 1); break;
-	default: s3(data + 1, size - 1); break;
+	case 0:
+		headers(data + 1, size - 1);
+		break;
+	case 1:
+		tree(data + 1, size - 1);
+		break;
+	case 2:
+		revision(data + 1, size - 1);
+		break;
+	case 3:
+		ref(data + 1, size - 1);
+		break;
+	case 4:
+		ini(data + 1, size - 1);
+		break;
+	default:
+		s3(data + 1, size - 1);
+		break;
 	}
 	return 0;
 }

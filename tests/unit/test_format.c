@@ -16,17 +16,16 @@
 static int passed, failed;
 static const char *current;
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (cond) {                                                    \
-			passed++;                                              \
-		} else {                                                       \
-			failed++;                                              \
-			fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, \
-				current ? current : "");                       \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-		}                                                              \
+#define CHECK(cond, ...)                                                                                     \
+	do {                                                                                                 \
+		if (cond) {                                                                                  \
+			passed++;                                                                            \
+		} else {                                                                                     \
+			failed++;                                                                            \
+			fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, current ? current : "");    \
+			fprintf(stderr, __VA_ARGS__);                                                        \
+			fputc('\n', stderr);                                                                 \
+		}                                                                                            \
 	} while (0)
 
 /* ---- building files in memory ---- */
@@ -56,8 +55,7 @@ static void count_warn(void *ctx, const char *msg)
 	warnings++;
 }
 
-static tfs_err parse_file(struct file f, unsigned flags, struct tfs_table *h,
-			  struct tfs_diag *d)
+static tfs_err parse_file(struct file f, unsigned flags, struct tfs_table *h, struct tfs_diag *d)
 {
 	struct tfs_source *src;
 	struct tfs_parse_opts o = {.flags = flags, .warn = count_warn};
@@ -71,8 +69,7 @@ static tfs_err parse_file(struct file f, unsigned flags, struct tfs_table *h,
 
 /* Parses a header with `data` bytes of data and returns the verdict. When
  * the parser accepts, json-c must accept the same header text too. */
-static tfs_err verdict_flags(const char *hdr, size_t hlen, size_t data, unsigned flags,
-			     char *msg)
+static tfs_err verdict_flags(const char *hdr, size_t hlen, size_t data, unsigned flags, char *msg)
 {
 	struct file f = mkfile_n(hdr, hlen, data);
 	struct tfs_table h;
@@ -85,8 +82,7 @@ static tfs_err verdict_flags(const char *hdr, size_t hlen, size_t data, unsigned
 		json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 		json_object *o = json_tokener_parse_ex(tok, hdr, (int)hlen);
 		/* json-c stops at the value; trailing padding is ours to allow. */
-		CHECK(o != NULL || json_tokener_get_error(tok) == json_tokener_continue ||
-			      hlen > 100000,
+		CHECK(o != NULL || json_tokener_get_error(tok) == json_tokener_continue || hlen > 100000,
 		      "accepted a header json-c refuses: %.80s", hdr);
 		json_object_put(o);
 		json_tokener_free(tok);
@@ -113,8 +109,7 @@ static void refuse_msg(const char *hdr, size_t data, const char *want)
 }
 
 /* A flat tree over one parsed header; the model takes the header. */
-static tfs_err tree_of(struct tfs_table *h, struct tfs_model *m, struct tfs_tree *tr,
-		       struct tfs_diag *d)
+static tfs_err tree_of(struct tfs_table *h, struct tfs_model *m, struct tfs_tree *tr, struct tfs_diag *d)
 {
 	struct tfs_source *src;
 	if (tfs_source_open_mem("", 0, "mem", &src) || tfs_model_single(m, src, h))
@@ -278,7 +273,8 @@ static void test_escapes(void)
 	struct tfs_diag d;
 
 	/* Keys compare after unescaping. */
-	const char *hd = "{\"\\u0061\":{\"\\u0064type\":\"F\\u0033\\u0032\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+	const char *hd =
+		"{\"\\u0061\":{\"\\u0064type\":\"F\\u0033\\u0032\",\"shape\":[1],\"data_offsets\":[0,4]}}";
 	f = mkfile_n(hd, strlen(hd), 4);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK, "escaped keys: %s", d.msg);
 	CHECK(h.n == 1 && h.t[0].name_len == 1 && tfs_tensor_name(&h, &h.t[0])[0] == 'a', "name a");
@@ -310,7 +306,8 @@ static void test_escapes(void)
 	REFUSE(T1(",\"ignored\":\"\\udfff\""), 4);
 	REFUSE("{\"__metadata__\":{\"k\":\"\\ud801\"}}", 0);
 	CHECK(verdict_flags(T1(",\"x\":\"\\ud800\""), strlen(T1(",\"x\":\"\\ud800\"")), 4, 0, msg) ==
-		      TFS_ERR_FORMAT && strstr(msg, "surrogate"),
+			      TFS_ERR_FORMAT &&
+		      strstr(msg, "surrogate"),
 	      "msg: %s", msg);
 }
 
@@ -456,7 +453,8 @@ static void test_unknown_dtype(void)
 	const char *names[] = {"F8_E4M3FN", "C128", "U128", "f32", "F32 ", "bf16", ""};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char hd[256];
-		snprintf(hd, sizeof hd, "{\"t\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,7]}}", names[i]);
+		snprintf(hd, sizeof hd, "{\"t\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,7]}}",
+			 names[i]);
 		warnings = 0;
 		CHECK(verdict_flags(hd, strlen(hd), 7, 0, NULL) == TFS_OK, "lenient accepts %s", names[i]);
 		CHECK(warnings == 1, "one warning for %s (got %d)", names[i], warnings);
@@ -520,33 +518,41 @@ static void test_offsets(void)
 	/* Holes, overlaps, a first tensor not at 0, begin > end. */
 	refuse_msg("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}", 8, "gap");
 	refuse_msg("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[5,9]}}", 9, "gap");
+		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[5,9]}}",
+		   9, "gap");
 	refuse_msg("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 6, "overlap");
+		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+		   6, "overlap");
 	refuse_msg("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4, "overlap");
+		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+		   4, "overlap");
 	refuse_msg("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,0]},"
-		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4, "end before");
+		   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+		   4, "end before");
 	refuse_msg("{\"x.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}", 12,
 		   "tensor 'x.weight': data_offsets [0,12] hold 12 bytes but F32 [2,2] needs 16");
 	/* Out of order in the header is fine. */
 	ACCEPT("{\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]},"
-	       "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 8);
+	       "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+	       8);
 	/* Zero-size tensors may sit on any boundary, several at one offset. */
 	ACCEPT("{\"z0\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
 	       "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
 	       "\"z1\":{\"dtype\":\"F32\",\"shape\":[3,0],\"data_offsets\":[4,4]},"
 	       "\"z2\":{\"dtype\":\"I64\",\"shape\":[0,7],\"data_offsets\":[4,4]},"
 	       "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]},"
-	       "\"z3\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,8]}}", 8);
+	       "\"z3\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+	       8);
 	REFUSE("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]},"
-	       "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 8);
+	       "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+	       8);
 	/* A scalar has one element. */
 	ACCEPT("{\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}}", 8);
 	REFUSE("{\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,0]}}", 0);
 	/* Sub-byte dtypes. */
 	ACCEPT("{\"t\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1);
-	refuse_msg("{\"t\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2, "not a whole number of bytes");
+	refuse_msg("{\"t\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2,
+		   "not a whole number of bytes");
 	ACCEPT("{\"t\":{\"dtype\":\"F6_E2M3\",\"shape\":[4],\"data_offsets\":[0,3]}}", 3);
 	REFUSE("{\"t\":{\"dtype\":\"F6_E3M2\",\"shape\":[3],\"data_offsets\":[0,3]}}", 3);
 	REFUSE("{\"t\":{\"dtype\":\"F4\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
@@ -565,11 +571,11 @@ static void test_dtypes(void)
 		const char *name;
 		unsigned bits;
 	} all[] = {
-		{"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8}, {"I8", 8},
-		{"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8},
-		{"F8_E5M2FNUZ", 8}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16},
-		{"I32", 32}, {"U32", 32}, {"F32", 32}, {"C64", 64}, {"F64", 64}, {"I64", 64},
-		{"U64", 64},
+		{"BOOL", 8},        {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},
+		{"I8", 8},          {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8},
+		{"F8_E5M2FNUZ", 8}, {"I16", 16},    {"U16", 16},    {"F16", 16},    {"BF16", 16},
+		{"I32", 32},        {"U32", 32},    {"F32", 32},    {"C64", 64},    {"F64", 64},
+		{"I64", 64},        {"U64", 64},
 	};
 	CHECK(sizeof all / sizeof *all == 22 && TFS_DT_SAFETENSORS_END == 22, "22 dtypes");
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
@@ -609,17 +615,20 @@ static void test_duplicates(void)
 	/* Every earlier copy must still parse. */
 	REFUSE("{\"a\":{\"dtype\":\"U8\"},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
 	REFUSE("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1e999},"
-	       "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+	       "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+	       1);
 	/* Earlier copies do not count toward the offsets. */
 	ACCEPT("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[5,6]},"
-	       "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+	       "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+	       1);
 	/* Many tensors: the hash table grows, and 70,000 > 65,535. */
 	size_t cap = 80000 * 80, o = 0;
 	char *big = malloc(cap);
 	o += (size_t)sprintf(big + o, "{");
 	for (int i = 0; i < 70000; i++)
-		o += (size_t)sprintf(big + o, "%s\"layer.%d.w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
-				     i ? "," : "", i, i, i + 1);
+		o += (size_t)sprintf(
+			big + o, "%s\"layer.%d.w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+			i ? "," : "", i, i, i + 1);
 	o += (size_t)sprintf(big + o, "}");
 	f = mkfile_n(big, o, 70000);
 	CHECK(parse_file(f, 0, &h, &d) == TFS_OK && h.n == 70000, "70000 tensors: %s", d.msg);
@@ -735,7 +744,8 @@ static void test_names(void)
 		o += (size_t)sprintf(hd + o, "%s\"", i ? "," : "");
 		memset(hd + o, 'y', 300);
 		o += 300;
-		o += (size_t)sprintf(hd + o, "%d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i, i, i + 1);
+		o += (size_t)sprintf(hd + o, "%d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+				     i, i, i + 1);
 	}
 	o += (size_t)sprintf(hd + o, "}");
 	struct file f = mkfile_n(hd, o, 3);
@@ -749,8 +759,10 @@ static void test_names(void)
 	tfs_name_hash_hook = NULL;
 	const char *n0 = tr.nodes[3].fname, *n1 = tr.nodes[4].fname, *n2 = tr.nodes[5].fname;
 	CHECK(strcmp(n0, n1) && strcmp(n1, n2) && strcmp(n0, n2), "distinct");
-	CHECK(strlen(n0) == 218 && strstr(n0, "%~000000000000002a") != NULL, "first keeps the plain form: %s", n0 + 190);
-	CHECK(strlen(n1) <= TFS_NAME_MAX && strcmp(n1 + strlen(n1) - 2, "-4") == 0, "second gets its inode, -4: %s", n1 + 190);
+	CHECK(strlen(n0) == 218 && strstr(n0, "%~000000000000002a") != NULL, "first keeps the plain form: %s",
+	      n0 + 190);
+	CHECK(strlen(n1) <= TFS_NAME_MAX && strcmp(n1 + strlen(n1) - 2, "-4") == 0,
+	      "second gets its inode, -4: %s", n1 + 190);
 	CHECK(strcmp(n2 + strlen(n2) - 2, "-5") == 0, "third gets -5");
 	for (uint32_t i = 3; i < 6; i++)
 		CHECK(tfs_tree_lookup(&tr, 1, tr.nodes[i].fname, tr.nodes[i].fname_len) == i, "lookup %u", i);
@@ -797,8 +809,8 @@ struct icol {
 	int no;
 };
 
-static tfs_err icol_entry(void *ctx, const char *name, size_t nlen, const char *shard,
-			  size_t slen, struct tfs_diag *d)
+static tfs_err icol_entry(void *ctx, const char *name, size_t nlen, const char *shard, size_t slen,
+			  struct tfs_diag *d)
 {
 	struct icol *c = ctx;
 	(void)d;
@@ -810,8 +822,8 @@ static tfs_err icol_entry(void *ctx, const char *name, size_t nlen, const char *
 	return TFS_OK;
 }
 
-static tfs_err icol_other(void *ctx, const char *key, size_t klen, const char *text,
-			  size_t tlen, struct tfs_diag *d)
+static tfs_err icol_other(void *ctx, const char *key, size_t klen, const char *text, size_t tlen,
+			  struct tfs_diag *d)
 {
 	struct icol *c = ctx;
 	(void)d;
@@ -839,24 +851,30 @@ static void test_index_scan(void)
 	char msg[TFS_DIAG_MAX];
 	CHECK(iscan(" {\"metadata\": {\"total_size\": 7, \"x\": [1, 2]},\n"
 		    "  \"weight_map\": {\"a\\u002fb\": \"s1.safetensors\", \"a\": \"s\\u0032\", \"a\": \"s3\"}} \n",
-		    &c, msg) == TFS_OK, "valid: %s", msg);
+		    &c, msg) == TFS_OK,
+	      "valid: %s", msg);
 	CHECK(c.n == 3 && strcmp(c.names[0], "a/b") == 0 && strcmp(c.shards[0], "s1.safetensors") == 0,
 	      "escaped name decoded: %s", c.names[0]);
 	CHECK(strcmp(c.shards[1], "s2") == 0 && strcmp(c.shards[2], "s3") == 0, "duplicates passed in order");
 	CHECK(c.no == 1 && strcmp(c.other[0], "metadata={\"total_size\": 7, \"x\": [1, 2]}") == 0,
 	      "other member: %s", c.other[0]);
 	CHECK(iscan("{\"weight_map\": {}}", &c, msg) == TFS_OK && c.n == 0, "empty map");
-	CHECK(iscan("{\"metadata\": {}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "no \"weight_map\""), "%s", msg);
-	CHECK(iscan("{\"weight_map\": []}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "not an object"), "%s", msg);
-	CHECK(iscan("{\"weight_map\": {\"a\": 1}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "'a'"), "%s", msg);
+	CHECK(iscan("{\"metadata\": {}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "no \"weight_map\""),
+	      "%s", msg);
+	CHECK(iscan("{\"weight_map\": []}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "not an object"), "%s",
+	      msg);
+	CHECK(iscan("{\"weight_map\": {\"a\": 1}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "'a'"), "%s",
+	      msg);
 	CHECK(iscan("{\"weight_map\": {}, \"weight_map\": {}}", &c, msg) == TFS_ERR_FORMAT, "two maps");
 	CHECK(iscan("{\"weight_map\": {\"a\": \"s\",}}", &c, msg) == TFS_ERR_FORMAT &&
-		      strstr(msg, "invalid index JSON"), "%s", msg);
+		      strstr(msg, "invalid index JSON"),
+	      "%s", msg);
 	CHECK(iscan("{\"weight_map\": {}, \"m\": NaN}", &c, msg) == TFS_ERR_FORMAT, "NaN in another member");
 	CHECK(iscan("{\"weight_map\": {}} x", &c, msg) == TFS_ERR_FORMAT, "trailing text");
 	CHECK(iscan("{\"weight_map\": {\"\\ud800\": \"s\"}}", &c, msg) == TFS_ERR_FORMAT, "lone surrogate");
 	CHECK(iscan("[]", &c, msg) == TFS_ERR_FORMAT, "not an object");
-	CHECK(iscan("{\"weight_map\": {\"\xff\": \"s\"}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "UTF-8"), "%s", msg);
+	CHECK(iscan("{\"weight_map\": {\"\xff\": \"s\"}}", &c, msg) == TFS_ERR_FORMAT && strstr(msg, "UTF-8"),
+	      "%s", msg);
 }
 
 static void test_quote(void)
@@ -884,8 +902,8 @@ static void test_quote(void)
 		memcpy(e + i, "\xc3\xa9", 2);
 	tfs_quote(q, sizeof q, e, sizeof e);
 	size_t ql = strlen(q);
-	CHECK(ql > 5 && strcmp(q + ql - 4, "...'") == 0 &&
-		      tfs_utf8_check((const unsigned char *)q, ql) == ql, "cut: %s", q);
+	CHECK(ql > 5 && strcmp(q + ql - 4, "...'") == 0 && tfs_utf8_check((const unsigned char *)q, ql) == ql,
+	      "cut: %s", q);
 }
 
 int main(void)

@@ -14,16 +14,16 @@
 
 static int passed, failed;
 
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (cond) {                                                     \
-			passed++;                                               \
-		} else {                                                        \
-			failed++;                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fputc('\n', stderr);                                    \
-		}                                                               \
+#define CHECK(cond, ...)                                                                                     \
+	do {                                                                                                 \
+		if (cond) {                                                                                  \
+			passed++;                                                                            \
+		} else {                                                                                     \
+			failed++;                                                                            \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
+			fprintf(stderr, __VA_ARGS__);                                                        \
+			fputc('\n', stderr);                                                                 \
+		}                                                                                            \
 	} while (0)
 
 /* ---- INI ---- */
@@ -53,13 +53,15 @@ static tfs_err ini(const char *text, char *out, char *msg)
 static void test_ini(void)
 {
 	char out[4096], msg[TFS_DIAG_MAX];
-	CHECK(ini("[default]\naws_access_key_id = AK\n  aws_secret_access_key=SK  \r\n", out, msg) == TFS_OK &&
+	CHECK(ini("[default]\naws_access_key_id = AK\n  aws_secret_access_key=SK  \r\n", out, msg) ==
+			      TFS_OK &&
 		      strcmp(out, "[default]aws_access_key_id=AK;[default]aws_secret_access_key=SK;") == 0,
 	      "basic: %s", out);
 	CHECK(ini("# c\n; c\n\n[ p ]\nk = a = b\n", out, msg) == TFS_OK && strcmp(out, "[p]k=a = b;") == 0,
 	      "comments, trim, '=' in a value: %s", out);
 	CHECK(ini("[a]\nk=1\n[b]\nk=2\n[a]\nk=3", out, msg) == TFS_OK &&
-		      strcmp(out, "[a]k=1;[b]k=2;[a]k=3;") == 0, "sections again, no final newline: %s", out);
+		      strcmp(out, "[a]k=1;[b]k=2;[a]k=3;") == 0,
+	      "sections again, no final newline: %s", out);
 	CHECK(ini("", out, msg) == TFS_OK && !*out, "empty");
 	const struct {
 		const char *text, *want;
@@ -78,8 +80,8 @@ static void test_ini(void)
 	char nul[] = "[a]\nk=v\0x\n";
 	struct seen s = {""};
 	struct tfs_diag d = {""};
-	CHECK(tfs_ini_parse(nul, sizeof nul - 1, record, &s, &d) == TFS_ERR_FORMAT &&
-		      strstr(d.msg, "NUL"), "a NUL byte: %s", d.msg);
+	CHECK(tfs_ini_parse(nul, sizeof nul - 1, record, &s, &d) == TFS_ERR_FORMAT && strstr(d.msg, "NUL"),
+	      "a NUL byte: %s", d.msg);
 	char *big = malloc(10000);
 	memset(big, 'k', 9000);
 	memcpy(big, "[a]\n", 4);
@@ -92,8 +94,14 @@ static void test_ini(void)
 
 static void clear_env(void)
 {
-	const char *vars[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-			      "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"};
+	const char *vars[] = {"AWS_ACCESS_KEY_ID",
+			      "AWS_SECRET_ACCESS_KEY",
+			      "AWS_SESSION_TOKEN",
+			      "AWS_PROFILE",
+			      "AWS_REGION",
+			      "AWS_DEFAULT_REGION",
+			      "AWS_SHARED_CREDENTIALS_FILE",
+			      "AWS_CONFIG_FILE"};
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
 		unsetenv(vars[i]);
 }
@@ -117,47 +125,58 @@ static void test_credentials(void)
 	clear_env();
 	setenv("HOME", dir, 1); /* no ~/.aws */
 	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_OPEN && strstr(d.msg, "no AWS credentials") &&
-		      strstr(d.msg, "'default'"), "nothing: %s", d.msg);
+		      strstr(d.msg, "'default'"),
+	      "nothing: %s", d.msg);
 	CHECK(tfs_aws_credentials(&c, 0, &d) == TFS_OK && strcmp(c.region, "us-east-1") == 0,
 	      "unsigned: region only");
 	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "SKENV", 1);
 	setenv("AWS_SESSION_TOKEN", "TOKENV", 1);
 	setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKENV") && !strcmp(c.secret, "SKENV") &&
-		      !strcmp(c.token, "TOKENV") && !strcmp(c.region, "eu-west-1") && c.from_env,
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKENV") &&
+		      !strcmp(c.secret, "SKENV") && !strcmp(c.token, "TOKENV") &&
+		      !strcmp(c.region, "eu-west-1") && c.from_env,
 	      "from the environment: %s", d.msg);
 	setenv("AWS_REGION", "ap-south-1", 1);
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.region, "ap-south-1"), "AWS_REGION first");
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.region, "ap-south-1"),
+	      "AWS_REGION first");
 	clear_env();
 	setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
 	setenv("AWS_CONFIG_FILE", conf, 1);
-	write_file(cred, "[default]\naws_access_key_id = AKDEF\naws_secret_access_key = SKDEF\n"
-			 "[dev]\naws_access_key_id=AKDEV\naws_secret_access_key=SKDEV\naws_session_token=TDEV\n");
-	write_file(conf, "[default]\nregion = us-west-2\n[profile dev]\nregion = eu-central-1\n[dev]\nregion = wrong\n");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKDEF") && !strcmp(c.region, "us-west-2") &&
-		      !*c.token, "default profile: %s", d.msg);
+	write_file(cred,
+		   "[default]\naws_access_key_id = AKDEF\naws_secret_access_key = SKDEF\n"
+		   "[dev]\naws_access_key_id=AKDEV\naws_secret_access_key=SKDEV\naws_session_token=TDEV\n");
+	write_file(
+		conf,
+		"[default]\nregion = us-west-2\n[profile dev]\nregion = eu-central-1\n[dev]\nregion = wrong\n");
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKDEF") &&
+		      !strcmp(c.region, "us-west-2") && !*c.token,
+	      "default profile: %s", d.msg);
 	setenv("AWS_PROFILE", "dev", 1);
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKDEV") && !strcmp(c.token, "TDEV") &&
-		      !strcmp(c.region, "eu-central-1"), "named profile, [profile NAME] in config: %s", d.msg);
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKDEV") &&
+		      !strcmp(c.token, "TDEV") && !strcmp(c.region, "eu-central-1"),
+	      "named profile, [profile NAME] in config: %s", d.msg);
 	/* keys only in the config file */
 	write_file(cred, "");
 	write_file(conf, "[profile dev]\naws_access_key_id=AKC\naws_secret_access_key=SKC\n");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKC") && !strcmp(c.region, "us-east-1"),
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_OK && !strcmp(c.key, "AKC") &&
+		      !strcmp(c.region, "us-east-1"),
 	      "keys in the config file: %s", d.msg);
 	write_file(cred, "[dev]\naws_access_key_id = AK\n");
 	write_file(conf, "");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_OPEN && strstr(d.msg, "'dev'"), "a key without secret: %s",
-	      d.msg);
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_OPEN && strstr(d.msg, "'dev'"),
+	      "a key without secret: %s", d.msg);
 	write_file(cred, "[dev]\naws_access_key_id = AK\naws_secret_access_key = a b\n");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, "spaces"), "a secret with a space: %s",
-	      d.msg);
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, "spaces"),
+	      "a secret with a space: %s", d.msg);
 	write_file(cred, "[dev\n");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, cred) && strstr(d.msg, "line 1"),
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, cred) &&
+		      strstr(d.msg, "line 1"),
 	      "a damaged file is named with its line: %s", d.msg);
 	write_file(cred, "[dev]\naws_access_key_id = AK\naws_secret_access_key = SK\n");
 	write_file(conf, "[profile dev]\nregion = us east\n");
-	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, "region"), "a bad region: %s", d.msg);
+	CHECK(tfs_aws_credentials(&c, 1, &d) == TFS_ERR_INVAL && strstr(d.msg, "region"), "a bad region: %s",
+	      d.msg);
 	unlink(cred);
 	unlink(conf);
 	rmdir(dir);
@@ -193,24 +212,34 @@ static void test_s3_listing(void)
 {
 	char out[8192], next[64], msg[TFS_DIAG_MAX];
 	int tr;
-	const char *ok = "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>"
-			 "<NextContinuationToken>tok&amp;1</NextContinuationToken>"
-			 "<Contents><Key>m/a&lt;b&#x20AC;&#65;.st</Key><ETag>&quot;e1&quot;</ETag><Size>12</Size></Contents>"
-			 "<Contents><Key>m/x</Key><Size>0</Size></Contents></ListBucketResult>";
+	const char *ok =
+		"<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>"
+		"<NextContinuationToken>tok&amp;1</NextContinuationToken>"
+		"<Contents><Key>m/a&lt;b&#x20AC;&#65;.st</Key><ETag>&quot;e1&quot;</ETag><Size>12</Size></Contents>"
+		"<Contents><Key>m/x</Key><Size>0</Size></Contents></ListBucketResult>";
 	CHECK(list(ok, out, &tr, next, msg) == TFS_OK && tr && !strcmp(next, "tok&1") &&
-		      !strcmp(out, "m/a<b\xe2\x82\xac" "A.st|12|\"e1\";m/x|0|;"), "entities: %s / %s", out, msg);
+		      !strcmp(out, "m/a<b\xe2\x82\xac"
+				   "A.st|12|\"e1\";m/x|0|;"),
+	      "entities: %s / %s", out, msg);
 	const struct {
 		const char *xml, *want;
 	} bad[] = {
 		{"<Error><Code>AccessDenied</Code></Error>", "not a bucket listing"},
-		{"<ListBucketResult><Contents><Key>a</Key><Size>1</Size></ListBucketResult>", "unclosed <Contents>"},
-		{"<ListBucketResult><Contents><Key>a</Key></Contents></ListBucketResult>", "without a key or a size"},
-		{"<ListBucketResult><Contents><Key>a</Key><Size>-1</Size></Contents></ListBucketResult>", "not a number"},
-		{"<ListBucketResult><Contents><Key>a</Key><Size>99999999999999999999999</Size></Contents></ListBucketResult>", "not a number"},
-		{"<ListBucketResult><Contents><Key>a&bogus;</Key><Size>1</Size></Contents></ListBucketResult>", "without a key"},
-		{"<ListBucketResult><Contents><Key>a&#0;</Key><Size>1</Size></Contents></ListBucketResult>", "without a key"},
+		{"<ListBucketResult><Contents><Key>a</Key><Size>1</Size></ListBucketResult>",
+		 "unclosed <Contents>"},
+		{"<ListBucketResult><Contents><Key>a</Key></Contents></ListBucketResult>",
+		 "without a key or a size"},
+		{"<ListBucketResult><Contents><Key>a</Key><Size>-1</Size></Contents></ListBucketResult>",
+		 "not a number"},
+		{"<ListBucketResult><Contents><Key>a</Key><Size>99999999999999999999999</Size></Contents></ListBucketResult>",
+		 "not a number"},
+		{"<ListBucketResult><Contents><Key>a&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
+		 "without a key"},
+		{"<ListBucketResult><Contents><Key>a&#0;</Key><Size>1</Size></Contents></ListBucketResult>",
+		 "without a key"},
 		{"<!DOCTYPE x [<!ENTITY a \"aaaa\">]><ListBucketResult></ListBucketResult>", "DTD"},
-		{"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>", "no continuation token"},
+		{"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+		 "no continuation token"},
 		{"<ListBucketResult><IsTruncated>true</ListBucketResult>", "not well formed"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -231,31 +260,48 @@ static void test_hub_and_http(void)
 	struct tfs_hub_ref r;
 	struct tfs_diag d;
 	CHECK(tfs_hub_parse_ref("hf://datasets/org/name@refs%2Fpr%2F1/sub/x.safetensors", &r, &d) == TFS_OK &&
-		      !strcmp(r.type, "datasets") && !strcmp(r.repo, "org/name") && !strcmp(r.rev, "refs/pr/1") &&
-		      !strcmp(r.path, "sub/x.safetensors"), "a full reference");
+		      !strcmp(r.type, "datasets") && !strcmp(r.repo, "org/name") &&
+		      !strcmp(r.rev, "refs/pr/1") && !strcmp(r.path, "sub/x.safetensors"),
+	      "a full reference");
 	CHECK(tfs_hub_parse_ref("hf://org/name", &r, &d) == TFS_OK && !strcmp(r.type, "models") &&
-		      !strcmp(r.rev, "main") && !*r.path, "defaults");
-	CHECK(tfs_hub_parse_ref("hf://org/name/dir/", &r, &d) == TFS_OK && !strcmp(r.path, "dir"), "a directory");
-	const char *bad[] = {"hf://", "hf://org", "hf://org/", "hf://org/na me", "hf://org/name@", "hf://../x",
-			     "hf://org/name/a/../b", "hf://org/name/a//b", "hf://org/name@%zz", "hf://org/name@a%0ab"};
+		      !strcmp(r.rev, "main") && !*r.path,
+	      "defaults");
+	CHECK(tfs_hub_parse_ref("hf://org/name/dir/", &r, &d) == TFS_OK && !strcmp(r.path, "dir"),
+	      "a directory");
+	const char *bad[] = {"hf://",
+			     "hf://org",
+			     "hf://org/",
+			     "hf://org/na me",
+			     "hf://org/name@",
+			     "hf://../x",
+			     "hf://org/name/a/../b",
+			     "hf://org/name/a//b",
+			     "hf://org/name@%zz",
+			     "hf://org/name@a%0ab"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CHECK(tfs_hub_parse_ref(bad[i], &r, &d) == TFS_ERR_INVAL, "refused: %s", bad[i]);
 	struct tfs_dirlist l = {0};
-	const char *tree = "[{\"type\":\"file\",\"path\":\"a.json\",\"size\":3},{\"type\":\"directory\",\"path\":\"d\"},"
-			   "{\"type\":\"file\",\"path\":\"d/m.safetensors\",\"size\":134,\"lfs\":{\"size\":9999}}]";
+	const char *tree =
+		"[{\"type\":\"file\",\"path\":\"a.json\",\"size\":3},{\"type\":\"directory\",\"path\":\"d\"},"
+		"{\"type\":\"file\",\"path\":\"d/m.safetensors\",\"size\":134,\"lfs\":{\"size\":9999}}]";
 	CHECK(tfs_hub_parse_tree(tree, strlen(tree), &l, &d) == TFS_OK && l.n == 2 && l.size[1] == 9999,
 	      "a tree page: the LFS size");
 	tfs_dirlist_free(&l);
-	const char *evil[] = {"[{\"type\":\"file\",\"path\":\"../x\",\"size\":1}]", "[{\"type\":\"file\",\"path\":\"/etc\",\"size\":1}]",
-			      "[{\"type\":\"file\",\"path\":\"a\\u0000b\",\"size\":1}]", "{\"not\":\"a list\"}",
-			      "[{\"type\":\"file\",\"path\":\"a\"}]", "[1] x"};
+	const char *evil[] = {"[{\"type\":\"file\",\"path\":\"../x\",\"size\":1}]",
+			      "[{\"type\":\"file\",\"path\":\"/etc\",\"size\":1}]",
+			      "[{\"type\":\"file\",\"path\":\"a\\u0000b\",\"size\":1}]",
+			      "{\"not\":\"a list\"}",
+			      "[{\"type\":\"file\",\"path\":\"a\"}]",
+			      "[1] x"};
 	for (size_t i = 0; i < sizeof evil / sizeof evil[0]; i++) {
-		CHECK(tfs_hub_parse_tree(evil[i], strlen(evil[i]), &l, &d) == TFS_ERR_FORMAT, "refused tree %zu", i);
+		CHECK(tfs_hub_parse_tree(evil[i], strlen(evil[i]), &l, &d) == TFS_ERR_FORMAT,
+		      "refused tree %zu", i);
 		tfs_dirlist_free(&l);
 	}
 	char sha[41];
 	const char *rev = "{\"sha\":\"0123456789abcdef0123456789abcdef01234567\"}";
-	CHECK(tfs_hub_parse_revision(rev, strlen(rev), sha, &d) == TFS_OK && !strcmp(sha, "0123456789abcdef0123456789abcdef01234567"),
+	CHECK(tfs_hub_parse_revision(rev, strlen(rev), sha, &d) == TFS_OK &&
+		      !strcmp(sha, "0123456789abcdef0123456789abcdef01234567"),
 	      "a revision");
 	CHECK(tfs_hub_parse_revision("{\"sha\":\"main\"}", 14, sha, &d) == TFS_ERR_FORMAT, "not a commit");
 
@@ -267,8 +313,9 @@ static void test_hub_and_http(void)
 	for (size_t i = 0; i < 5; i++)
 		tfs_http_header_line(&rs, lines[i], strlen(lines[i]));
 	CHECK(rs.status == 206 && rs.has_range == 1 && rs.range_start == 10 && rs.range_end == 19 &&
-		      rs.range_total == 100 && !strcmp(rs.next_link, "http://h/p?c=2") && rs.retry_after == 7 &&
-		      rs.has_linked_size && rs.linked_size == 42, "header lines");
+		      rs.range_total == 100 && !strcmp(rs.next_link, "http://h/p?c=2") &&
+		      rs.retry_after == 7 && rs.has_linked_size && rs.linked_size == 42,
+	      "header lines");
 	const char *cr[] = {"Content-Range: bytes 20-10/100\r\n", "Content-Range: bytes 0-100/100\r\n",
 			    "Content-Range: bytes 0-1/2x\r\n", "Content-Range: items 0-1/2\r\n"};
 	for (size_t i = 0; i < 4; i++) {
