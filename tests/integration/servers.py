@@ -28,17 +28,75 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _listener_inode(port):
+    """The inode of the socket listening on 127.0.0.1:port, or None."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            if parts[1] == want and parts[3] == "0A":
+                return parts[9]
+    return None
+
+
+def _holds_socket(pid, inode):
+    """Whether process pid or one of its descendants holds socket inode."""
+    link = f"socket:[{inode}]"
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                try:
+                    if os.readlink(f"/proc/{p}/fd/{fd}") == link:
+                        return True
+                except OSError:
+                    pass
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return False
+
+
+class PortTaken(RuntimeError):
+    """The server could not have its port: another process took it between
+    free_port() and the server's bind (a test running beside this one). The
+    caller starts it again on other ports."""
+
+
 def wait_port(port, proc=None, timeout=20):
+    """Waits until something listens on 127.0.0.1:port; with proc, until
+    proc (or a process it started) does: a port free_port() gave can be
+    taken by another test's server before proc binds it, and a test must
+    never talk to another test's server."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            raise PortTaken(f"server exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                pass
         except OSError:
             time.sleep(0.02)
+            continue
+        inode = _listener_inode(port)
+        if proc is None or (inode is not None and _holds_socket(proc.pid, inode)):
+            return
+        time.sleep(0.02)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def start_retrying(start, stop, tries=5):
+    """start() (which picks free ports and waits for them), again on new
+    ports while another process took one of them."""
+    for k in range(tries):
+        try:
+            return start()
+        except PortTaken:
+            stop()
+            if k == tries - 1:
+                raise
 
 
 # The servers of one nginx, each on its own port (name: extra directives).
@@ -61,17 +119,19 @@ class Nginx:
             missing("nginx (Debian's nginx-light)")
         self.root = root
         self.dir = tempfile.mkdtemp(prefix="tfs-nginx-")
-        self.ports = {name: free_port() for name in SERVERS}
         self.servers = dict(SERVERS)
         if extra_servers:
             self.servers.update(extra_servers)
-            self.ports.update({name: free_port() for name in extra_servers})
         self.has_echo = os.path.exists(ECHO_MODULE)
-        if self.has_echo:
-            self.ports["latency"] = free_port()
+        self.pick_ports()
         self.latency_ms = latency_ms
         self.log = os.path.join(self.dir, "access.log")
         os.chmod(self.dir, 0o755)
+
+    def pick_ports(self):
+        self.ports = {name: free_port() for name in self.servers}
+        if self.has_echo:
+            self.ports["latency"] = free_port()
 
     def config(self):
         lines = []
@@ -103,6 +163,9 @@ class Nginx:
         return "\n".join(lines) + "\n"
 
     def __enter__(self):
+        return start_retrying(self._start, self._again)
+
+    def _start(self):
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write(self.config())
@@ -111,6 +174,10 @@ class Nginx:
         for port in self.ports.values():
             wait_port(port, self.proc)
         return self
+
+    def _again(self):
+        self.proc.wait()
+        self.pick_ports()
 
     def __exit__(self, *a):
         self.proc.send_signal(signal.SIGQUIT)
@@ -225,11 +292,19 @@ class FleetCache:
         self.port = free_port()
 
     def __enter__(self):
+        return start_retrying(self._start, self._again)
+
+    def _start(self):
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
         self.proc = subprocess.Popen([self.RUN, self.origin, f"127.0.0.1:{self.port}", os.path.join(self.dir, "c")],
                                      env=dict(os.environ, **self.env), stdout=subprocess.DEVNULL, stderr=self.err)
         wait_port(self.port, self.proc)
         return self
+
+    def _again(self):
+        self.proc.wait()
+        self.err.close()
+        self.port = free_port()
 
     def __exit__(self, *a):
         self.proc.terminate()
@@ -281,11 +356,18 @@ class S3rver:
         self.port = free_port()
 
     def __enter__(self):
+        return start_retrying(self._start, self._again)
+
+    def _start(self):
         self.proc = subprocess.Popen(["node", S3RVER, "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port),
                                       "--configure-bucket", "models", "--silent"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, self.proc)
         return self
+
+    def _again(self):
+        self.proc.wait()
+        self.port = free_port()
 
     def __exit__(self, *a):
         self.proc.terminate()

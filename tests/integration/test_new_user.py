@@ -136,14 +136,22 @@ class HttpServer:
     def __enter__(self):
         import subprocess
         import sys
-        from servers import free_port, wait_port
-        self.port = free_port()
-        self.logf = open(self.log, "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
-                                      "--directory", self.root, str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=self.logf)
-        wait_port(self.port, self.proc)
-        return self
+        from servers import free_port, start_retrying, wait_port
+
+        def start():
+            self.port = free_port()
+            self.logf = open(self.log, "w")
+            self.proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                          "--directory", self.root, str(self.port)],
+                                         stdout=subprocess.DEVNULL, stderr=self.logf)
+            wait_port(self.port, self.proc)
+            return self
+
+        def again():
+            self.proc.wait()
+            self.logf.close()
+
+        return start_retrying(start, again)
 
     def __exit__(self, *a):
         self.proc.terminate()
