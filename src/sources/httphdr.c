@@ -1,7 +1,6 @@
 /* The response headers of an HTTP transfer, a line at a time
- * (sources/httpc.h, tfs_http_header_line): hostile input, parsed into
- * fixed fields with every length and number checked. */
-#include "sources/httpc.h"
+ * (sources/httphdr.h). */
+#include "sources/httphdr.h"
 
 #include <stdint.h>
 #include <stdio.h>
