@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/url.h"
+#include "sources/bstore.h"
 #include "sources/cache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
@@ -87,6 +88,38 @@ static tfs_err set_proxy(const char *url, struct tfs_http_policy *p, struct tfs_
 	return TFS_OK;
 }
 
+/* The block cache of every remote file of the process: the drivers, and
+ * the two checkpoints of a diff, share one budget and one set of
+ * workers. Made by the first configure that succeeds; it never goes. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfs_cache *cache;
+
+static tfs_err cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	struct tfs_cache_cfg cfg;
+	tfs_err e = tfs_cache_parse(o, &cfg, d);
+	if (e)
+		return e;
+	pthread_mutex_lock(&cache_lock);
+	if (!cache) {
+		struct tfs_bstore *disk = NULL;
+		if (cfg.dir)
+			e = tfs_disk_store_open(cfg.dir, cfg.disk_bytes, &disk, d);
+		if (!e && (e = tfs_cache_new(&cfg, disk, &cache, d)) && disk)
+			disk->ops->free(disk);
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return e;
+}
+
+static struct tfs_cache *the_cache(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	struct tfs_cache *c = cache;
+	pthread_mutex_unlock(&cache_lock);
+	return c;
+}
+
 tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	struct tfs_http_policy p;
@@ -105,7 +138,7 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 			return e;
 	}
 	tfs_http_set_policy(&p);
-	return tfs_cache_configure(o, d);
+	return cache_configure(o, d);
 }
 
 struct remote {
@@ -401,7 +434,7 @@ static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, str
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (r->base.id.size <= r->nprobe)
 		return TFS_OK; /* all of it came */
-	return tfs_cwhole_new(r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
+	return tfs_cwhole_new(the_cache(), r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
 }
 
 static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
@@ -703,7 +736,8 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 		*out = &r->base;
 		return TFS_OK;
 	}
-	r->cache = key ? tfs_cfile_new(key, size, fetch, r) : NULL;
+	struct tfs_cache *c = the_cache();
+	r->cache = key && c ? tfs_cfile_new(c, key, size, fetch, r) : NULL;
 	free(key);
 	if (!r->cache) {
 		remote_close(&r->base);
@@ -715,7 +749,9 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 
 void tfs_remote_start(void)
 {
-	tfs_cache_start(); /* once, however many drivers ask */
+	struct tfs_cache *c = the_cache();
+	if (c)
+		tfs_cache_start(c); /* once, however many drivers ask */
 }
 
 void tfs_remote_stop(void)
@@ -725,8 +761,10 @@ void tfs_remote_stop(void)
 
 void tfs_remote_counters(struct tfs_counters *c)
 {
-	uint64_t hits, misses, disk;
-	tfs_cache_counters(&hits, &misses, &disk);
+	uint64_t hits = 0, misses = 0, disk = 0;
+	struct tfs_cache *cc = the_cache();
+	if (cc)
+		tfs_cache_counters(cc, &hits, &misses, &disk);
 	c->requests += tfs_http_requests();
 	c->bytes_fetched += tfs_http_bytes();
 	c->retries += tfs_http_retried();
@@ -737,9 +775,11 @@ void tfs_remote_counters(struct tfs_counters *c)
 
 int tfs_remote_notice(char *buf, size_t cap)
 {
-	uint64_t mem, disk;
-	unsigned nmem, ndisk;
-	tfs_cwhole_totals(&nmem, &mem, &ndisk, &disk);
+	uint64_t mem = 0, disk = 0;
+	unsigned nmem = 0, ndisk = 0;
+	struct tfs_cache *c = the_cache();
+	if (c)
+		tfs_cwhole_totals(c, &nmem, &mem, &ndisk, &disk);
 	if (!nmem && !ndisk)
 		return 0;
 	char where[160];
@@ -762,7 +802,10 @@ int tfs_remote_notice(char *buf, size_t cap)
 
 int tfs_remote_warm(uint64_t *done, uint64_t *total)
 {
-	int on;
-	tfs_cache_warm_status(done, total, &on);
+	int on = 0;
+	struct tfs_cache *c = the_cache();
+	*done = *total = 0;
+	if (c)
+		tfs_cache_warm_status(c, done, total, &on);
 	return on;
 }
