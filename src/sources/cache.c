@@ -24,10 +24,10 @@ tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, str
 	const char *cs = tfs_opts_get(o, "cache_size"), *dir = tfs_opts_get(o, "cache_dir"),
 		   *cm = tfs_opts_get(o, "cache_max"), *cc = tfs_opts_get(o, "concurrency"),
 		   *ps = tfs_opts_get(o, "part_size");
-	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * B,
+	uint64_t mem = TFS_CACHE_DEFAULT_MEM, disk = TFS_CACHE_DEFAULT_DISK, part = RUN_DEFAULT * BLK,
 		 conc = WORKERS_DEFAULT;
 	int warm = tfs_opts_get(o, "warm") != NULL;
-	if (cs && (tfs_opt_number(cs, 1, UINT64_MAX, &mem) || mem < 4 * B))
+	if (cs && (tfs_opt_number(cs, 1, UINT64_MAX, &mem) || mem < 4 * BLK))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o cache_size= takes a size of at least 1M (as 512M or 2G), not '%s'", cs);
 	if (cm && tfs_opt_number(cm, 1, UINT64_MAX, &disk))
@@ -36,7 +36,7 @@ tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, str
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o concurrency= takes a number of requests from 1 to %d, not '%s'",
 				WORKERS_MAX, cc);
-	if (ps && (tfs_opt_number(ps, 1, RUN_MAX * B, &part) || part < B || part % B))
+	if (ps && (tfs_opt_number(ps, 1, RUN_MAX * BLK, &part) || part < BLK || part % BLK))
 		return tfs_fail(d, TFS_ERR_INVAL,
 				"-o part_size= takes a multiple of 256K from 256K to 64M (as 8M), not '%s'",
 				ps);
@@ -64,7 +64,7 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 	pthread_cond_init(&c->work, NULL);
 	c->mem = mem;
 	c->want_workers = (unsigned)conc;
-	c->run = (unsigned)(part / B);
+	c->run = (unsigned)(part / BLK);
 	c->allowed = ALLOWED_START < c->want_workers ? ALLOWED_START : c->want_workers;
 	/* What a stream keeps fetched ahead: every request in flight a part,
 	 * within half the memory budget (the rest is for what was fetched
@@ -78,12 +78,13 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	c->fds_max = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > mem / B ? (unsigned)(mem / B)
-									       : (unsigned)(rl.rlim_cur / 2);
+	c->fds_max = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > mem / BLK
+			     ? (unsigned)(mem / BLK)
+			     : (unsigned)(rl.rlim_cur / 2);
 	c->warm = cfg->warm && lower;
 	c->lower = lower;
 	c->nslots = 64;
-	while (c->nslots < 2 * (mem / B + 64))
+	while (c->nslots < 2 * (mem / BLK + 64))
 		c->nslots *= 2;
 	c->tab = calloc(c->nslots, sizeof *c->tab);
 	c->lru.lnext = c->lru.lprev = &c->lru;
@@ -139,12 +140,12 @@ void tfs_cache_lru_front(struct tfs_cache *c, struct blk *b)
 	c->lru.lnext = b;
 }
 
-#define CHUNK (32 * B)
+#define CHUNK (32 * BLK)
 
 static char *buf_get(struct tfs_cache *c)
 {
 	if (c->npool) {
-		c->used -= B;
+		c->used -= BLK;
 		return c->pool[--c->npool];
 	}
 	if (c->chunk == c->chunk_end) {
@@ -156,7 +157,7 @@ static char *buf_get(struct tfs_cache *c)
 		c->chunk_end = chunk + CHUNK;
 	}
 	char *p = c->chunk;
-	c->chunk += B;
+	c->chunk += BLK;
 	return p;
 }
 
@@ -173,13 +174,13 @@ static void buf_put(struct tfs_cache *c, char *p)
 		c->cpool = nc;
 	}
 	c->pool[c->npool++] = p;
-	c->used += B;
+	c->used += BLK;
 }
 
 void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b)
 {
 	lru_unlink(b);
-	c->used -= B;
+	c->used -= BLK;
 	if (b->data) {
 		buf_put(c, b->data);
 	} else {
@@ -202,7 +203,7 @@ static int read_through(const struct blk *b)
 	return b->state == READY && !b->unread && b->served >= b->len && !b->f->keep;
 }
 
-/* Room for one more block (need is B). A kept buffer is room already.
+/* Room for one more block (need is BLK). A kept buffer is room already.
  * Then the least recently used block that has been read and that nobody
  * holds gives its buffer: the kernel's page cache keeps what was read
  * (files are opened with keep_cache), so this cache is mostly for what
@@ -219,7 +220,7 @@ int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch)
 {
 	/* (Blocks served from their files count too, though their buffers
 	 * went back to the pool: that bounds how many files are open.) */
-	if (need <= B && c->npool && c->used <= c->mem)
+	if (need <= BLK && c->npool && c->used <= c->mem)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = c->lru.lprev; b != &c->lru && looked < 64; b = b->lprev, looked++) {
@@ -245,7 +246,7 @@ int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch)
 /* A new LOADING block, pinned once for whoever will load it. */
 struct blk *tfs_cache_blk_new(struct tfs_cache *c, struct tfs_cfile *f, uint64_t idx)
 {
-	uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+	uint64_t len = f->size - idx * BLK < BLK ? f->size - idx * BLK : BLK;
 	struct blk *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
@@ -264,7 +265,7 @@ struct blk *tfs_cache_blk_new(struct tfs_cache *c, struct tfs_cfile *f, uint64_t
 	size_t s = slot_of(c, f, idx);
 	b->hnext = c->tab[s];
 	c->tab[s] = b;
-	c->used += B;
+	c->used += BLK;
 	return b;
 }
 
@@ -379,7 +380,7 @@ static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, c
 		}
 		struct landing l = {f->c, blocks + i, j - i, 0, 0};
 		tfs_err e =
-			iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * B, len, landed, &l)
+			iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * BLK, len, landed, &l)
 			    : TFS_ERR_NOMEM;
 		/* A block served as it landed stays served: its bytes were
 		 * whole and of the pinned version. */
@@ -571,7 +572,7 @@ struct tfs_cfile *tfs_cfile_new(struct tfs_cache *c, const char *key, uint64_t s
 		return NULL;
 	f->c = c;
 	f->size = size;
-	f->nblocks = (size + B - 1) / B;
+	f->nblocks = (size + BLK - 1) / BLK;
 	f->fetch = fetch;
 	f->ctx = ctx;
 	f->refs = 1;

@@ -14,7 +14,7 @@
 #include "sources/bstore.h"
 #include "sources/cache.h"
 
-#define B ((uint64_t)TFS_CACHE_BLOCK)
+#define BLK ((uint64_t)TFS_CACHE_BLOCK)
 /* Requests in flight at most (-o concurrency=) and blocks per request
  * (-o part_size=): CDNs and S3 cap each connection well below the link,
  * so a fast load keeps many ranges in flight (Run:ai's streamer uses 32,

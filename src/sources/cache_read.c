@@ -23,7 +23,7 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 			from++;
 		while (from < to && !tfs_cache_find(c, f, from) && (!j || j->n < c->run)) {
 			struct blk *nb = NULL;
-			if (!tfs_cache_make_room(c, B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
+			if (!tfs_cache_make_room(c, BLK, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
 			    !(nb = tfs_cache_blk_new(c, f, from))) {
 				to = from; /* no room: stop here */
 				break;
@@ -56,23 +56,23 @@ static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint6
 	/* Not yet seen going from one object into the next: a part past this
 	 * one's end, no more (1 GiB read from one tensor was followed by
 	 * 128 MiB of the next ones, a tenth more traffic for nothing). */
-	uint64_t part = (uint64_t)c->run * B;
+	uint64_t part = (uint64_t)c->run * BLK;
 	if (!s->crossed && s->limit < UINT64_MAX - part && end > s->limit + part)
 		end = s->limit + part > at ? s->limit + part : at;
-	uint64_t to = (end + B - 1) / B;
+	uint64_t to = (end + BLK - 1) / BLK;
 	if (to > f->nblocks)
 		to = f->nblocks;
 	/* In whole runs: topping the window up by the block or two each read
 	 * moves it would make every request that small (1,070 requests of
 	 * 512 KiB for 1 GiB from s3rver). */
-	uint64_t wb = s->window / B, run = wb / 2 < c->run ? wb / 2 : c->run;
+	uint64_t wb = s->window / BLK, run = wb / 2 < c->run ? wb / 2 : c->run;
 	if (from < to && (to - from >= run || to == f->nblocks)) {
 		prefetch(f, from, to);
 		s->ahead = to;
 	}
 	struct tfs_cfile *g = f->next;
 	if (g && end > f->size && s->ahead >= f->nblocks) {
-		uint64_t gto = (end - f->size + B - 1) / B;
+		uint64_t gto = (end - f->size + BLK - 1) / BLK;
 		if (gto > g->nblocks)
 			gto = g->nblocks;
 		if (s->spill < gto && (gto - s->spill >= run || gto == g->nblocks)) {
@@ -107,14 +107,14 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 		if (g != f && g != f->prev && now - g->last_seq < 500000000ll)
 			streaming++;
 	uint64_t cap = c->window_max / streaming;
-	if (cap < 2 * B)
-		cap = 2 * B;
+	if (cap < 2 * BLK)
+		cap = 2 * BLK;
 	if (s) {
 		/* Two random reads can land close by chance; three in a row
 		 * that follow each other are a reader moving forward. */
 		if (++s->hits >= 2) {
 			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
-					      : (2 * B > cap ? cap : 2 * B);
+					      : (2 * BLK > cap ? cap : 2 * BLK);
 			if (s->window > cap)
 				s->window = cap;
 			f->last_seq = now;
@@ -180,7 +180,7 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		return TFS_OK;
 	if (off > f->size || len > f->size - off)
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
-	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
+	uint64_t b0 = off / BLK, b1 = (off + len - 1) / BLK, nb = b1 - b0 + 1;
 	struct blk **mine = malloc(nb * sizeof *mine);
 	struct tfs_cmap *map = malloc(sizeof *map + nb * sizeof map->b[0]);
 	uint64_t nmine = 0;
@@ -218,7 +218,7 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			c->misses++;
 			/* A reader always gets its blocks, over budget if it
 			 * must (by at most what the readers in flight hold). */
-			tfs_cache_make_room(c, B, 0);
+			tfs_cache_make_room(c, BLK, 0);
 			if (!(b = tfs_cache_blk_new(c, f, i))) {
 				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 				break;
@@ -261,8 +261,8 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 			e = tfs_fail(d, b->err, "%s", b->msg);
 			break;
 		}
-		uint64_t start = b->idx == b0 ? off - b0 * B : 0;
-		uint64_t end = b->idx == b1 ? off + len - b1 * B : b->len;
+		uint64_t start = b->idx == b0 ? off - b0 * BLK : 0;
+		uint64_t end = b->idx == b1 ? off + len - b1 * BLK : b->len;
 		e = serve(c, b, start, end, &iov[k], d);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -308,7 +308,7 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 		tfs_err e = f->fetch(f->ctx, &v, 1, off, len, NULL, NULL);
 		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
 	}
-	struct tfs_iov *iov = malloc((len / B + 2) * sizeof *iov);
+	struct tfs_iov *iov = malloc((len / BLK + 2) * sizeof *iov);
 	struct tfs_cmap *map;
 	unsigned n;
 	if (!iov)

@@ -29,7 +29,7 @@ static void warm_file(struct tfs_cache *c, struct tfs_cfile *f, uint64_t t0, uns
 		if (!j)
 			return;
 		while (idx < f->nblocks && j->n < c->run && !tfs_http_aborted()) {
-			uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
+			uint64_t len = f->size - idx * BLK < BLK ? f->size - idx * BLK : BLK;
 			struct blk *nb = tfs_cache_find(c, f, idx);
 			if (nb || (f->lf && c->lower->ops->has(f->lf, idx, (uint32_t)len))) {
 				/* (One a reader has, or has had, goes to disk as
@@ -41,7 +41,7 @@ static void warm_file(struct tfs_cache *c, struct tfs_cfile *f, uint64_t t0, uns
 					break; /* a part is consecutive blocks */
 				continue;
 			}
-			while (!tfs_cache_make_room(c, B, 1) && !tfs_http_aborted())
+			while (!tfs_cache_make_room(c, BLK, 1) && !tfs_http_aborted())
 				pthread_cond_wait(&c->changed, &c->lock);
 			if (tfs_http_aborted() || tfs_cache_find(c, f, idx) ||
 			    !(nb = tfs_cache_blk_new(c, f, idx)))
