@@ -52,6 +52,17 @@ static int same_origin(const struct hf_store *hs, const char *url)
 	return strncasecmp(url, hs->origin, n) == 0 && (url[n] == '/' || url[n] == 0 || url[n] == '?');
 }
 
+/* The Hub's credentials (struct tfs_remote_spec, authorize): the token
+ * goes to the Hub's own host only, never to the CDN, for the store's
+ * requests and its files' alike. */
+static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
+{
+	const struct hf_store *hs = ctx;
+	(void)d;
+	rq->auth = same_origin(hs, rq->url) ? hs->auth : NULL;
+	return TFS_OK;
+}
+
 /* ---- URLs ---- */
 
 static tfs_err put_path(char **u, size_t *len, size_t *cap, const char *path)
@@ -168,8 +179,8 @@ static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full,
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	for (int hop = 0;; hop++) {
-		struct tfs_http_req rq = {
-			.url = url, .head = 1, .auth = same_origin(hs, url) ? hs->auth : NULL};
+		struct tfs_http_req rq = {.url = url, .head = 1};
+		authorize(hs, &rq, d);
 		struct tfs_http_resp rs;
 		enum tfs_http_fail f;
 		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
@@ -251,11 +262,11 @@ static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, c
 	struct tfs_http_req rq = {
 		.url = url,
 		.follow = 0,
-		.auth = same_origin(hs, url) ? hs->auth : NULL,
 		.body = body,
 		.bodylen = len,
 		.body_max = LISTING_PAGE_MAX,
 	};
+	authorize(hs, &rq, d);
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
 	*body = NULL;
@@ -449,7 +460,8 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			struct tfs_remote_spec s = {
 				.url = h.url,
 				.location = loc,
-				.auth = same_origin(hs, h.url) ? hs->auth : NULL,
+				.authorize = authorize,
+				.auth_ctx = hs,
 				.etag = *h.etag ? h.etag : NULL,
 				.revision = hs->commit,
 				.has_size = h.has_size,
@@ -587,9 +599,9 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 	char q[TFS_QPATH_MAX];
 	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s",
 		tfs_quote_path(q, sizeof q, spec), d->msg, sha);
+	/* (The token stays: files opened before are read with it, and
+	 * offline, the store sends nothing.) */
 	hs->offline = 1;
-	free(hs->auth);
-	hs->auth = NULL;
 	return 1;
 }
 

@@ -111,13 +111,25 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
 	return tfs_fail(d, TFS_ERR_OPEN, "HTTP %ld%s%s", status, code && *code ? " " : "", code ? code : "");
 }
 
-static void request(const struct s3_store *st, struct tfs_http_req *rq, const char *url)
+/* S3's credentials (struct tfs_remote_spec, authorize): SigV4 signing by
+ * libcurl with the keys, and the session token and payload hash headers;
+ * none for a public bucket. Requests carrying them follow no redirect
+ * (sources/httpc.h). */
+static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
 {
-	memset(rq, 0, sizeof *rq);
-	rq->url = url;
+	const struct s3_store *st = ctx;
+	(void)d;
 	rq->headers = (const char *const *)st->hdr;
 	rq->aws_sigv4 = st->sigv4;
 	rq->userpwd = st->userpwd;
+	return TFS_OK;
+}
+
+static void request(struct s3_store *st, struct tfs_http_req *rq, const char *url)
+{
+	memset(rq, 0, sizeof *rq);
+	rq->url = url;
+	authorize(st, rq, NULL);
 }
 
 /* ---- listing ---- */
@@ -257,9 +269,8 @@ static tfs_err store_open(struct tfs_store *base, const char *name, struct tfs_s
 	struct tfs_remote_spec s = {
 		.url = u,
 		.location = loc,
-		.headers = (const char *const *)st->hdr,
-		.aws_sigv4 = st->sigv4,
-		.userpwd = st->userpwd,
+		.authorize = authorize,
+		.auth_ctx = st,
 		.explain = explain,
 	};
 	const char *slash = strrchr(name, '/');
