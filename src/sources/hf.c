@@ -19,24 +19,17 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include "sources/hfapi.h"
 #include "sources/hflocal.h"
 #include "sources/hub.h"
-#include "core/json.h"
 #include "core/url.h"
 #include "sources/remote.h"
 
-#define LISTING_PAGE_MAX (32u << 20) /* bytes of one page of the tree listing */
-#define REDIRECTS_MAX 5
-
 struct hf_store {
 	struct tfs_store base;
-	struct tfs_hub_ref ref;
-	char *endpoint;   /* without a trailing '/' */
-	char origin[512]; /* scheme://host[:port] of the endpoint */
-	char *auth;       /* "Authorization: Bearer ...", or NULL */
+	struct tfs_hf_api api; /* the repository, the Hub's address, the token */
 	char commit[41];
 	int offline;
-	int no_answer;            /* a request got no answer at all (not an HTTP error) */
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
@@ -46,291 +39,12 @@ struct hf_store {
 	struct relocation *relocations;
 };
 
-static int same_origin(const struct hf_store *hs, const char *url)
-{
-	size_t n = strlen(hs->origin);
-	return strncasecmp(url, hs->origin, n) == 0 && (url[n] == '/' || url[n] == 0 || url[n] == '?');
-}
-
-/* The Hub's credentials (struct tfs_remote_spec, authorize): the token
- * goes to the Hub's own host only, never to the CDN, for the store's
- * requests and its files' alike. */
-static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
-{
-	const struct hf_store *hs = ctx;
-	(void)d;
-	rq->auth = same_origin(hs, rq->url) ? hs->auth : NULL;
-	return TFS_OK;
-}
-
-/* ---- URLs ---- */
-
-static tfs_err put_path(char **u, size_t *len, size_t *cap, const char *path)
-{
-	tfs_err e = TFS_OK;
-	for (const char *p = path; !e && *p;) {
-		size_t seg = strcspn(p, "/");
-		e = tfs_http_escape(p, seg, u, len, cap);
-		p += seg;
-		if (!e && *p == '/') {
-			e = tfs_json_put(u, len, cap, "/", 1);
-			p++;
-		}
-	}
-	return e;
-}
-
-/* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path} */
-static char *resolve_url(const struct hf_store *hs, const char *rev, const char *path)
-{
-	char *u = NULL;
-	size_t len = 0, cap = 0;
-	int ds = strcmp(hs->ref.type, "datasets") == 0;
-	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) ||
-	    tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_puts(&u, &len, &cap, "/resolve/") ||
-	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    put_path(&u, &len, &cap, path)) {
-		free(u);
-		return NULL;
-	}
-	return u;
-}
-
-/* {endpoint}/api/{type}/ORG/REPO/{what}/{rev}[?query] */
-static char *api_url(const struct hf_store *hs, const char *what, const char *rev, const char *query)
-{
-	char *u = NULL;
-	size_t len = 0, cap = 0;
-	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) || tfs_json_puts(&u, &len, &cap, "/api/") ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.type) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_json_puts(&u, &len, &cap, what) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) ||
-	    (query && tfs_json_puts(&u, &len, &cap, query))) {
-		free(u);
-		return NULL;
-	}
-	return u;
-}
-
-/* The repository as the user names it: datasets keep their "datasets/". */
-static const char *repo_shown(const struct hf_store *hs, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "", hs->ref.repo);
-	return buf;
-}
-
-/* No answer came (a name that does not resolve, a refused connection, a
- * timeout): say that, and where the Hub was looked for. */
-static tfs_err no_answer(struct hf_store *hs, tfs_err e, const char *what, struct tfs_diag *d)
-{
-	hs->no_answer = 1;
-	char why[sizeof d->msg], ep[512];
-	snprintf(why, sizeof why, "%s", d->msg);
-	tfs_url_redact(hs->endpoint, ep, sizeof ep);
-	return tfs_fail(d, e, "no answer from the Hub at %s for %s: %s", ep, what, why);
-}
-
-/* What an HTTP status from the Hub means, as one line. */
-static tfs_err hub_status(const struct hf_store *hs, long status, const char *what, struct tfs_diag *d)
-{
-	switch (status) {
-	case 401:
-		return tfs_fail(
-			d, TFS_ERR_OPEN,
-			hs->auth
-				? "the Hub refuses the token for %s (HTTP 401): is it valid?"
-				: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
-			what);
-	case 403:
-		return tfs_fail(
-			d, TFS_ERR_OPEN,
-			"the Hub denies access to %s (HTTP 403: a gated repository whose terms this account has not accepted?)",
-			what);
-	case 404:
-		return tfs_fail(d, TFS_ERR_NOENT, "%s is not on the Hub (HTTP 404)", what);
-	default:
-		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", status, what);
-	}
-}
-
-/* ---- requests ---- */
-
-struct head {
-	long status;
-	char *url; /* where the bytes are: the CDN, or the Hub */
-	char etag[TFS_HTTP_ETAG_MAX + 1];
-	char commit[64];
-	int has_size;
-	uint64_t size;
-	/* X-Linked-Size came (the Hub stores the file with LFS) without an
-	 * X-Linked-Etag: something on the way dropped the latter */
-	int lfs, linked_etag;
-};
-
-/* HEAD of a file at the Hub, following its relative redirects (a renamed
- * repository) but not the one to the CDN, which says where the bytes are. */
-static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full, struct head *h,
-			 struct tfs_diag *d)
-{
-	char *url = resolve_url(hs, rev, full);
-	memset(h, 0, sizeof *h);
-	if (!url)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	for (int hop = 0;; hop++) {
-		struct tfs_http_req rq = {.url = url, .head = 1};
-		authorize(hs, &rq, d);
-		struct tfs_http_resp rs;
-		enum tfs_http_fail f;
-		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-		h->status = rs.status;
-		if (e && f != TFS_HTTP_STATUS) {
-			free(url);
-			return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, full, d) : e;
-		}
-		if (rs.status >= 400) {
-			free(url);
-			return hub_status(hs, rs.status, full, d);
-		}
-		if (rs.status >= 300 && rs.status < 400) {
-			if (!*rs.location || hop >= REDIRECTS_MAX) {
-				free(url);
-				return tfs_fail(d, TFS_ERR_OPEN, "%s: %s", full,
-						*rs.location ? "too many redirects from the Hub"
-							     : "a redirect without a Location");
-			}
-			char *next;
-			if (rs.location[0] == '/') {
-				size_t n = strlen(hs->origin) + strlen(rs.location) + 1;
-				next = malloc(n);
-				if (next)
-					snprintf(next, n, "%s%s", hs->origin, rs.location);
-			} else if (strncasecmp(rs.location, "https://", 8) == 0 ||
-				   strncasecmp(rs.location, "http://", 7) == 0) {
-				next = strdup(rs.location);
-			} else {
-				free(url);
-				return tfs_fail(
-					d, TFS_ERR_OPEN,
-					"%s: the Hub redirects to something that is not an http(s) URL",
-					full);
-			}
-			if (!next) {
-				free(url);
-				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			}
-			free(url);
-			url = next;
-			/* The Hub's own answers carry the file's facts; a hop on
-			 * its host may carry them too. */
-			if (*rs.linked_etag && !*h->etag)
-				snprintf(h->etag, sizeof h->etag, "%s", rs.linked_etag);
-			if (rs.has_linked_size && !h->has_size) {
-				h->has_size = 1;
-				h->size = rs.linked_size;
-			}
-			h->lfs |= rs.has_linked_size;
-			h->linked_etag |= *rs.linked_etag != 0;
-			if (*rs.repo_commit && !*h->commit)
-				snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
-			if (!same_origin(hs, url))
-				break; /* the CDN: the bytes are there */
-			continue;
-		}
-		/* 200: the Hub serves the file itself (not stored with LFS). */
-		if (!*h->etag)
-			snprintf(h->etag, sizeof h->etag, "%s", *rs.linked_etag ? rs.linked_etag : rs.etag);
-		if (!h->has_size && (rs.has_linked_size || rs.has_length)) {
-			h->has_size = 1;
-			h->size = rs.has_linked_size ? rs.linked_size : rs.length;
-		}
-		h->lfs |= rs.has_linked_size;
-		h->linked_etag |= *rs.linked_etag != 0;
-		if (*rs.repo_commit && !*h->commit)
-			snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
-		break;
-	}
-	h->url = url;
-	return TFS_OK;
-}
-
-/* GET of an API document, bounded; next gets the Link rel="next" URL. */
-static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, char **body, size_t *len,
-		       char *next, size_t nextsz, struct tfs_diag *d)
-{
-	struct tfs_http_req rq = {
-		.url = url,
-		.follow = 0,
-		.body = body,
-		.bodylen = len,
-		.body_max = LISTING_PAGE_MAX,
-	};
-	authorize(hs, &rq, d);
-	struct tfs_http_resp rs;
-	enum tfs_http_fail f;
-	*body = NULL;
-	tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-	if (e && f == TFS_HTTP_STATUS) {
-		free(*body);
-		*body = NULL;
-		return hub_status(hs, rs.status, what, d);
-	}
-	if (e) {
-		free(*body);
-		*body = NULL;
-		return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, what, d) : e;
-	}
-	if (rs.status != 200 || !*body) {
-		free(*body);
-		*body = NULL;
-		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", rs.status, what);
-	}
-	if (next)
-		snprintf(next, nextsz, "%s", rs.next_link);
-	return TFS_OK;
-}
-
-/* The whole repository at the commit, page after page. */
+/* The whole repository at the commit, once. */
 static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 {
 	if (hs->listed)
 		return TFS_OK;
-	char *url = api_url(hs, "tree", hs->commit, "?recursive=true");
-	static char next[TFS_HTTP_URL_MAX];
-	tfs_err e = url ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	uint64_t bytes = 0;
-	for (unsigned page = 0; !e && url; page++) {
-		char *body;
-		size_t len;
-		if (page >= TFS_LISTING_PAGES_MAX) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages",
-				     TFS_LISTING_PAGES_MAX);
-			break;
-		}
-		e = api_get(hs, url, "the repository listing", &body, &len, next, sizeof next, d);
-		if (!e)
-			e = tfs_hub_parse_tree(body, len, &hs->files, d);
-		free(body);
-		bytes += len;
-		if (!e && (hs->files.n > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "the Hub's tree listing goes on past %s (%u pages so far)",
-				     hs->files.n > TFS_LISTING_ENTRIES_MAX ? "1,000,000 files" : "512 MiB",
-				     page + 1);
-		free(url);
-		url = NULL;
-		if (!e && *next) {
-			/* Pages come from the Hub itself: a next link elsewhere
-			 * would take the token with it. */
-			if (!same_origin(hs, next))
-				e = tfs_fail(d, TFS_ERR_FORMAT,
-					     "the Hub's listing points its next page at another host");
-			else if (!(url = strdup(next)))
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		}
-	}
-	free(url);
+	tfs_err e = tfs_hf_list(&hs->api, hs->commit, &hs->files, d);
 	hs->listed = !e;
 	return e;
 }
@@ -375,14 +89,14 @@ static void no_lfs_oid(struct hf_store *hs, const char *name)
 	char path[TFS_QPATH_MAX], q[TFS_QPATH_MAX];
 	snprintf(path, sizeof path, "%s%s", hs->base.prefix ? hs->base.prefix : "", name);
 	tfs_log("%s: warning: %s gives no X-Linked-Etag (the LFS sha256) for this LFS file; a cache or proxy in front of the Hub that drops it? --verify cannot check such files against the Hub's hash",
-		tfs_quote_path(q, sizeof q, path), hs->endpoint);
+		tfs_quote_path(q, sizeof q, path), hs->api.endpoint);
 }
 
 static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 {
 	struct relocation *r = ctx;
-	struct head h;
-	tfs_err e = head_file(r->hs, r->hs->commit, r->full, &h, d);
+	struct tfs_hf_head h;
+	tfs_err e = tfs_hf_head(&r->hs->api, r->hs->commit, r->full, &h, d);
 	if (!e)
 		*url = h.url;
 	return e;
@@ -397,7 +111,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	if (!full)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	snprintf(full, n, "%s%s", hs->root, name);
-	char *loc = resolve_url(hs, hs->commit, full);
+	char *loc = tfs_hf_resolve_url(&hs->api, hs->commit, full);
 	if (loc) {
 		/* user.source and messages: no user:password@ of the endpoint */
 		size_t ln = strlen(loc) + 1;
@@ -443,8 +157,8 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s",
 			     full, hs->commit);
 	} else {
-		struct head h;
-		e = head_file(hs, hs->commit, full, &h, d);
+		struct tfs_hf_head h;
+		e = tfs_hf_head(&hs->api, hs->commit, full, &h, d);
 		lfs = !e && h.lfs && !h.linked_etag;
 		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
 			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s",
@@ -460,13 +174,13 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			struct tfs_remote_spec s = {
 				.url = h.url,
 				.location = loc,
-				.authorize = authorize,
-				.auth_ctx = hs,
+				.authorize = tfs_hf_authorize,
+				.auth_ctx = &hs->api,
 				.etag = *h.etag ? h.etag : NULL,
 				.revision = hs->commit,
 				.has_size = h.has_size,
 				.size = h.size,
-				.relocate = same_origin(hs, h.url) ? NULL : relocate,
+				.relocate = tfs_hf_same_origin(&hs->api, h.url) ? NULL : relocate,
 				.relocate_ctx = rl,
 			};
 			e = tfs_remote_open(&s, out, d);
@@ -549,8 +263,7 @@ static void store_close(struct tfs_store *st)
 		free(r);
 	}
 	pthread_mutex_destroy(&hs->lock);
-	free(hs->endpoint);
-	free(hs->auth);
+	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
 	free(hs->root);
 	tfs_dirlist_free(&hs->files);
@@ -578,10 +291,10 @@ static int claims(const char *spec)
  * is offline now (call pin() again); 0 leaves *d as it was. */
 static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec, struct tfs_diag *d)
 {
-	if (hs->offline || !hs->no_answer || (!repo_dir && !hs->snapshot))
+	if (hs->offline || !hs->api.no_answer || (!repo_dir && !hs->snapshot))
 		return 0;
 	char sha[64] = "", p[4600];
-	const char *rev = hs->ref.rev;
+	const char *rev = hs->api.ref.rev;
 	if (hs->snapshot) {
 		/* pinned already, and its snapshot is there */
 		snprintf(sha, sizeof sha, "%s", hs->commit);
@@ -608,7 +321,7 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 /* The commit REV names, pinned once. */
 static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file, struct tfs_diag *d)
 {
-	const char *rev = hs->ref.rev;
+	const char *rev = hs->api.ref.rev;
 	*path_is_file = -1; /* unknown */
 	if (tfs_hub_is_commit(rev)) {
 		memcpy(hs->commit, rev, 41);
@@ -621,16 +334,16 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 			return tfs_fail(
 				d, TFS_ERR_NOENT,
 				"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
-				rev, repo_shown(hs, (char[300]){0}, 300));
+				rev, tfs_hf_repo_shown(&hs->api, (char[300]){0}, 300));
 		memcpy(hs->commit, sha, 41);
 		return TFS_OK;
 	}
-	if (*hs->ref.path) {
+	if (*hs->api.ref.path) {
 		/* A file: its HEAD gives the commit (X-Repo-Commit). A
 		 * directory has no HEAD: the revision API says instead. */
-		struct head h;
+		struct tfs_hf_head h;
 		struct tfs_diag hd;
-		tfs_err e = head_file(hs, rev, hs->ref.path, &h, &hd);
+		tfs_err e = tfs_hf_head(&hs->api, rev, hs->api.ref.path, &h, &hd);
 		free(h.url);
 		if (!e && tfs_hub_is_commit(h.commit)) {
 			memcpy(hs->commit, h.commit, 41);
@@ -642,40 +355,18 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 			return e;
 		}
 	}
-	char *url = api_url(hs, "revision", rev, NULL), *body = NULL;
+	char *url = tfs_hf_api_url(&hs->api, "revision", rev, NULL), *body = NULL;
 	size_t len;
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	char what[600], rn[300];
-	snprintf(what, sizeof what, "revision '%s' of %s", rev, repo_shown(hs, rn, sizeof rn));
-	tfs_err e = api_get(hs, url, what, &body, &len, NULL, 0, d);
+	snprintf(what, sizeof what, "revision '%s' of %s", rev, tfs_hf_repo_shown(&hs->api, rn, sizeof rn));
+	tfs_err e = tfs_hf_api_get(&hs->api, url, what, &body, &len, NULL, 0, d);
 	free(url);
 	if (!e)
 		e = tfs_hub_parse_revision(body, len, hs->commit, d);
 	free(body);
 	return e;
-}
-
-/* The Hub's address: -o hf_endpoint=, HF_ENDPOINT, else huggingface.co;
- * and its origin, the only place the token goes. */
-static tfs_err set_endpoint(struct hf_store *hs, const struct tfs_opts *o, struct tfs_diag *d)
-{
-	const char *ep = tfs_opts_get(o, "hf_endpoint");
-	if (!ep || !*ep)
-		ep = getenv("HF_ENDPOINT");
-	hs->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
-	if (!hs->endpoint)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	for (size_t n = strlen(hs->endpoint); n && hs->endpoint[n - 1] == '/'; n--)
-		hs->endpoint[n - 1] = 0;
-	if (strncasecmp(hs->endpoint, "https://", 8) != 0 && strncasecmp(hs->endpoint, "http://", 7) != 0)
-		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT must be an http(s) URL");
-	const char *host = strstr(hs->endpoint, "://") + 3;
-	size_t ol = (size_t)(host - hs->endpoint) + strcspn(host, "/?#");
-	if (ol >= sizeof hs->origin)
-		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT is too long");
-	memcpy(hs->origin, hs->endpoint, ol);
-	return TFS_OK;
 }
 
 /* Whether PATH names a file (1) or a directory (0): the cache says,
@@ -687,7 +378,7 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 	if (hs->offline || (e && fall_back(hs, repo_dir, spec, d))) {
 		int hsz = 0;
 		uint64_t sz = 0;
-		char *p = tfs_hf_cached(hs->snapshot, hs->ref.path, &hsz, &sz);
+		char *p = tfs_hf_cached(hs->snapshot, hs->api.ref.path, &hsz, &sz);
 		*is_file = p != NULL;
 		free(p);
 		return TFS_OK;
@@ -696,7 +387,7 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 		return e;
 	*is_file = 0;
 	for (size_t i = 0; i < hs->files.n; i++)
-		if (strcmp(hs->files.name[i], hs->ref.path) == 0)
+		if (strcmp(hs->files.name[i], hs->api.ref.path) == 0)
 			*is_file = 1;
 	return TFS_OK;
 }
@@ -717,22 +408,22 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	}
 	hs->base.ops = &hf_store_ops;
 	pthread_mutex_init(&hs->lock, NULL);
-	if ((e = tfs_hub_parse_ref(spec, &hs->ref, d)))
+	if ((e = tfs_hub_parse_ref(spec, &hs->api.ref, d)))
 		goto fail;
-	if ((e = set_endpoint(hs, o, d)))
+	if ((e = tfs_hf_set_endpoint(&hs->api, o, d)))
 		goto fail;
 	const char *off = getenv("HF_HUB_OFFLINE");
 	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
 	/* A token file given is checked even offline, where no token is sent. */
 	const char *tf = tfs_opts_get(o, "token_file");
-	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->auth, d)))
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->api.auth, d)))
 		goto fail;
 	if (hs->offline) {
-		free(hs->auth);
-		hs->auth = NULL;
+		free(hs->api.auth);
+		hs->api.auth = NULL;
 	}
-	repo_dir = tfs_hf_cache_repo_dir(&hs->ref, home);
+	repo_dir = tfs_hf_cache_repo_dir(&hs->api.ref, home);
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
 		goto fail;
@@ -750,23 +441,24 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 				free(snap);
 		}
 	}
-	if (*hs->ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
+	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {
-		const char *slash = strrchr(hs->ref.path, '/');
-		hs->root = strndup(hs->ref.path, slash ? (size_t)(slash - hs->ref.path) + 1 : 0);
-		*target = strdup(slash ? slash + 1 : hs->ref.path);
+		const char *slash = strrchr(hs->api.ref.path, '/');
+		hs->root = strndup(hs->api.ref.path, slash ? (size_t)(slash - hs->api.ref.path) + 1 : 0);
+		*target = strdup(slash ? slash + 1 : hs->api.ref.path);
 	} else {
-		size_t n = strlen(hs->ref.path);
+		size_t n = strlen(hs->api.ref.path);
 		hs->root = malloc(n + 2);
 		if (hs->root)
-			snprintf(hs->root, n + 2, "%s%s", hs->ref.path, n ? "/" : "");
+			snprintf(hs->root, n + 2, "%s%s", hs->api.ref.path, n ? "/" : "");
 	}
 	/* Messages name files as hf://ORG/REPO@COMMIT/PATH; user.source is
 	 * the resolve URL at the commit. */
 	char pre[4600];
-	snprintf(pre, sizeof pre, "hf://%s%s@%s/%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "",
-		 hs->ref.repo, hs->commit, hs->root ? hs->root : "");
+	snprintf(pre, sizeof pre, "hf://%s%s@%s/%s",
+		 strcmp(hs->api.ref.type, "datasets") == 0 ? "datasets/" : "", hs->api.ref.repo, hs->commit,
+		 hs->root ? hs->root : "");
 	hs->base.prefix = strdup(pre);
 	hs->base.location = strdup(spec);
 	if (!hs->root || !hs->base.prefix || !hs->base.location || (path_is_file == 1 && !*target)) {
