@@ -170,6 +170,74 @@ static tfs_err serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_
 	return TFS_OK;
 }
 
+/* Pins every block of a read (c->lock held), from here until it is
+ * served: a block loaded for this read used to be free for another
+ * reader's make_room between its loading and its serving, and was then
+ * fetched a second time. The blocks made here, to be loaded by this
+ * reader, go to mine. */
+static tfs_err pin_blocks(struct tfs_cfile *f, uint64_t b0, uint64_t b1, struct tfs_cmap *map,
+			  struct blk **mine, uint64_t *nmine, struct tfs_diag *d)
+{
+	struct tfs_cache *c = f->c;
+	int64_t now = tfs_cache_now_ns();
+	for (uint64_t i = b0; i <= b1; i++) {
+		struct blk *b = tfs_cache_find(c, f, i);
+		if (b && b->state == FAILED) {
+			/* Answered from the failure once (the kernel's re-read),
+			 * then gone; unless no reader got it, or long ago. */
+			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			tfs_cache_table_remove(c, b);
+			if (b->pins == 0 && !again)
+				tfs_cache_blk_free(c, b);
+			if (!again)
+				b = NULL;
+		}
+		if (b)
+			c->hits++;
+		if (!b) {
+			c->misses++;
+			/* A reader always gets its blocks, over budget if it
+			 * must (by at most what the readers in flight hold). */
+			tfs_cache_make_room(c, BLK, 0);
+			if (!(b = tfs_cache_blk_new(c, f, i)))
+				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			mine[(*nmine)++] = b;
+		}
+		b->pins++;
+		map->b[map->n++] = b;
+	}
+	return TFS_OK;
+}
+
+/* Waits for each block of the map (c->lock held) and puts its part of
+ * the read in iov. */
+static tfs_err serve_all(struct tfs_cmap *map, uint64_t off, size_t len, uint64_t b0, uint64_t b1,
+			 struct tfs_iov *iov, struct tfs_diag *d)
+{
+	struct tfs_cache *c = map->c;
+	tfs_err e = TFS_OK;
+	for (unsigned k = 0; !e && k < map->n; k++) {
+		struct blk *b = map->b[k];
+		while (b->state == LOADING)
+			pthread_cond_wait(&c->changed, &c->lock);
+		if (b->state == FAILED) {
+			/* The failure of this fetch, or of one made for another
+			 * reader a moment ago: never a second round of retries
+			 * within one read. */
+			if (!b->held) {
+				b->held = 1;
+				b->failed_at = tfs_cache_now_ns();
+			}
+			e = tfs_fail(d, b->err, "%s", b->msg);
+			break;
+		}
+		uint64_t start = b->idx == b0 ? off - b0 * BLK : 0;
+		uint64_t end = b->idx == b1 ? off + len - b1 * BLK : b->len;
+		e = serve(c, b, start, end, &iov[k], d);
+	}
+	return e;
+}
+
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
@@ -191,43 +259,10 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	}
 	map->c = c;
 	map->n = 0;
-	tfs_err e = TFS_OK;
-	int64_t now = tfs_cache_now_ns();
 
 	pthread_mutex_lock(&c->lock);
 	struct stream *s = follow(f, off, len, limit);
-	/* Every block of the read is pinned from here until it is served: a
-	 * block loaded for this read used to be free for another reader's
-	 * make_room between its loading and its serving, and was then
-	 * fetched a second time. */
-	for (uint64_t i = b0; i <= b1; i++) {
-		struct blk *b = tfs_cache_find(c, f, i);
-		if (b && b->state == FAILED) {
-			/* Answered from the failure once (the kernel's re-read),
-			 * then gone; unless no reader got it, or long ago. */
-			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
-			tfs_cache_table_remove(c, b);
-			if (b->pins == 0 && !again)
-				tfs_cache_blk_free(c, b);
-			if (!again)
-				b = NULL;
-		}
-		if (b)
-			c->hits++;
-		if (!b) {
-			c->misses++;
-			/* A reader always gets its blocks, over budget if it
-			 * must (by at most what the readers in flight hold). */
-			tfs_cache_make_room(c, BLK, 0);
-			if (!(b = tfs_cache_blk_new(c, f, i))) {
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-				break;
-			}
-			mine[nmine++] = b;
-		}
-		b->pins++;
-		map->b[map->n++] = b;
-	}
+	tfs_err e = pin_blocks(f, b0, b1, map, mine, &nmine, d);
 	if (!e && c->started && s->window)
 		read_ahead(f, s, off + len, b1);
 	pthread_mutex_unlock(&c->lock);
@@ -246,25 +281,8 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	free(mine);
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned k = 0; !e && k < map->n; k++) {
-		struct blk *b = map->b[k];
-		while (b->state == LOADING)
-			pthread_cond_wait(&c->changed, &c->lock);
-		if (b->state == FAILED) {
-			/* The failure of this fetch, or of one made for another
-			 * reader a moment ago: never a second round of retries
-			 * within one read. */
-			if (!b->held) {
-				b->held = 1;
-				b->failed_at = tfs_cache_now_ns();
-			}
-			e = tfs_fail(d, b->err, "%s", b->msg);
-			break;
-		}
-		uint64_t start = b->idx == b0 ? off - b0 * BLK : 0;
-		uint64_t end = b->idx == b1 ? off + len - b1 * BLK : b->len;
-		e = serve(c, b, start, end, &iov[k], d);
-	}
+	if (!e)
+		e = serve_all(map, off, len, b0, b1, iov, d);
 	pthread_mutex_unlock(&c->lock);
 	if (e) {
 		tfs_cfile_unmap(map);

@@ -102,6 +102,80 @@ static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 	return e;
 }
 
+/* A file the local Hugging Face cache holds for the commit: no network
+ * at all. The blob's name is its ETag in the cache's layout. */
+static tfs_err open_cached(struct hf_store *hs, const char *local, const char *loc, struct tfs_source **out,
+			   struct tfs_diag *d)
+{
+	tfs_err e = tfs_source_open_path(local, out, d);
+	if (e)
+		return e;
+	char target[4096];
+	ssize_t k = readlink(local, target, sizeof target - 1);
+	const char *blob = NULL;
+	if (k > 0) {
+		target[k] = 0;
+		blob = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	}
+	free((*out)->location);
+	(*out)->location = strdup(loc);
+	(*out)->revision = strdup(hs->commit);
+	(*out)->etag = blob ? strdup(blob) : NULL;
+	if (!(*out)->location || !(*out)->revision) {
+		tfs_source_close(*out);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	return TFS_OK;
+}
+
+/* A file read from the network: HEAD at the Hub says where its bytes are
+ * (the CDN) and which version; the listing's size (has_size, size) must
+ * agree. *lfs: an LFS file whose answer lost its X-Linked-Etag. */
+static tfs_err open_remote(struct hf_store *hs, const char *full, const char *loc, int has_size,
+			   uint64_t size, int *lfs, struct tfs_source **out, struct tfs_diag *d)
+{
+	struct tfs_hf_head h;
+	tfs_err e = tfs_hf_head(&hs->api, hs->commit, full, &h, d);
+	*lfs = !e && h.lfs && !h.linked_etag;
+	if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
+		e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s", h.commit,
+			     full, hs->commit);
+	if (!e && has_size && h.has_size && h.size != size)
+		e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s", full);
+	struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
+	if (!e && (!rl || !(rl->full = strdup(full))))
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e) {
+		rl->hs = hs;
+		struct tfs_remote_spec s = {
+			.url = h.url,
+			.location = loc,
+			.authorize = tfs_hf_authorize,
+			.auth_ctx = &hs->api,
+			.etag = *h.etag ? h.etag : NULL,
+			.revision = hs->commit,
+			.has_size = h.has_size,
+			.size = h.size,
+			.relocate = tfs_hf_same_origin(&hs->api, h.url) ? NULL : relocate,
+			.relocate_ctx = rl,
+		};
+		e = tfs_remote_open(&s, out, d);
+		if (!e) {
+			pthread_mutex_lock(&hs->lock);
+			rl->next = hs->relocations;
+			hs->relocations = rl;
+			pthread_mutex_unlock(&hs->lock);
+			rl = NULL;
+		}
+	}
+	if (rl) {
+		free(rl->full);
+		free(rl);
+	}
+	free(h.url);
+	return e;
+}
+
 static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct hf_store *hs = (struct hf_store *)st;
@@ -129,75 +203,16 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			size = hs->files.size[i];
 		}
 	char *local = loc ? tfs_hf_cached(hs->snapshot, full, &has_size, &size) : NULL;
-	if (!loc) {
+	if (!loc)
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	} else if (local) {
-		/* Already downloaded for this commit: no network at all. The
-		 * blob's name is its ETag in the cache's layout. */
-		e = tfs_source_open_path(local, out, d);
-		if (!e) {
-			char target[4096];
-			ssize_t k = readlink(local, target, sizeof target - 1);
-			const char *blob = NULL;
-			if (k > 0) {
-				target[k] = 0;
-				blob = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
-			}
-			free((*out)->location);
-			(*out)->location = strdup(loc);
-			(*out)->revision = strdup(hs->commit);
-			(*out)->etag = blob ? strdup(blob) : NULL;
-			if (!(*out)->location || !(*out)->revision) {
-				tfs_source_close(*out);
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			}
-		}
-	} else if (hs->offline) {
+	else if (local)
+		e = open_cached(hs, local, loc, out, d);
+	else if (hs->offline)
 		e = tfs_fail(d, TFS_ERR_NOENT,
 			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s",
 			     full, hs->commit);
-	} else {
-		struct tfs_hf_head h;
-		e = tfs_hf_head(&hs->api, hs->commit, full, &h, d);
-		lfs = !e && h.lfs && !h.linked_etag;
-		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s",
-				     h.commit, full, hs->commit);
-		if (!e && has_size && h.has_size && h.size != size)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s",
-				     full);
-		struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
-		if (!e && (!rl || !(rl->full = strdup(full))))
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		if (!e) {
-			rl->hs = hs;
-			struct tfs_remote_spec s = {
-				.url = h.url,
-				.location = loc,
-				.authorize = tfs_hf_authorize,
-				.auth_ctx = &hs->api,
-				.etag = *h.etag ? h.etag : NULL,
-				.revision = hs->commit,
-				.has_size = h.has_size,
-				.size = h.size,
-				.relocate = tfs_hf_same_origin(&hs->api, h.url) ? NULL : relocate,
-				.relocate_ctx = rl,
-			};
-			e = tfs_remote_open(&s, out, d);
-			if (!e) {
-				pthread_mutex_lock(&hs->lock);
-				rl->next = hs->relocations;
-				hs->relocations = rl;
-				pthread_mutex_unlock(&hs->lock);
-				rl = NULL;
-			}
-		}
-		if (rl) {
-			free(rl->full);
-			free(rl);
-		}
-		free(h.url);
-	}
+	else
+		e = open_remote(hs, full, loc, has_size, size, &lfs, out, d);
 	if (!e) {
 		lfs_oid(*out);
 		if (lfs)
@@ -392,6 +407,23 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 	return TFS_OK;
 }
 
+/* The cache's snapshots/<commit> of the repository, when it exists. */
+static char *snapshot(const char *repo_dir, const char *commit)
+{
+	if (!repo_dir)
+		return NULL;
+	size_t n = strlen(repo_dir) + 64;
+	char *snap = malloc(n);
+	struct stat st;
+	if (!snap)
+		return NULL;
+	snprintf(snap, n, "%s/snapshots/%s", repo_dir, commit);
+	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode))
+		return snap;
+	free(snap);
+	return NULL;
+}
+
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
 		       struct tfs_diag *d)
 {
@@ -429,18 +461,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		goto fail;
 	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
-	if (repo_dir) {
-		size_t n = strlen(repo_dir) + 64;
-		char *snap = malloc(n);
-		struct stat st;
-		if (snap) {
-			snprintf(snap, n, "%s/snapshots/%s", repo_dir, hs->commit);
-			if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode))
-				hs->snapshot = snap;
-			else
-				free(snap);
-		}
-	}
+	hs->snapshot = snapshot(repo_dir, hs->commit);
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

@@ -127,6 +127,42 @@ static tfs_err hub_status(const struct tfs_hf_api *a, long status, const char *w
 
 /* HEAD of a file at the Hub, following its relative redirects (a renamed
  * repository) but not the one to the CDN, which says where the bytes are. */
+/* Where a redirect of the Hub's goes: a path on its host, or an http(s)
+ * URL; *next is the caller's to free. */
+static tfs_err hop_to(const struct tfs_hf_api *a, const char *location, const char *full, char **next,
+		      struct tfs_diag *d)
+{
+	if (location[0] == '/') {
+		size_t n = strlen(a->origin) + strlen(location) + 1;
+		*next = malloc(n);
+		if (*next)
+			snprintf(*next, n, "%s%s", a->origin, location);
+	} else if (strncasecmp(location, "https://", 8) == 0 || strncasecmp(location, "http://", 7) == 0) {
+		*next = strdup(location);
+	} else {
+		return tfs_fail(d, TFS_ERR_OPEN,
+				"%s: the Hub redirects to something that is not an http(s) URL", full);
+	}
+	return *next ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+}
+
+/* The file's facts an answer carries, the first of each kept: a redirect
+ * only in the X-Linked-* headers, the file itself (served, 1) in its own
+ * ETag and length too. */
+static void take_facts(struct tfs_hf_head *h, const struct tfs_http_resp *rs, int served)
+{
+	if (!*h->etag && (served || *rs->linked_etag))
+		snprintf(h->etag, sizeof h->etag, "%s", *rs->linked_etag ? rs->linked_etag : rs->etag);
+	if (!h->has_size && (rs->has_linked_size || (served && rs->has_length))) {
+		h->has_size = 1;
+		h->size = rs->has_linked_size ? rs->linked_size : rs->length;
+	}
+	h->lfs |= rs->has_linked_size;
+	h->linked_etag |= *rs->linked_etag != 0;
+	if (*rs->repo_commit && !*h->commit)
+		snprintf(h->commit, sizeof h->commit, "%s", rs->repo_commit);
+}
+
 tfs_err tfs_hf_head(struct tfs_hf_api *a, const char *rev, const char *full, struct tfs_hf_head *h,
 		    struct tfs_diag *d)
 {
@@ -156,55 +192,21 @@ tfs_err tfs_hf_head(struct tfs_hf_api *a, const char *rev, const char *full, str
 						*rs.location ? "too many redirects from the Hub"
 							     : "a redirect without a Location");
 			}
-			char *next;
-			if (rs.location[0] == '/') {
-				size_t n = strlen(a->origin) + strlen(rs.location) + 1;
-				next = malloc(n);
-				if (next)
-					snprintf(next, n, "%s%s", a->origin, rs.location);
-			} else if (strncasecmp(rs.location, "https://", 8) == 0 ||
-				   strncasecmp(rs.location, "http://", 7) == 0) {
-				next = strdup(rs.location);
-			} else {
-				free(url);
-				return tfs_fail(
-					d, TFS_ERR_OPEN,
-					"%s: the Hub redirects to something that is not an http(s) URL",
-					full);
-			}
-			if (!next) {
-				free(url);
-				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			}
+			char *next = NULL;
+			tfs_err he = hop_to(a, rs.location, full, &next, d);
 			free(url);
+			if (he)
+				return he;
 			url = next;
 			/* The Hub's own answers carry the file's facts; a hop on
 			 * its host may carry them too. */
-			if (*rs.linked_etag && !*h->etag)
-				snprintf(h->etag, sizeof h->etag, "%s", rs.linked_etag);
-			if (rs.has_linked_size && !h->has_size) {
-				h->has_size = 1;
-				h->size = rs.linked_size;
-			}
-			h->lfs |= rs.has_linked_size;
-			h->linked_etag |= *rs.linked_etag != 0;
-			if (*rs.repo_commit && !*h->commit)
-				snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
+			take_facts(h, &rs, 0);
 			if (!tfs_hf_same_origin(a, url))
 				break; /* the CDN: the bytes are there */
 			continue;
 		}
 		/* 200: the Hub serves the file itself (not stored with LFS). */
-		if (!*h->etag)
-			snprintf(h->etag, sizeof h->etag, "%s", *rs.linked_etag ? rs.linked_etag : rs.etag);
-		if (!h->has_size && (rs.has_linked_size || rs.has_length)) {
-			h->has_size = 1;
-			h->size = rs.has_linked_size ? rs.linked_size : rs.length;
-		}
-		h->lfs |= rs.has_linked_size;
-		h->linked_etag |= *rs.linked_etag != 0;
-		if (*rs.repo_commit && !*h->commit)
-			snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
+		take_facts(h, &rs, 1);
 		break;
 	}
 	h->url = url;
