@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test stage of `make check` and ends with a summary: for each
 # stage, how many tests ran, passed, failed and were skipped, and why each
-# skipped test was skipped. Stages: the include graph, the guide's links
-# and options (scripts/check-docs.py), the unit tests, the mounting
+# skipped test was skipped. Stages: the include graph, the call graph (on
+# the objects built), the guide's links and options
+# (scripts/check-docs.py), the unit tests, the mounting
 # integration tests (with a valgrind memcheck cycle), a short fuzz run, then
 # unit and integration tests again with the ASan+UBSan build.
 # With CI=true, a missing component (the shared data, FUSE, a server) fails.
@@ -77,6 +78,8 @@ pytest=($PY -m pytest -q -p no:cacheprovider -n 2 tests/integration)
 
 stage "shared data" plain shared_present
 stage "include graph (no circles)" plain $PY scripts/include-graph.py
+# On the objects make check has just built: which files call which (nm).
+stage "call graph (no two files call each other)" plain $PY scripts/call-graph.py
 stage "format (clang-format)" plain scripts/check-format.sh
 stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py
 stage "unit tests (format)" unit build/test_format
