@@ -1,0 +1,176 @@
+"""What a new user tripped on (issue 37, item 4): --help saying what each
+command does, make demo in a directory of the user's own, the --stats
+table's name column, --verify with another model's manifest, --list."""
+
+import os
+import pwd
+import re
+import subprocess
+
+import pytest
+
+from tfsutil import BIN, REPO, fuse_ok, is_mounted, run, unmount, daemon_pids, write_st
+
+
+def test_help_says_what_each_command_does():
+    """Each command has a line of its own in "commands:" saying what it
+    does, and each is one the usage lines show."""
+    r = run(["--help"])
+    assert r.returncode == 0, r.stderr
+    usage, rest = r.stdout.split("\ncommands:\n", 1)
+    block = rest.split("\n\n", 1)[0].splitlines()
+    seen = {}
+    for line in block:
+        m = re.match(r"^  (SOURCE MOUNTPOINT|--inspect|--verify|--stats|diff|--list) +(\S.{15,})$", line)
+        assert m, f"not a command line: {line!r}"
+        seen[m.group(1)] = m.group(2)
+    assert sorted(seen) == sorted(["SOURCE MOUNTPOINT", "--inspect", "--verify", "--stats", "diff", "--list"])
+    for cmd in seen:
+        assert cmd in usage, cmd
+    assert len(block) == len(seen)  # one line each
+    assert all(len(line) <= 80 for line in block)
+
+
+def _table_columns(text):
+    """For each line of a --stats table, the column where 'dtype' (header)
+    or the dtype (rows) starts."""
+    lines = text.splitlines()
+    starts = [lines[0].index("  dtype ") + 2]
+    for line in lines[1:]:
+        starts.append(line.index("  F32 ") + 2)
+    return starts
+
+
+@pytest.mark.parametrize("longest", [1, 39, 40, 41, 90])
+def test_stats_name_column_pads_to_the_longest(tmp, longest):
+    """The name column is as wide as the longest name (quoted, as shown),
+    not a fixed 40: every row's dtype starts where the header's does."""
+    src = os.path.join(tmp, "m.safetensors")
+    names = ["a", "b" * longest, "ccc"]
+    write_st(src, [(n, "F32", [2], b"\0" * 8) for n in names])
+    r = run(["--stats", src])
+    assert r.returncode == 0, r.stderr
+    starts = _table_columns(r.stdout)
+    width = max(len("name"), max(len(n) + 2 for n in names))  # + the quotes
+    assert starts == [width + 2] * 4, r.stdout
+
+
+def test_stats_name_column_counts_wide_characters(tmp):
+    """A name of CJK characters takes two terminal columns per character:
+    the columns after it stay aligned on a terminal."""
+    src = os.path.join(tmp, "m.safetensors")
+    names = ["权重" * 20, "w"]
+    write_st(src, [(n, "F32", [2], b"\0" * 8) for n in names])
+    r = run(["--stats", src])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    # the display column of each row's dtype: wide characters count two
+    def col(line, what):
+        i = line.index(what)
+        return i + sum(1 for ch in line[:i] if ord(ch) >= 0x1100)
+    assert col(lines[0], "  dtype ") == col(lines[1], "  F32 ") == col(lines[2], "  F32 ") == 80 + 2
+
+
+def _demo(env, tmp):
+    repo_bin = os.path.join(REPO, "tensorfs")
+    if BIN != repo_bin:
+        pytest.skip("the demo runs ./tensorfs, not the sanitizer build")
+    fuse_ok()
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run([os.path.join(REPO, "scripts", "demo.sh")], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("where", ["xdg", "tmpdir"])
+def test_demo_uses_a_directory_of_the_users_own(tmp, where):
+    """Without TENSORFS_DEMO_DIR, make demo mounts under $XDG_RUNTIME_DIR
+    (the login's own) or else ${TMPDIR:-/tmp}/tensorfs-demo-UID, never a
+    /tmp/tensorfs-demo that two users or checkouts would share; it says
+    which directory and how to choose another."""
+    env = dict(os.environ, TENSORFS_DEMO_DIR=None)
+    if where == "xdg":
+        run_dir = os.path.join(tmp, "run")
+        os.mkdir(run_dir, 0o700)
+        env["XDG_RUNTIME_DIR"] = run_dir
+        env["TMPDIR"] = os.path.join(tmp, "not-this")
+        d = os.path.join(run_dir, "tensorfs-demo")
+    else:
+        env["XDG_RUNTIME_DIR"] = None
+        env["TMPDIR"] = tmp
+        d = os.path.join(tmp, f"tensorfs-demo-{os.getuid()}")
+    r = _demo(env, tmp)
+    mnt = os.path.join(d, "mnt")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert f"make demo: in {d} (set TENSORFS_DEMO_DIR" in r.stdout
+        assert "fusermount3 -u " + mnt in r.stdout
+        assert is_mounted(mnt)
+        assert os.stat(d).st_mode & 0o777 == 0o700
+        assert open(os.path.join(mnt, "model.embed_tokens.weight"), "rb").read(4) == b"\0" * 4
+        assert not os.path.exists(os.path.join(tmp, "not-this"))
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+
+
+def test_demo_refuses_a_directory_another_user_made(tmp):
+    """In a shared /tmp another user can make tensorfs-demo-UID first: the
+    demo refuses it with one line rather than mount into it."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to make a directory another user owns")
+    d = os.path.join(tmp, f"tensorfs-demo-{os.getuid()}")
+    os.mkdir(d)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(d, nobody.pw_uid, nobody.pw_gid)
+    r = _demo(dict(os.environ, TENSORFS_DEMO_DIR=None, XDG_RUNTIME_DIR=None, TMPDIR=tmp), tmp)
+    assert r.returncode == 1
+    assert r.stderr == f"make demo: {d} is not a directory of yours; set TENSORFS_DEMO_DIR to one\n"
+    assert os.listdir(d) == []
+    # and a link planted in its place
+    os.rmdir(d)
+    os.mkdir(os.path.join(tmp, "elsewhere"))
+    os.symlink(os.path.join(tmp, "elsewhere"), d)
+    r = _demo(dict(os.environ, TENSORFS_DEMO_DIR=None, XDG_RUNTIME_DIR=None, TMPDIR=tmp), tmp)
+    assert r.returncode == 1 and "is not a directory of yours" in r.stderr, r.stderr
+    assert os.listdir(os.path.join(tmp, "elsewhere")) == []
+
+
+def _sums(tmp, name, tensors):
+    src = os.path.join(tmp, name + ".safetensors")
+    write_st(src, [(n, "F32", [2], bytes([i]) * 8) for i, n in enumerate(tensors)])
+    return src
+
+
+def test_verify_says_first_the_manifest_is_of_another_model(tmp):
+    """With most of the manifest's names missing, --verify says first
+    (before the line per name) that the manifest seems to be of another
+    model; the lines and the exit code stay."""
+    a = _sums(tmp, "a", [f"model.layers.{i}.weight" for i in range(12)])
+    b = _sums(tmp, "b", [f"transformer.h.{i}.weight" for i in range(11)] + ["model.layers.0.weight"])
+    r = run(["--verify", a])
+    assert r.returncode == 0, r.stderr
+    manifest = os.path.join(tmp, "a.sums")
+    open(manifest, "w").write(r.stdout)
+    r = subprocess.run([BIN, "--verify", b, manifest], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 6, r.stderr
+    err = r.stderr.splitlines()
+    assert err[0] == (f"tensorfs: {manifest}: 11 of its 12 names are not in {b}: "
+                      "this manifest seems to be of another model"), r.stderr
+    assert r.stdout.count("in the manifest, not in the checkpoint") == 11
+    # with stdout and stderr on one pipe, the note still comes first
+    r = subprocess.run([BIN, "--verify", b, manifest], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert r.stdout.startswith(f"tensorfs: {manifest}: 11 of its 12"), r.stdout
+
+
+def test_verify_names_no_other_model_for_a_few_missing(tmp):
+    """A manifest of the same model with a tensor gone or renamed is not
+    "another model": only its lines."""
+    names = [f"model.layers.{i}.weight" for i in range(12)]
+    a = _sums(tmp, "a", names)
+    b = _sums(tmp, "b", names[:10] + ["renamed.0", "renamed.1"])
+    manifest = os.path.join(tmp, "a.sums")
+    open(manifest, "w").write(run(["--verify", a]).stdout)
+    r = run(["--verify", b, manifest])
+    assert r.returncode == 6
+    assert "another model" not in r.stderr, r.stderr
+    assert r.stdout.count("in the manifest, not in the checkpoint") == 2
