@@ -5,11 +5,14 @@ table's name column, --verify with another model's manifest, --list."""
 import os
 import pwd
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
-from tfsutil import BIN, REPO, fuse_ok, is_mounted, run, unmount, daemon_pids, write_st
+from test_http import gen, web  # noqa: F401 (the nginx fixture)
+from tfsutil import BIN, REPO, daemon_pids, fuse_ok, is_mounted, run, unmount, wait_gone, write_st
 
 
 def test_help_says_what_each_command_does():
@@ -174,3 +177,111 @@ def test_verify_names_no_other_model_for_a_few_missing(tmp):
     assert r.returncode == 6
     assert "another model" not in r.stderr, r.stderr
     assert r.stdout.count("in the manifest, not in the checkpoint") == 2
+
+
+def _list_entries(out):
+    """--list's output as {mount point: (pid, source, [detail lines])}."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["PID", "MOUNTPOINT", "SOURCE"], out
+    entries, cur = {}, None
+    for line in lines[1:]:
+        if line.startswith("         "):
+            cur[2].append(line.strip())
+            continue
+        pid, rest = line.split(None, 1)
+        mnt, source = rest.split("  ", 1)
+        cur = (pid, source, [])
+        entries[mnt] = cur
+    return entries
+
+
+def test_list_names_each_mount_its_daemon_and_options(tmp):
+    """--list shows each mount of the caller's: mount point, source, the
+    daemon's PID (the one that takes kill -USR1 and SIGTERM) and its -o
+    options; a path with a space stays on its line."""
+    fuse_ok()
+    a = _sums(tmp, "a", ["x", "y"])
+    mnts = [os.path.join(tmp, "m1"), os.path.join(tmp, "m 2")]
+    for m in mnts:
+        os.mkdir(m)
+    log = os.path.join(tmp, "log")
+    try:
+        assert run(["-o", f"layout=tree,logfile={log}", a, mnts[0]]).returncode == 0
+        assert run([a, mnts[1]]).returncode == 0
+        r = run(["--list"])
+        assert r.returncode == 0, r.stderr
+        e = _list_entries(r.stdout)
+        for m in mnts:
+            assert m in e, r.stdout
+            pid, source, detail = e[m]
+            assert [int(pid)] == daemon_pids(m)
+            assert source == a
+        assert e[mnts[0]][2] == [f"options: -o layout=tree,logfile={log}"]
+        assert e[mnts[1]][2] == []
+        # the PID is the daemon's: SIGUSR1 logs its counters, SIGTERM unmounts
+        pid = int(e[mnts[0]][0])
+        os.kill(pid, signal.SIGUSR1)
+        deadline = time.time() + 20
+        while "counters (SIGUSR1)" not in (open(log).read() if os.path.exists(log) else ""):
+            assert time.time() < deadline, "no counters in the log after SIGUSR1"
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGTERM)
+        assert wait_gone(pid)
+        assert not is_mounted(mnts[0])
+        assert mnts[0] not in _list_entries(run(["--list"]).stdout)
+    finally:
+        for m in mnts:
+            unmount(m, daemon_pids(m))
+
+
+def test_list_never_waits_for_a_stopped_daemon(tmp):
+    """A stopped daemon is named as not answering within a few seconds, and
+    the other mounts are still listed."""
+    fuse_ok()
+    a = _sums(tmp, "a", ["x"])
+    mnts = [os.path.join(tmp, "m1"), os.path.join(tmp, "m2")]
+    for m in mnts:
+        os.mkdir(m)
+        assert run([a, m]).returncode == 0
+    pid = daemon_pids(mnts[0])[0]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        r = run(["--list"])
+        assert time.time() - t0 < 30
+        e = _list_entries(r.stdout)
+        assert e[mnts[0]] == ("-", a, ["daemon: not answering (stopped or hung?)"]), r.stdout
+        assert int(e[mnts[1]][0]) == daemon_pids(mnts[1])[0]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        for m in mnts:
+            unmount(m, daemon_pids(m))
+
+
+def test_list_of_a_remote_mount_shows_counters_and_no_secret(web, tmp):  # noqa: F811
+    """A remote mount's entry has its counters (requests, bytes, cache),
+    and neither the source nor the options show a password."""
+    fuse_ok()
+    gen(web, "list/one.safetensors", [("w", "U8", [4096], bytes(range(256)) * 16)])
+    url = web.url(path="gen/list/one.safetensors").replace("http://", "http://me:s3cr3t@")
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    try:
+        r = run(["-o", "cache_size=8M", url, mnt], env=dict(os.environ, NO_PROXY="*"))
+        assert r.returncode == 0, r.stderr
+        assert open(os.path.join(mnt, "w"), "rb").read() == bytes(range(256)) * 16
+        r = run(["--list"])
+        e = _list_entries(r.stdout)
+        pid, source, detail = e[mnt]
+        assert int(pid) == daemon_pids(mnt)[0]
+        assert "s3cr3t" not in r.stdout and source.endswith("/gen/list/one.safetensors"), r.stdout
+        assert detail[0] == "options: -o cache_size=8M"
+        assert detail[1].startswith("counters: ") and "request" in detail[1], detail
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+
+
+def test_list_takes_no_other_argument():
+    r = run(["--list", "--json"])
+    assert r.returncode == 2
+    assert r.stderr == "tensorfs: --list takes no other argument (usage: tensorfs --list)\n"
