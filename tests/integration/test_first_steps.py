@@ -285,3 +285,89 @@ def test_list_takes_no_other_argument():
     r = run(["--list", "--json"])
     assert r.returncode == 2
     assert r.stderr == "tensorfs: --list takes no other argument (usage: tensorfs --list)\n"
+
+
+def _dir_of(tmp, files):
+    """files: {file name: (metadata, [tensor names])}."""
+    d = os.path.join(tmp, "models")
+    os.makedirs(d, exist_ok=True)
+    for fn, (meta, names) in files.items():
+        write_st(os.path.join(d, fn), [(n, "F32", [2], b"\1" * 8) for n in names], metadata=meta)
+    return d
+
+
+def _mount_warnings(d, tmp):
+    """Mounts the directory (daemon mode): its stderr, after checking that
+    every tensor of every file is served."""
+    fuse_ok()
+    mnt = os.path.join(tmp, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    r = run([d, mnt])
+    try:
+        assert r.returncode == 0, r.stderr
+        names = sorted(os.listdir(mnt))
+        assert all(open(os.path.join(mnt, n), "rb").read() == b"\1" * 8
+                   for n in names if not n.startswith("__")), names
+        return r.stderr
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+
+
+WARN_TAIL = ("yet a directory without an index is mounted as one: mount one file, or only the files "
+             "of one format with -o input=FORMAT\n")
+
+
+def test_directory_of_two_models_with_other_layers_warns(tmp):
+    """Two checkpoints of other architectures in one directory (no index):
+    mounted as before, with one warning naming the two files and what to
+    do; --inspect says the same."""
+    d = _dir_of(tmp, {
+        "llama.safetensors": ({"format": "pt"}, [f"model.layers.{i}.mlp.up_proj.weight" for i in range(3)]
+                              + ["model.embed_tokens.weight"]),
+        "gpt2.safetensors": ({"format": "pt"}, [f"transformer.h.{i}.attn.c_attn.weight" for i in range(3)]
+                             + ["transformer.wte.weight"]),
+    })
+    want = (f"tensorfs: {d}: warning: its 2 files do not look like one model ('gpt2.safetensors' and "
+            f"'llama.safetensors' have no layer names in common), " + WARN_TAIL)
+    assert _mount_warnings(d, tmp) == want
+    r = run(["--inspect", d])
+    assert r.returncode == 0 and r.stderr == want, r.stderr
+    assert "8 tensors" in r.stdout
+
+
+def test_directory_of_two_formats_of_metadata_warns(tmp):
+    """__metadata__ whose "format" differs between files (a PyTorch export
+    beside an MLX one) is named in the warning."""
+    d = _dir_of(tmp, {
+        "a.safetensors": ({"format": "pt"}, ["model.layers.0.w"]),
+        "b.safetensors": ({"format": "mlx"}, ["model.layers.1.w"]),
+    })
+    assert _mount_warnings(d, tmp) == (
+        f"tensorfs: {d}: warning: its 2 files do not look like one model ('a.safetensors' says format "
+        f"'pt', 'b.safetensors' says 'mlx'), " + WARN_TAIL)
+
+
+def test_directory_of_one_sharded_model_says_nothing(tmp):
+    """Shards of one model without an index (layers split across files,
+    the embedding in the first, the head in the last, a shard with no
+    numbered tensor) mount without a word."""
+    d = _dir_of(tmp, {
+        "model-00001-of-00003.safetensors": ({"format": "pt"}, ["model.embed_tokens.weight"]
+                                             + [f"model.layers.{i}.mlp.up_proj.weight" for i in range(4)]
+                                             + [f"model.layers.{i}.self_attn.q_proj.weight" for i in range(4)]),
+        "model-00002-of-00003.safetensors": ({"format": "pt"}, ["model.layers.4.mlp.up_proj.weight"]),
+        "model-00003-of-00003.safetensors": ({"format": "pt"}, ["lm_head.weight", "model.norm.weight"]),
+    })
+    assert _mount_warnings(d, tmp) == ""
+
+
+def test_directory_of_the_same_model_twice_names_the_cause(tmp):
+    """A base model and its fine-tune (same names) cannot be merged: the
+    refusal now says the directory seems to hold more than one model."""
+    names = [f"model.layers.{i}.w" for i in range(2)]
+    d = _dir_of(tmp, {"base.safetensors": ({"format": "pt"}, names),
+                      "tuned.safetensors": ({"format": "pt"}, names)})
+    r = run(["--inspect", d])
+    assert r.returncode == 4
+    assert r.stderr == (f"tensorfs: {d}: tensor 'model.layers.0.w' is in two shards, 'base.safetensors' and "
+                        "'tuned.safetensors': the directory seems to hold more than one model; mount one file\n")
