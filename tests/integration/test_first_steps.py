@@ -5,6 +5,7 @@ table's name column, --verify with another model's manifest, --list."""
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from test_http import gen, web  # noqa: F401 (the nginx fixture)
-from tfsutil import BIN, REPO, daemon_pids, fuse_ok, is_mounted, run, unmount, wait_gone, write_st
+from tfsutil import BIN, REPO, daemon_pids, fuse_ok, is_mounted, mounted, run, unmount, wait_gone, write_st
 
 
 def test_help_says_what_each_command_does():
@@ -371,3 +372,36 @@ def test_directory_of_the_same_model_twice_names_the_cause(tmp):
     assert r.returncode == 4
     assert r.stderr == (f"tensorfs: {d}: tensor 'model.layers.0.w' is in two shards, 'base.safetensors' and "
                         "'tuned.safetensors': the directory seems to hold more than one model; mount one file\n")
+
+
+@pytest.mark.parametrize("shape,want", [((16, 15360), (256, 1024)), ((4, 320), (80, 320)),
+                                        ((320, 4), (320, 80)), ((64, 64), (256, 256))])
+def test_pictures_of_lora_factors_keep_a_visible_aspect(tmp, shape, want):
+    """A LoRA factor's picture ([16, 15360], [4, 320]) is at most 4:1, its
+    rows (or columns) repeated, not a strip 16 pixels high that a
+    thumbnail shrinks to a line; each band is one row of cells, and a
+    file manager's thumbnailer (gdk-pixbuf) still reads it."""
+    import numpy as np
+    from test_pictures import heat_all, load
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal(shape).astype(np.float32)
+    src = os.path.join(tmp, "lora.safetensors")
+    write_st(src, [("lora_A.weight", "F32", shape, v.tobytes())])
+    with mounted(src, "-o", "pictures") as mnt:
+        png = os.path.join(mnt, "lora_A.weight.png")
+        pix, comment, _ = load(png)
+        assert pix.shape == want, pix.shape
+        assert max(want) <= 4 * min(want)
+        assert (pix == heat_all(v)).all()
+        # rows repeated: every band of a cell row is one row of pixels
+        fy = want[0] // min(shape[0], 1024)
+        assert (pix.reshape(-1, fy, pix.shape[1]) == pix[::fy][:, None, :]).all()
+        assert os.stat(png).st_size == len(open(png, "rb").read())
+        if shutil.which("gdk-pixbuf-thumbnailer"):
+            thumb = os.path.join(tmp, "thumb.png")
+            r = subprocess.run(["gdk-pixbuf-thumbnailer", "-s", "128", png, thumb], capture_output=True,
+                               timeout=60)
+            assert r.returncode == 0, r.stderr
+            from PIL import Image
+            with Image.open(thumb) as im:
+                assert min(im.size) >= 128 // 4, im.size
