@@ -38,3 +38,7 @@ show cat "$mnt/__metadata__.json"
 show cat "$mnt/__tensors__.tsv"
 show ./tensorfs --inspect "$src"
 printf '\nThe checkpoint %s is mounted at %s.\nUnmount with: fusermount3 -u %s\n' "$src" "$mnt" "$mnt"
+# The guide's examples call tensorfs, not ./tensorfs.
+if ! command -v tensorfs >/dev/null 2>&1; then
+  printf 'To call it as tensorfs: sudo make install, or make install PREFIX=$HOME/.local (with ~/.local/bin on your PATH)\n'
+fi

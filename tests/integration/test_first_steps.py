@@ -91,7 +91,8 @@ def test_demo_uses_a_directory_of_the_users_own(tmp, where):
     (the login's own) or else ${TMPDIR:-/tmp}/tensorfs-demo-UID, never a
     /tmp/tensorfs-demo that two users or checkouts would share; it says
     which directory and how to choose another."""
-    env = dict(os.environ, TENSORFS_DEMO_DIR=None)
+    # no tensorfs on the PATH: the demo says how to put it there
+    env = dict(os.environ, TENSORFS_DEMO_DIR=None, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
     if where == "xdg":
         run_dir = os.path.join(tmp, "run")
         os.mkdir(run_dir, 0o700)
@@ -108,6 +109,8 @@ def test_demo_uses_a_directory_of_the_users_own(tmp, where):
         assert r.returncode == 0, r.stderr
         assert f"make demo: in {d} (set TENSORFS_DEMO_DIR" in r.stdout
         assert "fusermount3 -u " + mnt in r.stdout
+        assert r.stdout.endswith("To call it as tensorfs: sudo make install, or make install "
+                                 "PREFIX=$HOME/.local (with ~/.local/bin on your PATH)\n"), r.stdout[-300:]
         assert is_mounted(mnt)
         assert os.stat(d).st_mode & 0o777 == 0o700
         assert open(os.path.join(mnt, "model.embed_tokens.weight"), "rb").read(4) == b"\0" * 4
