@@ -26,6 +26,7 @@
 #include "cli/options.h"
 #include "fuse/fuse.h"
 #include "cli/inspect.h"
+#include "cli/list.h"
 #include "cli/diff.h"
 #include "cli/stats_cmd.h"
 #include "cli/verify.h"
@@ -354,6 +355,14 @@ int main(int argc, char **argv)
 	tfs_log_set_info(tfs_log_info_line);
 	tfs_log_set_detail(tfs_log_detail_line);
 
+	/* tensorfs --list takes nothing else, and needs none of the parsing. */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--list") == 0) {
+			if (argc == 2)
+				return tfs_list_mounts(stdout);
+			fprintf(stderr, "tensorfs: --list takes no other argument (usage: %s)\n", LIST_USAGE);
+			return EXIT_USAGE;
+		}
 	if (fuse_opt_parse(&args, &c, tfs_cli_opts, tfs_cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;

@@ -61,6 +61,7 @@ enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64, KEY_STATS };
 #define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
 #define STATS_USAGE "tensorfs --stats [--json] [-o OPTIONS] SOURCE"
 #define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
+#define LIST_USAGE "tensorfs --list"
 
 /* What the options say, checked. */
 struct settings {

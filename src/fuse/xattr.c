@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/xattr.h>
 
 #include "views/digest.h"
@@ -143,6 +144,14 @@ void tfs_fuse_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 		char v[400];
 		tfs_sources_counters(&c);
 		int k = tfs_counters_line(&c, v, sizeof v);
+		reply_value(req, size, v, (size_t)k);
+		return;
+	}
+	if (ino == FUSE_ROOT_ID && strcmp(name, "user.pid") == 0) {
+		/* The daemon's PID, for tensorfs --list (kill -USR1, SIGTERM);
+		 * asked for by name, never listed. */
+		char v[24];
+		int k = snprintf(v, sizeof v, "%ld", (long)getpid());
 		reply_value(req, size, v, (size_t)k);
 		return;
 	}
