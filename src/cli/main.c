@@ -211,14 +211,7 @@ static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo,
 			return exit_of(e);
 		}
 	}
-	struct tfs_tree_opts to = {.layout = s->layout,
-				   .view = s->view,
-				   .tables = !c->notsv,
-				   .export = c->export,
-				   .originals = c->originals,
-				   .sums = c->sums,
-				   .opts = &c->driver_opts,
-				   .max_shard_size = s->max_shard};
+	struct tfs_tree_opts to = {.layout = s->layout, .opts = &c->driver_opts};
 	e = tfs_tree_build(model, &to, tree, &d);
 	if (e) {
 		char q[TFS_QPATH_MAX];
@@ -275,7 +268,9 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
 	 * starts anyway; it costs nothing while no stream is open. */
 	uint64_t ra = (rd->readahead_kb ? rd->readahead_kb : 128) << 10;
-	int tb = tw == 0 && c->export && !c->direct_io ? tfs_behind_start(&fs->behind, se, ra) : 0;
+	int tb = tw == 0 && tfs_tree_generates(fs->tree) && !c->direct_io
+			 ? tfs_behind_start(&fs->behind, se, ra)
+			 : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (tr != 0 || tw != 0 || tb != 0) {
 		if (tw == 0)
@@ -392,7 +387,7 @@ int main(int argc, char **argv)
 	fs.uid = (uid_t)s.uid;
 	fs.gid = (gid_t)s.gid;
 	fs.direct_io = c.direct_io;
-	fs.export_cache = c.export_cache;
+	fs.export_cache = tfs_views_keep_pages(&c.driver_opts);
 	fs.nosplice = c.nosplice;
 	fs.splice = false;
 	fs.timeout = 86400.0 * 365;

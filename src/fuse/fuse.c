@@ -32,6 +32,24 @@ int tfs_errno(tfs_err e)
 	case TFS_ERR_FORMAT:
 	case TFS_ERR_UNHANDLED:
 		return EIO;
+	case TFS_ERR_NOFILE:
+		return ENOENT;
+	case TFS_ERR_NOTDIR:
+		return ENOTDIR;
+	case TFS_ERR_ISDIR:
+		return EISDIR;
+	case TFS_ERR_NAMETOOLONG:
+		return ENAMETOOLONG;
+	case TFS_ERR_ROFS:
+		return EROFS;
+	case TFS_ERR_NODATA:
+		return ENODATA;
+	case TFS_ERR_RANGE:
+		return ERANGE;
+	case TFS_ERR_TOOBIG:
+		return E2BIG;
+	case TFS_ERR_NOTSUP:
+		return EOPNOTSUPP;
 	}
 	return EIO;
 }

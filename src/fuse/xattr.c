@@ -9,6 +9,7 @@
 #include <sys/xattr.h>
 
 #include "views/digest.h"
+#include "views/tensor.h"
 
 /* Linux refuses xattr values over 64 KiB (linux/limits.h XATTR_SIZE_MAX). */
 #define TFS_XATTR_MAX 65536
