@@ -146,6 +146,28 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	}
 }
 
+/* A paragraph of --help, its words in lines of at most 76 columns. */
+static void wrap(FILE *f, const char *text)
+{
+	size_t col = 0;
+	for (const char *w = text; *w;) {
+		size_t n = strcspn(w, " ");
+		if (col && col + 1 + n > 76) {
+			fputc('\n', f);
+			col = 0;
+		} else if (col) {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%.*s", (int)n, w);
+		col += n;
+		w += n;
+		while (*w == ' ')
+			w++;
+	}
+	fputc('\n', f);
+}
+
 /* One driver's option in --help: NAME or NAME=VALUE in a column (two
  * spaces at least after it), its help's lines under one another. */
 static void usage_opt(FILE *f, const struct tfs_opt_spec *o)
@@ -166,58 +188,74 @@ static void usage_opt(FILE *f, const struct tfs_opt_spec *o)
 
 void tfs_cli_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
-		"       " INSPECT_USAGE "\n"
-		"       " VERIFY_USAGE "\n"
-		"       " STATS_USAGE "\n"
-		"       " DIFF_USAGE "\n"
-		"\n"
-		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
-		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
-		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
-		"(*.index.json), a directory holding one index, or a directory of\n"
-		"checkpoint files (all of them, as one model), on disk or remote:\n"
-		"http(s)://HOST/PATH, hf://ORG/REPO[@REV][/PATH] (the Hugging Face\n"
-		"Hub), s3://BUCKET/KEY. Formats: %s.\n"
-		"\n"
-		"options:\n"
-		"    -h, --help            print this help and exit\n"
-		"    -V, --version         print the version and exit\n"
-		"    -f                    stay in the foreground\n"
-		"    -d                    debug output (implies -f)\n"
-		"    -s                    single-threaded\n"
-		"    -o opt[,opt...]       mount options:\n"
-		"       uid=N, gid=N       owner of every file, a number or a name\n"
-		"                          (default: the caller)\n"
-		"       strict             refuse what the format's reference reader refuses\n"
-		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
-		"                          tree: names split on '.' into directories\n"
-		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
-		"                          null) applied to __metadata__.json and generated files\n"
-		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
-		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
-		"       nosplice           copy through a buffer instead of splicing\n"
-		"       overmount          mount even where something is mounted already\n"
-		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
-		"                          0 keeps the kernel's 128; needs root)\n"
-		"       max_threads=N      worker threads (default 10)\n"
-		"       logfile=PATH       the daemon's messages appended to PATH, with\n"
-		"                          times (default: syslog once detached)\n"
-		"       verbose            also retries, and the counters at unmount\n",
-		tfs_format_names());
+	fprintf(f, "usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		   "       " INSPECT_USAGE "\n"
+		   "       " VERIFY_USAGE "\n"
+		   "       " STATS_USAGE "\n"
+		   "       " DIFF_USAGE "\n"
+		   "\n");
+	/* The sources' and the formats' part, from their registries. */
+	char text[2048];
+	size_t at = (size_t)snprintf(
+		text, sizeof text,
+		"Mounts a checkpoint read-only: one file per tensor, with user.dtype, "
+		"user.shape, user.name, user.offsets and user.source xattrs, and "
+		"__metadata__.json. SOURCE is a checkpoint file, an index (*.index.json), a directory holding "
+		"one index, or a directory of checkpoint files (all of them, as one model), "
+		"on disk or remote:");
+	const char *sep = " ";
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->usage && at < sizeof text) {
+			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->usage);
+			sep = ", ";
+		}
+	if (at < sizeof text)
+		snprintf(text + at, sizeof text - at, ".");
+	wrap(f, text);
+	/* On one line: the bash completion reads the formats from it. */
+	fprintf(f, "Formats: %s.\n", tfs_format_names());
+	fprintf(f, "\n"
+		   "options:\n"
+		   "    -h, --help            print this help and exit\n"
+		   "    -V, --version         print the version and exit\n"
+		   "    -f                    stay in the foreground\n"
+		   "    -d                    debug output (implies -f)\n"
+		   "    -s                    single-threaded\n"
+		   "    -o opt[,opt...]       mount options:\n"
+		   "       uid=N, gid=N       owner of every file, a number or a name\n"
+		   "                          (default: the caller)\n"
+		   "       strict             refuse what the format's reference reader refuses\n"
+		   "       layout=flat|tree   flat: one file per tensor in the root (default);\n"
+		   "                          tree: names split on '.' into directories\n"
+		   "       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
+		   "                          null) applied to __metadata__.json and generated files\n"
+		   "       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
+		   "       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
+		   "       nosplice           copy through a buffer instead of splicing\n"
+		   "       overmount          mount even where something is mounted already\n"
+		   "       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
+		   "                          0 keeps the kernel's 128; needs root)\n"
+		   "       max_threads=N      worker threads (default 10)\n"
+		   "       logfile=PATH       the daemon's messages appended to PATH, with\n"
+		   "                          times (default: syslog once detached)\n"
+		   "       verbose            also retries, and the counters at unmount\n");
 	const struct tfs_opt_spec *o;
 	for (size_t k = 0; (o = tfs_view_opt_at(k)); k++)
 		usage_opt(f, o);
 	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++)
 		usage_opt(f, o);
-	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
-		   "\n"
-		   "environment: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME,\n"
-		   "HF_HUB_CACHE, HF_HUB_OFFLINE; AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
-		   "AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE,\n"
-		   "AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL. See man tensorfs.\n"
-		   "\n"
+	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n\n");
+	at = (size_t)snprintf(text, sizeof text, "environment:");
+	sep = " ";
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->env_help && at < sizeof text) {
+			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->env_help);
+			sep = "; ";
+		}
+	if (at < sizeof text)
+		snprintf(text + at, sizeof text - at, ". See man tensorfs.");
+	wrap(f, text);
+	fprintf(f, "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
 		   "4 invalid checkpoint, 5 mount failed, 6 --verify found a mismatch.\n"
 		   "Unmount with: fusermount3 -u MOUNTPOINT\n");

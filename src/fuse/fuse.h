@@ -1,4 +1,6 @@
-/* The FUSE low-level glue: the only place that speaks errno. */
+/* The FUSE low-level glue: each request turned into one call of the
+ * file-system core (fs/fs.h) and its answer into one reply; the only
+ * place that speaks errno. */
 #ifndef TFS_FUSE_H
 #define TFS_FUSE_H
 
@@ -7,17 +9,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "model/model.h"
-#include "views/tree.h"
+#include "fs/fs.h"
 
 struct tfs_fs {
-	const struct tfs_model *m;
-	const struct tfs_tree *tree;
-	uid_t uid;
-	gid_t gid;
-	bool direct_io;
-	bool nosplice; /* asked for by the user */
-	bool splice;   /* granted by the kernel at INIT */
+	struct tfs_fs_core core;
+	bool nosplice; /* asked for by the user; core.splice: granted at INIT */
 	/* Called once, by the first request after INIT: the kernel sends no
 	 * request before INIT is complete, which is when mount-wide settings
 	 * (readahead) stop being overwritten. */
@@ -26,11 +22,8 @@ struct tfs_fs {
 	int after_init_done;
 	double timeout;
 	/* Drops pages behind sequential readers of generated files; NULL
-	 * (no -o export, or direct_io) keeps every page (fuse/behind.h). */
+	 * (no generated files, or direct_io) keeps every page (fuse/behind.h). */
 	struct tfs_behind *behind;
-	/* -o export_cache: generated files through the page cache even where
-	 * direct I/O could keep shared mmap (fuse/kinit.h). */
-	bool export_cache;
 };
 
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;

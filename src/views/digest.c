@@ -10,7 +10,7 @@
 #include <xxhash.h>
 
 #include "views/hashes.h"
-#include "views/tensor.h"
+#include "views/tensorfiles.h"
 #include "views/tree.h"
 #include "views/view.h"
 

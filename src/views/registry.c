@@ -72,34 +72,12 @@ tfs_err tfs_views_check(const struct tfs_opts *o, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-int tfs_views_generate(const struct tfs_tree_opts *o)
-{
-	for (unsigned k = 0; k < tfs_nviews; k++) {
-		const struct tfs_view_ops *v = tfs_views[k];
-		if (v && (v->flags & TFS_VIEWF_GENERATED) && (!v->wanted || v->wanted(o)))
-			return 1;
-	}
-	return 0;
-}
-
 int tfs_views_keep_pages(const struct tfs_opts *o)
 {
 	for (unsigned k = 0; k < tfs_nviews; k++)
 		if (tfs_views[k] && tfs_views[k]->keep_pages && tfs_views[k]->keep_pages(o))
 			return 1;
 	return 0;
-}
-
-void tfs_views_generating_opts(char *buf, size_t cap)
-{
-	size_t at = 0, n = 0;
-	buf[0] = 0;
-	for (unsigned k = 0; k < tfs_nviews; k++) {
-		const struct tfs_view_ops *v = tfs_views[k];
-		for (const struct tfs_opt_spec *s = v && (v->flags & TFS_VIEWF_GENERATED) ? v->opts : NULL;
-		     s && s->name && at < cap; s++)
-			at += (size_t)snprintf(buf + at, cap - at, "%s-o %s", n++ ? " or " : "", s->name);
-	}
 }
 
 void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx)

@@ -189,12 +189,6 @@ const struct tfs_opt_spec *tfs_view_opt_at(size_t k);
 /* Every view's check of its options' values; the first failure. */
 tfs_err tfs_views_check(const struct tfs_opts *o, struct tfs_diag *d);
 
-/* Whether a view wanted under these options generates its files; the
- * options that ask for those views, as "-o export or -o max_shard_size",
- * into buf (for messages). */
-int tfs_views_generate(const struct tfs_tree_opts *o);
-void tfs_views_generating_opts(char *buf, size_t cap);
-
 /* Whether some view's options ask generated files through the page cache
  * (keep_pages). */
 int tfs_views_keep_pages(const struct tfs_opts *o);
