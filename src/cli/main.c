@@ -352,6 +352,7 @@ out_session:
 	 * makes that open() return. */
 	if (have_rt)
 		pthread_join(rt, NULL);
+	tfs_fuse_close_all(fs);
 	return rc;
 }
 
@@ -418,6 +419,7 @@ int main(int argc, char **argv)
 		.keep_pages = tfs_views_keep_pages(&c.driver_opts),
 		.dio_mmap = tfs_kinit_dio_mmap,
 	};
+	pthread_mutex_init(&fs.open_lock, NULL);
 	fs.nosplice = c.nosplice;
 	fs.timeout = 86400.0 * 365;
 	rd.readahead_kb = s.readahead_kb;

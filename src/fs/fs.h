@@ -67,6 +67,9 @@ struct tfs_handle {
 	 * pages behind a sequential reader (fuse/behind.h) in `stream`. */
 	bool drop_behind;
 	void *stream;
+	/* The glue's list of open files: the kernel may end the mount with
+	 * files whose release never comes, freed with it. */
+	struct tfs_handle *prev, *next;
 };
 
 /* ---- names and attributes ---- */

@@ -4,6 +4,7 @@
 #include "fuse/behind.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -189,6 +190,41 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	do_readdir(req, ino, size, off, 1);
 }
 
+static void open_add(struct tfs_fs *fs, struct tfs_handle *h)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	h->prev = NULL;
+	h->next = fs->open;
+	if (fs->open)
+		fs->open->prev = h;
+	fs->open = h;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+static void open_close(struct tfs_fs *fs, struct tfs_handle *h)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->open = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->open_lock);
+	tfs_behind_close(fs->behind, h->stream);
+	tfs_fs_release(&fs->core, h);
+}
+
+void tfs_fuse_close_all(struct tfs_fs *fs)
+{
+	while (fs->open) {
+		struct tfs_handle *h = fs->open;
+		fs->open = h->next;
+		/* Their streams went with the drop-behind thread's state. */
+		tfs_fs_release(&fs->core, h);
+	}
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -205,11 +241,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = h->keep_cache;
 	fi->direct_io = h->direct_io;
+	open_add(fs, h);
 	/* An open the kernel gave up on (interrupted) gets no release. */
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		tfs_behind_close(fs->behind, h->stream);
-		tfs_fs_release(&fs->core, h);
-	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		open_close(fs, h);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -217,10 +252,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_handle *h = (struct tfs_handle *)(uintptr_t)fi->fh;
 	(void)ino;
-	if (h) {
-		tfs_behind_close(fs->behind, h->stream);
-		tfs_fs_release(&fs->core, h);
-	}
+	if (h)
+		open_close(fs, h);
 	fuse_reply_err(req, 0);
 }
 

@@ -6,6 +6,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -24,7 +25,13 @@ struct tfs_fs {
 	/* Drops pages behind sequential readers of generated files; NULL
 	 * (no generated files, or direct_io) keeps every page (fuse/behind.h). */
 	struct tfs_behind *behind;
+	/* The open files (struct tfs_handle), under their lock. */
+	pthread_mutex_t open_lock;
+	struct tfs_handle *open;
 };
+
+/* After the session ends: the files still open (no release came) closed. */
+void tfs_fuse_close_all(struct tfs_fs *fs);
 
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;
 
