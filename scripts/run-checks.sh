@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 FUZZ_SECS=${CHECK_FUZZ_SECONDS:-10}
 SHARED_REAL=${TENSORFS_SHARED:-$PWD/../shared}/data/real
+# make check built with WERROR=1: a make that a test runs (make install in
+# test_system.py) must see the same flags, or it rebuilds every object and
+# relinks ./tensorfs while the other tests run it (EACCES mid-link).
+export WERROR=1
 reports=$(mktemp -d /tmp/tensorfs-check.XXXXXX)
 passed=0
 failed=0
