@@ -21,9 +21,10 @@ JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto lib
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
-# and format interfaces, the model), sources/, formats/, views/, and above
-# them fuse/ (the FUSE glue) and cli/ (the command line).
-AXES = core sources formats model views
+# and format interfaces), sources/, formats/, model/ (the model stage),
+# views/, fs/ (the file-system core), and above them fuse/ (the FUSE glue)
+# and cli/ (the command line). docs/architecture.md draws the house.
+AXES = core sources formats model views fs
 # The FUSE glue and the command line.
 FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/verify.c src/cli/diff.c src/cli/stats_cmd.c src/cli/list.c src/cli/main.c
 # The rest is the core: sources, formats, the tensor table and the views,
@@ -98,7 +99,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources
+UNIT_TESTS = format sources fs
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 

@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 FUZZ_SECS=${CHECK_FUZZ_SECONDS:-10}
 SHARED_REAL=${TENSORFS_SHARED:-$PWD/../shared}/data/real
+# make check built with WERROR=1: a make that a test runs (make install in
+# test_system.py) must see the same flags, or it rebuilds every object and
+# relinks ./tensorfs while the other tests run it (EACCES mid-link).
+export WERROR=1
 reports=$(mktemp -d /tmp/tensorfs-check.XXXXXX)
 passed=0
 failed=0
@@ -123,6 +127,7 @@ stage "call graph (no two files call each other)" plain $PY scripts/call-graph.p
 stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py
 stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources
+stage "unit tests (file-system core)" unit build/test_fs
 # The long stages overlap: the two runs of the suite spend most of their
 # time waiting (mounts, servers, timeouts), and the sanitizer build (make
 # check hands its command in CHECK_BUILD_REST) and the fuzzers use the
@@ -143,6 +148,7 @@ fi
 if [ "$build_ok" -eq 0 ]; then
   stage_start "unit tests (format, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_format
   stage_start "unit tests (sources, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_sources
+  stage_start "unit tests (file-system core, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_fs
   stage_start "integration tests (ASan+UBSan)" pytest env "${san_env[@]}" "${pytest[@]}"
   stage_start "fuzz (${FUZZ_SECS}s per target)" fuzz scripts/fuzz.sh "$FUZZ_SECS"
 fi

@@ -519,6 +519,9 @@ static const struct tfs_opt_spec hf_env[] = {
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
 	.schemes = "hf://",
+	.usage = "hf://ORG/REPO[@REV][/PATH] (the Hugging Face Hub)",
+	.env_help =
+		"HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,

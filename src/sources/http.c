@@ -198,6 +198,7 @@ static const struct tfs_opt_spec http_env[] = {
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
 	.schemes = "http://, https://",
+	.usage = "http(s)://HOST/PATH",
 	.claims = claims,
 	.resolve = resolve,
 	.shared_opts = tfs_remote_opts,

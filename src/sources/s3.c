@@ -478,6 +478,10 @@ static const struct tfs_opt_spec s3_env[] = {
 const struct tfs_source_driver tfs_source_s3 = {
 	.name = "s3",
 	.schemes = "s3://",
+	.usage = "s3://BUCKET/KEY",
+	.env_help = "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, "
+		    "AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_REGION, AWS_DEFAULT_REGION, "
+		    "AWS_ENDPOINT_URL",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = s3_opts,
