@@ -321,3 +321,64 @@ def test_export_over_http_from_the_disk_cache(www, tmp, opts):
                 assert os.pread(fd, size, off) == want[off:off + size], (off, size)
         finally:
             os.close(fd)
+
+
+def crossing(root, nshards=4, per=8, size=2 * MiB, seed=5):
+    """A sharded checkpoint whose orders all differ: tensors layers.0 ...
+    layers.N in shard order, so that name order crosses the shards
+    (layers.1, layers.10 ... layers.19, layers.2), each shard's header
+    listing its tensors backwards (the table's order is not the file's).
+    Returns ({name: bytes}, [names in table order])."""
+    rng = random.Random(seed)
+    want, wm, table = {}, {}, []
+    for s in range(nshards):
+        fn = f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
+        names = [f"layers.{s * per + t}" for t in range(per)]
+        data = [rng.randbytes(size) for _ in names]
+        hdr = {n: {"dtype": "U8", "shape": [size], "data_offsets": [i * size, (i + 1) * size]}
+               for i, n in reversed(list(enumerate(names)))}
+        text = json.dumps(hdr).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(root, fn), "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text + b"".join(data))
+        for n, d in zip(names, data):
+            want[n] = d
+            wm[n] = fn
+        table += list(reversed(names))
+    with open(os.path.join(root, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": nshards * per * size}, "weight_map": wm}, f)
+    for f in os.listdir(root):
+        os.chmod(os.path.join(root, f), 0o644)
+    return want, table
+
+
+@pytest.mark.parametrize("order", ["name", "file", "index", "reverse", "random"])
+def test_each_order_right_bytes_and_bounded_fetches(tmp, order):
+    """One reader through every tensor file in one order, with a cache
+    smaller than the model (what is fetched too early is evicted and
+    fetched again): the bytes are right, and the server (its access log
+    counts every range) sends at most 5 % more than was read, or for a
+    reader at random at most one part (1 MiB) more per tensor."""
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    want, table = crossing(root)
+    by_file = list(want)  # layers.0 ... in shard and offset order
+    seq = {"name": sorted(want), "file": by_file, "index": table, "reverse": sorted(want, reverse=True),
+           "random": random.Random(11).sample(by_file, len(by_file))}[order]
+    with Nginx(root) as ng:
+        with mounted(ng.url("plain", "model.safetensors.index.json"),
+                     "-o", "part_size=1M,cache_size=24M,concurrency=8") as mnt:
+            assert sorted(n for n in os.listdir(mnt) if not n.startswith("__")) == sorted(want)
+            ng.clear_log()
+            n = 0
+            for name in seq:
+                with open(os.path.join(mnt, name), "rb") as f:
+                    got = f.read()
+                assert got == want[name], name
+                n += len(got)
+        fetched = sum(int(r["bytes"]) for r in ng.requests() if r["range"] != "-")
+    if order == "random":
+        assert fetched <= n + len(seq) * MiB, (fetched, n)
+    else:
+        assert fetched <= n * 1.05, (fetched, n, fetched / n)
