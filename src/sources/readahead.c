@@ -11,7 +11,6 @@
  * backward, a relation being an order and a direction (bit 2 * k + back). */
 enum { ORD_TABLE, ORD_FILE, ORD_NAME, NORD };
 #define NREL (2 * NORD)
-#define REL_FILE_FWD (1u << (2 * ORD_FILE))
 #define NONE UINT32_MAX
 /* Readers told apart at once; a new one takes the place of the one idle
  * longest. */
@@ -280,11 +279,19 @@ static unsigned first_rel(unsigned m)
  * one (in the place of the one idle longest) if none. */
 static struct chain *reader(struct tfs_ra *ra, uint32_t o, uint64_t off, uint64_t len)
 {
+	/* Any read of the object a reader reads is that reader's: the
+	 * kernel's readahead runs ahead of it by more than any slack, in
+	 * reads that several threads hand over out of order (a read taken
+	 * for a new reader's lost the order learnt). */
 	struct chain *c = NULL, *oldest = &ra->ch[0];
+	uint64_t dist = UINT64_MAX;
 	for (int i = 0; i < CHAINS; i++) {
 		struct chain *t = &ra->ch[i];
-		if (t->used && t->obj == o && off + SLACK >= t->next && off <= t->next + SLACK)
+		uint64_t dd = off > t->next ? off - t->next : t->next - off;
+		if (t->used && t->obj == o && dd < dist) {
 			c = t;
+			dist = dd;
+		}
 		if (t->used < oldest->used)
 			oldest = t;
 	}
@@ -372,10 +379,9 @@ unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t
 	c->used = ++ra->clock;
 	c->last_ns = now_ns;
 	const struct obj *cur = &ra->o[o];
-	/* No order seen yet, or the file's own forward order (the cache's
-	 * read-ahead runs on through the file and into the next shard):
-	 * nothing to add. */
-	if (!c->rels || (c->rels & REL_FILE_FWD)) {
+	/* No order seen yet: the cache's own rule (one part past the
+	 * object's end). */
+	if (!c->rels) {
 		pthread_mutex_unlock(&ra->lock);
 		return 0;
 	}
@@ -414,9 +420,11 @@ unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t
 	 * reaches past the reader. Those that follow it in its own file
 	 * without a gap are the file read-ahead's (the fence moves past
 	 * them); the others are named here, in whole parts. */
-	/* Trust grows with the transitions that agreed: one part after two,
-	 * doubling with each (two in a row can be chance). */
-	uint64_t trust = c->conf >= 2 && c->conf < 12 ? ra->part << (c->conf - 2) : c->conf < 2 ? 0 : share;
+	/* Trust grows with the transitions that agreed: one part after one
+	 * or two, doubling with each after (two in a row can be chance; a
+	 * reader in name order first looks like one in file order, and the
+	 * whole window run ahead in file order was fetched twice). */
+	uint64_t trust = c->conf <= 2 ? ra->part : c->conf < 12 ? ra->part << (c->conf - 2) : share;
 	if (share > trust)
 		share = trust;
 	uint64_t pos = off + len > cur->begin ? off + len - cur->begin : 0;
