@@ -382,3 +382,59 @@ def test_each_order_right_bytes_and_bounded_fetches(tmp, order):
         assert fetched <= n + len(seq) * MiB, (fetched, n)
     else:
         assert fetched <= n * 1.05, (fetched, n, fetched / n)
+
+
+def test_mmap_eight_threads_under_faults(tmp):
+    """An mmap loader: 8 threads each copying one of 8 tensors out of one
+    mapped shard (-o originals) at once, through a server that resets
+    connections, answers 503 with Retry-After and stalls past the timeout:
+    every byte right, and no thread waits on one MiB longer than the
+    documented bound of a read (docs/remote.md, "How long a read can
+    take": (retries + 1) x timeout x (2 + MiB asked), plus the backoffs;
+    a hang detector, not a speed test)."""
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    want = sharded(root, nshards=1, per=8, size=4 * MiB)
+    names = list(want)
+    start = 8 + int.from_bytes(open(os.path.join(root, "model-00001-of-00001.safetensors"), "rb").read(8), "little")
+    offsets, off = [], start
+    for n in names:
+        offsets.append(off)
+        off += len(want[n])
+    retries, timeout, part = 5, 2, 1
+    bound = (retries + 1) * timeout * (2 + part) + retries * 5 + 5
+    with Nginx(root) as ng, FaultProxy(ng.ports["plain"]) as fp:
+        with mounted(fp.url("model.safetensors.index.json"), "-o",
+                     f"originals,concurrency=16,part_size={part}M,timeout={timeout},retries={retries}") as mnt:
+            fp.faults({"match": "model-", "fault": "reset", "times": 3, "after": 3000},
+                      {"match": "model-", "fault": "status", "status": 503, "retry_after": 1, "times": 3},
+                      {"match": "model-", "fault": "stall", "seconds": 4, "times": 2})
+            import mmap
+            fd = os.open(os.path.join(mnt, "__files__", "model-00001-of-00001.safetensors"), os.O_RDONLY)
+            mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+            got, longest, errors = {}, [0.0] * 8, []
+
+            def one(i):
+                try:
+                    a, parts = offsets[i], []
+                    for k in range(0, len(want[names[i]]), MiB):
+                        t0 = time.monotonic()
+                        parts.append(mm[a + k:a + k + MiB])
+                        longest[i] = max(longest[i], time.monotonic() - t0)
+                    got[names[i]] = b"".join(parts)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(repr(e))
+            th = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(8)]
+            for t in th:
+                t.start()
+            for t in th:
+                t.join(timeout=bound * len(want[names[0]]) // MiB)
+            assert not any(t.is_alive() for t in th), "a thread never finished"
+            mm.close()
+            os.close(fd)
+            assert not errors, errors
+            for n in names:
+                assert got[n] == want[n], n
+            assert max(longest) <= bound, longest
+        assert sum(v for k, v in fp.stats().items() if "model-" in k) >= 3
