@@ -15,7 +15,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   export-cp, export-open           see scripts/bench_export.py
   gguf-ttfb, gguf-cp, gguf-memory  see scripts/bench_rewrite.py
   verify-sha, verify-xxh, stats, diff-cmp, diff-read, picture, picture-hist   see scripts/bench_know.py
-  stream-file, stream-name, waste-name, mmap-load, mmap-threads, stream4, waste, waste-rand,
+  stream-file, stream-name, waste-name, mmap-load, mmap-threads, s3-capped, cpu-http, cpu-s3, stream4, waste, waste-rand,
   stream-memory, warm, s3-stream   see scripts/bench_stream.py (stream1 is stream-file's old name)
   fleet-speed, fleet-origin   see scripts/bench_fleet.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
@@ -439,7 +439,7 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            "s3-stream": (">=", 0.8, 0.8),
            # loading in any order, and through mmap (issue 38); waste-name: bytes fetched / read
            "stream-name": (">=", 0.9, 1.0), "waste-name": ("<=", 1.05, 1.05), "mmap-load": (">=", 0.9, 0.9),
-           "mmap-threads": (">=", 0.9, 0.9),
+           "mmap-threads": (">=", 0.9, 0.9), "s3-capped": (">=", 1.0, 1.0), "cpu-http": None, "cpu-s3": None,
            # knowing what is in a checkpoint (issue 26): throughput ratios, and diff-read:
            # bytes read / bytes of the differing tensors
            "verify-sha": (">=", 0.9, 1.5), "verify-xxh": (">=", 0.9, 0.9), "stats": (">=", 1.0, 2.0),
@@ -455,7 +455,7 @@ FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
 KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read", "picture", "picture-hist"}
 REWRITE_ROWS = {"gguf-ttfb", "gguf-cp", "gguf-memory"}
-STREAM_ROWS = {"stream1", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
+STREAM_ROWS = {"stream1", "s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 FLEET_ROWS = {"fleet-speed", "fleet-origin"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
@@ -465,7 +465,7 @@ def main():
     ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards,"
                     "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
-                    "stream-file,stream-name,waste-name,mmap-load,mmap-threads,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
+                    "stream-file,stream-name,waste-name,mmap-load,mmap-threads,s3-capped,cpu-http,cpu-s3,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
                     "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory,picture,picture-hist,"
                     "fleet-speed,fleet-origin")
     ap.add_argument("--reps", type=int, default=5)

@@ -23,6 +23,11 @@ runs the baseline and tensorfs back to back.
   stream-memory the daemon's peak RSS over stream1 and stream4 / (cache_size + 64 MiB)
   warm          stream1 from the disk cache after -o warm (then a remount) / stream1 of the
                 local index through tensorfs
+  s3-capped     stream-file through an S3 mount (s3://models/stream/model.safetensors.index.json,
+                path-style, every request signed) of the same capped nginx / the same aria2c
+  cpu-http      the daemon's CPU seconds per GiB for stream-file over http / curl's CPU seconds per
+                GiB fetching the same bytes from the same server (16 range requests at once)
+  cpu-s3        the same for s3-capped / the same curl
   s3-stream     stream1 from s3rver (s3://models/stream/) / the same bytes fetched by 16 parallel
                 curl --aws-sigv4 range requests from the same s3rver
 """
@@ -44,7 +49,7 @@ from servers import Nginx, S3rver  # noqa: E402
 
 MiB = 1 << 20
 CAPPED = {"capped": "limit_rate 64000k; sendfile_max_chunk 64k;"}
-ROWS = {"stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
+ROWS = {"s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
         "stream-memory", "warm", "s3-stream"}
 PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
@@ -268,6 +273,8 @@ def rows(b, reps, want):
                     return time.perf_counter() - t1
             bt, ot, r = b.paired(reps, local, from_cache)
             out.append(("warm", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+    if want & {"s3-capped", "cpu-http", "cpu-s3"}:
+        out += s3_capped(b, reps, d, total)
     if "s3-stream" in want:
         out += s3_stream(b, reps, d, total)
     return out
@@ -296,6 +303,89 @@ def stream_name(b, reps, d):
     return [("stream-name", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
              f"{before_note(bf, total)}", "higher"),
             ("waste-name", w, f"{w:.3f} bytes fetched per byte read{wb}", "lower")]
+
+
+def cpu_seconds(pid):
+    """A process's user + system CPU seconds so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def s3_capped(b, reps, d, total):
+    """s3-capped, cpu-http, cpu-s3: the capped nginx as a path-style S3
+    endpoint (nginx ignores the signature; every request is signed all the
+    same), in every repetition aria2c, tensorfs and the binary before over
+    S3, tensorfs over http, and 16 curl range requests (for their CPU)."""
+    import resource
+    root = os.path.join(b.DIR, "s3root")
+    os.makedirs(os.path.join(root, "models"), exist_ok=True)
+    link = os.path.join(root, "models", "stream")
+    if not os.path.islink(link):
+        os.symlink(d, link)
+    for p in (root, os.path.join(root, "models")):
+        os.chmod(p, 0o755)
+    GiB = 1 << 30
+    cpu = {"http": [], "s3": [], "curl": []}
+    saved = dict(os.environ)
+    with Nginx(root, extra_servers=CAPPED) as ng:
+        ep = ng.url("capped", "").rstrip("/")
+        os.environ.update(AWS_ACCESS_KEY_ID="BENCH", AWS_SECRET_ACCESS_KEY="BENCH", AWS_ENDPOINT_URL=ep)
+        try:
+            def load(src, binary, kind):
+                with b.Mount(src, binary=binary) as m:
+                    t1 = time.perf_counter()
+                    read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
+                    t = time.perf_counter() - t1
+                    if binary == b.BIN:
+                        cpu[kind].append(cpu_seconds(m.pid) / (total / GiB))
+                return t
+
+            def ours(binary):
+                t = load("s3://models/stream/model.safetensors.index.json", binary, "s3")
+                if binary == b.BIN:
+                    load(ng.url("capped", "models/stream/model.safetensors.index.json"), binary, "http")
+                    curl_cpu()
+                return t
+
+            def curl_cpu():
+                parts = []
+                for s in shards(d):
+                    size = os.path.getsize(os.path.join(d, s))
+                    step = (size + 3) // 4
+                    parts += [(s, a, min(a + step, size) - 1) for a in range(0, size, step)]
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                procs = [subprocess.Popen(["curl", "-s", "-f", "-o", "/dev/null", "-r", f"{a}-{e}",
+                                           ng.url("capped", f"models/stream/{s}")]) for s, a, e in parts]
+                for p in procs:
+                    if p.wait() != 0:
+                        raise RuntimeError("curl failed")
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
+
+            def base():
+                out = tempfile.mkdtemp(dir="/dev/shm")
+                urls = os.path.join(out, "urls")
+                with open(urls, "w") as f:
+                    for s in shards(d):
+                        f.write(ng.url("capped", f"models/stream/{s}") + "\n")
+                t0 = time.perf_counter()
+                subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
+                                "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
+                t = time.perf_counter() - t0
+                shutil.rmtree(out)
+                return t
+            bt, ot, r, bf = triple(b, reps, base, ours, lambda x: load(
+                "s3://models/stream/model.safetensors.index.json", x, "before"))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    c = b.median(cpu["curl"])
+    return [("s3-capped", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
+             f"{before_note(bf, total)}", "higher"),
+            ("cpu-http", b.median(cpu["http"]) / c, f"{b.median(cpu['http']):.2f} s/GiB vs curl {c:.2f} s/GiB",
+             "lower"),
+            ("cpu-s3", b.median(cpu["s3"]) / c, f"{b.median(cpu['s3']):.2f} s/GiB vs curl {c:.2f} s/GiB", "lower")]
 
 
 def s3_stream(b, reps, d, total):
