@@ -265,7 +265,8 @@ static void model_identity(struct tfs_model *m)
 
 /* ---- The read-ahead across files (sources/readahead.h) learns, over the
  * model's tensors, the order each reader goes in: the model last opened
- * is the one mounted. ---- */
+ * is the one mounted. Its names stay in the tables until tfs_model_free,
+ * which forgets them first. ---- */
 static const struct tfs_model *ra_model;
 
 static void ra_register(const struct tfs_model *m)
@@ -277,7 +278,9 @@ static void ra_register(const struct tfs_model *m)
 	tfs_err e = TFS_OK;
 	for (uint32_t i = 0; !e && i < m->nshards; i++) {
 		const struct tfs_shard *s = &m->shards[i];
-		for (uint32_t j = 0; !e && s->src && j < s->h.n; j++)
+		/* Only sources that read ahead ask (remote ones: a local
+		 * mount keeps no table of its tensors here). */
+		for (uint32_t j = 0; !e && s->src && s->src->ops->then && j < s->h.n; j++)
 			e = tfs_ra_add(ra, s->src, s->h.t[j].begin, s->h.t[j].end,
 				       tfs_tensor_name(&s->h, &s->h.t[j]));
 	}

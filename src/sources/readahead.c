@@ -11,6 +11,7 @@
  * backward, a relation being an order and a direction (bit 2 * k + back). */
 enum { ORD_TABLE, ORD_FILE, ORD_NAME, NORD };
 #define NREL (2 * NORD)
+#define REL_FILE_FWD (1u << (2 * ORD_FILE))
 #define NONE UINT32_MAX
 /* Readers told apart at once; a new one takes the place of the one idle
  * longest. */
@@ -56,7 +57,8 @@ struct tfs_ra {
 	uint32_t nfiles, files_cap;
 	uint32_t *seq[NORD]; /* seq[k][i]: the i-th object in order k */
 	uint32_t *byend;     /* objects by (file, end): a read's object */
-	int sealed;
+	int closed;          /* sealed: no more objects */
+	int sealed;          /* the orders are worked out */
 	struct chain ch[CHAINS];
 	uint64_t clock;
 };
@@ -84,7 +86,7 @@ static void clear(struct tfs_ra *ra)
 	ra->byend = NULL;
 	memset(ra->seq, 0, sizeof ra->seq);
 	ra->n = ra->cap = ra->nfiles = ra->files_cap = 0;
-	ra->sealed = 0;
+	ra->sealed = ra->closed = 0;
 	memset(ra->ch, 0, sizeof ra->ch);
 }
 
@@ -117,7 +119,7 @@ tfs_err tfs_ra_add(struct tfs_ra *ra, const void *file, uint64_t begin, uint64_t
 			fno = i;
 			break;
 		}
-	if (ra->sealed) {
+	if (ra->closed) {
 		e = TFS_ERR_INVAL;
 	} else if (fno == ra->nfiles && ra->nfiles == ra->files_cap) {
 		uint32_t c = ra->files_cap ? 2 * ra->files_cap : 8;
@@ -183,11 +185,13 @@ static int by_file_end(const void *a, const void *b)
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-tfs_err tfs_ra_seal(struct tfs_ra *ra)
+/* The orders worked out, under the lock, at the first read after sealing:
+ * a mount whose reads never ask (a local one) never pays for sorting half
+ * a million names. On failure, nothing is predicted. */
+static void work_out(struct tfs_ra *ra)
 {
 	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	tfs_err e = TFS_OK;
-	pthread_mutex_lock(&ra->lock);
 	for (int k = 0; k < NORD && !e; k++)
 		if (!(ra->seq[k] = malloc((ra->n ? ra->n : 1) * sizeof(uint32_t))))
 			e = TFS_ERR_NOMEM;
@@ -214,8 +218,14 @@ tfs_err tfs_ra_seal(struct tfs_ra *ra)
 	}
 	if (e)
 		clear(ra);
+}
+
+tfs_err tfs_ra_seal(struct tfs_ra *ra)
+{
+	pthread_mutex_lock(&ra->lock);
+	ra->closed = 1;
 	pthread_mutex_unlock(&ra->lock);
-	return e;
+	return TFS_OK;
 }
 
 /* The object a read of `file` at off, within an object ending at limit,
@@ -370,6 +380,8 @@ unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t
 	if (!ra)
 		return 0;
 	pthread_mutex_lock(&ra->lock);
+	if (ra->closed && !ra->sealed)
+		work_out(ra);
 	uint32_t o = ra->sealed ? find(ra, file, off, limit) : NONE;
 	if (o == NONE) {
 		pthread_mutex_unlock(&ra->lock);
@@ -425,6 +437,11 @@ unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t
 	 * reader in name order first looks like one in file order, and the
 	 * whole window run ahead in file order was fetched twice). */
 	uint64_t trust = c->conf <= 2 ? ra->part : c->conf < 12 ? ra->part << (c->conf - 2) : share;
+	/* Three files in a row in the file's own order: a loader, given the
+	 * whole window at once as the file's read-ahead always gave it (name
+	 * and file order part by the second file, layers.1 -> layers.10). */
+	if ((c->rels & REL_FILE_FWD) && c->conf >= 2)
+		trust = share;
 	if (share > trust)
 		share = trust;
 	uint64_t pos = off + len > cur->begin ? off + len - cur->begin : 0;

@@ -44,8 +44,10 @@ void tfs_ra_tune(struct tfs_ra *ra, uint64_t ahead, uint64_t part);
 /* The objects (tensors) of a model, forgetting any registered before.
  * Add them in the model's table order (shard by shard, each in its
  * header's order), each a byte range [begin, end) of a file, with its
- * name (kept only until tfs_ra_seal); then seal, which works out the file
- * and name orders. Until sealed, nothing is predicted. */
+ * name; then seal. The file and name orders are worked out at the first
+ * read after that (a mount that never asks pays nothing), so the names
+ * are kept, not copied, and must stay valid until then or until the next
+ * reset. Until sealed, nothing is predicted. */
 void tfs_ra_reset(struct tfs_ra *ra);
 tfs_err tfs_ra_add(struct tfs_ra *ra, const void *file, uint64_t begin, uint64_t end, const char *name);
 tfs_err tfs_ra_seal(struct tfs_ra *ra);
