@@ -201,13 +201,14 @@ def rows(b, reps, want):
                 t1 = time.perf_counter()
                 n = read_files(os.path.join(m.mnt, x) for x in names)
                 t = time.perf_counter() - t1
-                peaks.append(b.vm_hwm_kb(m.pid))
+                if binary in (None, b.BIN):
+                    peaks.append(b.vm_hwm_kb(m.pid))
             if binary in (None, b.BIN):
                 wastes.append(sum(r["bytes"] for r in ng.requests() if r["range"] != "-") / n)
             return t
 
-        def four():
-            with b.Mount(url) as m:
+        def four(binary=None):
+            with b.Mount(url, binary=binary) as m:
                 names = tensors(m.mnt)
                 groups = [[os.path.join(m.mnt, x) for x in names[i * 16:(i + 1) * 16]] for i in range(4)]
                 th = [threading.Thread(target=read_files, args=(g,)) for g in groups]
@@ -217,7 +218,8 @@ def rows(b, reps, want):
                 for t in th:
                     t.join()
                 t = time.perf_counter() - t1
-                peaks.append(b.vm_hwm_kb(m.pid))
+                if binary in (None, b.BIN):
+                    peaks.append(b.vm_hwm_kb(m.pid))
                 return t
 
         if want & {"stream-file", "waste", "stream-memory"}:
@@ -227,8 +229,9 @@ def rows(b, reps, want):
                         f"{before_note(bf, total)}", "higher"))
             out.append(("waste", b.median(wastes), f"{b.median(wastes):.4f} bytes fetched per byte read", "lower"))
         if want & {"stream4", "stream-memory"}:
-            bt, ot, r = b.paired(reps, lambda: aria2c(ng, d), four)
-            out.append(("stream4", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d), four, four)
+            out.append(("stream4", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
+                        f"{before_note(bf, total)}", "higher"))
         if "stream-memory" in want and peaks:
             peak = max(peaks) * 1024
             out.append(("stream-memory", peak / (CACHE + 64 * MiB),

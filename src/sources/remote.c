@@ -413,13 +413,17 @@ static const struct tfs_source_ops remote_ops;
  * stop. Returns that fence. ---- */
 static uint64_t follow_order(struct remote *r, uint64_t off, uint64_t len, uint64_t limit)
 {
+	static int tuned; /* to the cache's window and part, configured before any read */
 	struct tfs_ra *ra = tfs_ra_global();
 	struct tfs_ra_range next[8];
 	struct timespec ts;
 	uint64_t fence, window, part;
+	if (!__atomic_load_n(&tuned, __ATOMIC_ACQUIRE)) {
+		tfs_cache_shape(&window, &part);
+		tfs_ra_tune(ra, window, part);
+		__atomic_store_n(&tuned, 1, __ATOMIC_RELEASE);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	tfs_cache_shape(&window, &part);
-	tfs_ra_tune(ra, window, part);
 	unsigned n = tfs_ra_read(ra, &r->base, off, len, limit, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
 				 next, 8, &fence);
 	for (unsigned i = 0; i < n; i++) {
