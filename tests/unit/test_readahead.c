@@ -288,6 +288,6 @@ int main(void)
 		snprintf(names[i], sizeof names[i], "layers.%d", i);
 	test_orders();
 	test_two_readers();
-	printf("test_readahead: %d passed, %d failed\n", passed, failed);
+	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
