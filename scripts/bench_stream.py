@@ -5,14 +5,29 @@ paced from its first byte), serving a 1 GiB sharded checkpoint: 4 shards of
 16 tensors of 16 MiB, with its index. bench.py runs them; each repetition
 runs the baseline and tensorfs back to back.
 
-  stream1       one reader reads every tensor file in name order through a fresh http mount /
-                aria2c -x16 -s16 -k1M (Debian's aria2) downloading the 4 shards to /dev/shm
+  stream-file   (formerly stream1) one reader reads every tensor file in name order, which is the
+                shards' own order here, through a fresh http mount / aria2c -x16 -s16 -k1M (Debian's
+                aria2) downloading the 4 shards to /dev/shm
+  stream-name   the same with tensor names whose name order crosses the shards (layers.1,
+                layers.10 ... layers.19, layers.2: what ls, cp -r, tar and rsync do) / the same aria2c
+  waste-name    bytes the server sent / bytes read, for stream-name
+  mmap-load     -o originals, each shard mmap()ed and its tensors copied out in header order (what
+                safetensors' load_file does), fresh mount / read() of the same shard files whole,
+                fresh mount
+  mmap-threads  8 threads each copying one of 8 tensors out of one mmap()ed shard at once, fresh
+                mount / 8 threads pread()ing the same ranges, fresh mount; the detail gives the
+                longest wait of any thread for one MiB
   stream4       4 readers at once, one per shard / the same aria2c
   waste         bytes the server sent / bytes read, for stream1 (lower is better)
   waste-rand    bytes fetched per random 4 KiB read (direct I/O) / (2 x 4 KiB + one part)
   stream-memory the daemon's peak RSS over stream1 and stream4 / (cache_size + 64 MiB)
   warm          stream1 from the disk cache after -o warm (then a remount) / stream1 of the
                 local index through tensorfs
+  s3-capped     stream-file through an S3 mount (s3://models/stream/model.safetensors.index.json,
+                path-style, every request signed) of the same capped nginx / the same aria2c
+  cpu-http      the daemon's CPU seconds per GiB for stream-file over http / curl's CPU seconds per
+                GiB fetching the same bytes from the same server (16 range requests at once)
+  cpu-s3        the same for s3-capped / the same curl
   s3-stream     stream1 from s3rver (s3://models/stream/) / the same bytes fetched by 16 parallel
                 curl --aws-sigv4 range requests from the same s3rver
 """
@@ -34,7 +49,8 @@ from servers import Nginx, S3rver  # noqa: E402
 
 MiB = 1 << 20
 CAPPED = {"capped": "limit_rate 64000k; sendfile_max_chunk 64k;"}
-ROWS = {"stream1", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
+ROWS = {"s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
+        "stream-memory", "warm", "s3-stream"}
 PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
 
@@ -66,6 +82,62 @@ def fixture(b):
     for f in os.listdir(d):
         os.chmod(os.path.join(d, f), 0o644)
     return d
+
+
+def fixture_name(b):
+    """The stream fixture with names whose name order crosses the shards."""
+    d = os.path.join(b.DIR, "stream-name")
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        return d
+    os.makedirs(d, exist_ok=True)
+    wm = {}
+    for s in range(4):
+        fn = f"model-{s + 1:05d}-of-00004.safetensors"
+        hdr, off = {}, 0
+        for t in range(16):
+            name = f"model.layers.{s * 16 + t}.weight"
+            hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
+            off += 16 * MiB
+            wm[name] = fn
+        text = json.dumps(hdr).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(d, fn), "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text)
+            for _ in range(16):
+                f.write(os.urandom(16 * MiB))
+    with open(index, "w") as f:
+        json.dump({"metadata": {"total_size": 1 << 30}, "weight_map": wm}, f)
+    os.chmod(d, 0o755)
+    for f in os.listdir(d):
+        os.chmod(os.path.join(d, f), 0o644)
+    return d
+
+
+def triple(b, reps, base_fn, ours_fn, before_fn):
+    """The baseline, tensorfs and (with TENSORFS_BENCH_BEFORE) the binary
+    before the change, in turn in every repetition; returns the medians of
+    the baseline, of tensorfs, of tensorfs / baseline, and (or None) of the
+    binary before and of it / baseline."""
+    bs, os_, rs, fs, frs = [], [], [], [], []
+    for _ in range(reps):
+        x = base_fn()
+        y = ours_fn(b.BIN)
+        bs.append(x)
+        os_.append(y)
+        rs.append(y / x)
+        if b.BEFORE:
+            z = before_fn(b.BEFORE)
+            fs.append(z)
+            frs.append(z / x)
+    before = (b.median(fs), b.median(frs)) if fs else None
+    return b.median(bs), b.median(os_), b.median(rs), before
+
+
+def before_note(before, total):
+    if not before:
+        return ""
+    return f"; before (main): {total / before[0] / MiB:.0f} MiB/s, ratio {1 / before[1]:.2f}"
 
 
 def shards(d):
@@ -105,9 +177,16 @@ def aria2c(ng, d):
 def rows(b, reps, want):
     if not shutil.which("aria2c"):
         sys.exit("bench_stream: aria2c is missing (Debian's aria2; make deps installs it)")
+    if "stream1" in want:
+        want = (want - {"stream1"}) | {"stream-file"}
     d = fixture(b)
     total = sum(os.path.getsize(os.path.join(d, s)) for s in shards(d))
     out = []
+    if want & {"stream-name", "waste-name"}:
+        out += stream_name(b, reps, fixture_name(b))
+    if want & {"mmap-load", "mmap-threads"}:
+        import bench_mmap
+        out += bench_mmap.rows(b, reps, want, d, triple)
     with Nginx(d, extra_servers=CAPPED) as ng:
         url = ng.url("capped", "model.safetensors.index.json")
         t0 = time.perf_counter()
@@ -115,19 +194,21 @@ def rows(b, reps, want):
         curl_rate = os.path.getsize(os.path.join(d, shards(d)[0])) / (time.perf_counter() - t0)
         peaks, wastes = [], []
 
-        def one():
+        def one(binary=None):
             ng.clear_log()
-            with b.Mount(url) as m:
+            with b.Mount(url, binary=binary) as m:
                 names = tensors(m.mnt)
                 t1 = time.perf_counter()
                 n = read_files(os.path.join(m.mnt, x) for x in names)
                 t = time.perf_counter() - t1
-                peaks.append(b.vm_hwm_kb(m.pid))
-            wastes.append(sum(r["bytes"] for r in ng.requests() if r["range"] != "-") / n)
+                if binary in (None, b.BIN):
+                    peaks.append(b.vm_hwm_kb(m.pid))
+            if binary in (None, b.BIN):
+                wastes.append(sum(r["bytes"] for r in ng.requests() if r["range"] != "-") / n)
             return t
 
-        def four():
-            with b.Mount(url) as m:
+        def four(binary=None):
+            with b.Mount(url, binary=binary) as m:
                 names = tensors(m.mnt)
                 groups = [[os.path.join(m.mnt, x) for x in names[i * 16:(i + 1) * 16]] for i in range(4)]
                 th = [threading.Thread(target=read_files, args=(g,)) for g in groups]
@@ -137,17 +218,20 @@ def rows(b, reps, want):
                 for t in th:
                     t.join()
                 t = time.perf_counter() - t1
-                peaks.append(b.vm_hwm_kb(m.pid))
+                if binary in (None, b.BIN):
+                    peaks.append(b.vm_hwm_kb(m.pid))
                 return t
 
-        if want & {"stream1", "waste", "stream-memory"}:
-            bt, ot, r = b.paired(reps, lambda: aria2c(ng, d), one)
-            out.append(("stream1", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s; "
-                        f"{total / ot / curl_rate:.1f} x one curl ({curl_rate / MiB:.0f} MiB/s)", "higher"))
+        if want & {"stream-file", "waste", "stream-memory"}:
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d), one, one)
+            out.append(("stream-file", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s; "
+                        f"{total / ot / curl_rate:.1f} x one curl ({curl_rate / MiB:.0f} MiB/s)"
+                        f"{before_note(bf, total)}", "higher"))
             out.append(("waste", b.median(wastes), f"{b.median(wastes):.4f} bytes fetched per byte read", "lower"))
         if want & {"stream4", "stream-memory"}:
-            bt, ot, r = b.paired(reps, lambda: aria2c(ng, d), four)
-            out.append(("stream4", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d), four, four)
+            out.append(("stream4", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
+                        f"{before_note(bf, total)}", "higher"))
         if "stream-memory" in want and peaks:
             peak = max(peaks) * 1024
             out.append(("stream-memory", peak / (CACHE + 64 * MiB),
@@ -192,9 +276,119 @@ def rows(b, reps, want):
                     return time.perf_counter() - t1
             bt, ot, r = b.paired(reps, local, from_cache)
             out.append(("warm", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
+    if want & {"s3-capped", "cpu-http", "cpu-s3"}:
+        out += s3_capped(b, reps, d, total)
     if "s3-stream" in want:
         out += s3_stream(b, reps, d, total)
     return out
+
+
+def stream_name(b, reps, d):
+    """stream-name and waste-name: every tensor file in name order, which
+    crosses the shards, through a fresh mount of the capped server."""
+    total = sum(os.path.getsize(os.path.join(d, s)) for s in shards(d))
+    wastes = {}
+    with Nginx(d, extra_servers=CAPPED) as ng:
+        url = ng.url("capped", "model.safetensors.index.json")
+
+        def one(binary):
+            with b.Mount(url, binary=binary) as m:
+                names = tensors(m.mnt)
+                ng.clear_log()
+                t1 = time.perf_counter()
+                n = read_files(os.path.join(m.mnt, x) for x in names)
+                t = time.perf_counter() - t1
+            wastes.setdefault(binary, []).append(sum(r["bytes"] for r in ng.requests() if r["range"] != "-") / n)
+            return t
+        bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d), one, one)
+    w = b.median(wastes[b.BIN])
+    wb = f"; before (main): {b.median(wastes[b.BEFORE]):.3f}" if b.BEFORE in wastes else ""
+    return [("stream-name", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
+             f"{before_note(bf, total)}", "higher"),
+            ("waste-name", w, f"{w:.3f} bytes fetched per byte read{wb}", "lower")]
+
+
+def cpu_seconds(pid):
+    """A process's user + system CPU seconds so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def s3_capped(b, reps, d, total):
+    """s3-capped, cpu-http, cpu-s3: the capped nginx as a path-style S3
+    endpoint (nginx ignores the signature; every request is signed all the
+    same), in every repetition aria2c, tensorfs and the binary before over
+    S3, tensorfs over http, and 16 curl range requests (for their CPU)."""
+    import resource
+    root = os.path.join(b.DIR, "s3root")
+    os.makedirs(os.path.join(root, "models"), exist_ok=True)
+    link = os.path.join(root, "models", "stream")
+    if not os.path.islink(link):
+        os.symlink(d, link)
+    for p in (root, os.path.join(root, "models")):
+        os.chmod(p, 0o755)
+    GiB = 1 << 30
+    cpu = {"http": [], "s3": [], "curl": []}
+    saved = dict(os.environ)
+    with Nginx(root, extra_servers=CAPPED) as ng:
+        ep = ng.url("capped", "").rstrip("/")
+        os.environ.update(AWS_ACCESS_KEY_ID="BENCH", AWS_SECRET_ACCESS_KEY="BENCH", AWS_ENDPOINT_URL=ep)
+        try:
+            def load(src, binary, kind):
+                with b.Mount(src, binary=binary) as m:
+                    t1 = time.perf_counter()
+                    read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
+                    t = time.perf_counter() - t1
+                    if binary == b.BIN:
+                        cpu[kind].append(cpu_seconds(m.pid) / (total / GiB))
+                return t
+
+            def ours(binary):
+                t = load("s3://models/stream/model.safetensors.index.json", binary, "s3")
+                if binary == b.BIN:
+                    load(ng.url("capped", "models/stream/model.safetensors.index.json"), binary, "http")
+                    curl_cpu()
+                return t
+
+            def curl_cpu():
+                parts = []
+                for s in shards(d):
+                    size = os.path.getsize(os.path.join(d, s))
+                    step = (size + 3) // 4
+                    parts += [(s, a, min(a + step, size) - 1) for a in range(0, size, step)]
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                procs = [subprocess.Popen(["curl", "-s", "-f", "-o", "/dev/null", "-r", f"{a}-{e}",
+                                           ng.url("capped", f"models/stream/{s}")]) for s, a, e in parts]
+                for p in procs:
+                    if p.wait() != 0:
+                        raise RuntimeError("curl failed")
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
+
+            def base():
+                out = tempfile.mkdtemp(dir="/dev/shm")
+                urls = os.path.join(out, "urls")
+                with open(urls, "w") as f:
+                    for s in shards(d):
+                        f.write(ng.url("capped", f"models/stream/{s}") + "\n")
+                t0 = time.perf_counter()
+                subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
+                                "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
+                t = time.perf_counter() - t0
+                shutil.rmtree(out)
+                return t
+            bt, ot, r, bf = triple(b, reps, base, ours, lambda x: load(
+                "s3://models/stream/model.safetensors.index.json", x, "before"))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    c = b.median(cpu["curl"])
+    return [("s3-capped", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
+             f"{before_note(bf, total)}", "higher"),
+            ("cpu-http", b.median(cpu["http"]) / c, f"{b.median(cpu['http']):.2f} s/GiB vs curl {c:.2f} s/GiB",
+             "lower"),
+            ("cpu-s3", b.median(cpu["s3"]) / c, f"{b.median(cpu['s3']):.2f} s/GiB vs curl {c:.2f} s/GiB", "lower")]
 
 
 def s3_stream(b, reps, d, total):

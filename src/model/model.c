@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "sources/readahead.h"
 
 static int name_cmp(const void *a, const void *b)
 {
@@ -263,6 +264,33 @@ static void model_identity(struct tfs_model *m)
 	}
 }
 
+/* ---- The read-ahead across files (sources/readahead.h) learns, over the
+ * model's tensors, the order each reader goes in: the model last opened
+ * is the one mounted. Its names stay in the tables until tfs_model_free,
+ * which forgets them first. ---- */
+static const struct tfs_model *ra_model;
+
+static void ra_register(const struct tfs_model *m)
+{
+	struct tfs_ra *ra = tfs_ra_global();
+	if (!ra)
+		return;
+	tfs_ra_reset(ra);
+	tfs_err e = TFS_OK;
+	for (uint32_t i = 0; !e && i < m->nshards; i++) {
+		const struct tfs_shard *s = &m->shards[i];
+		/* Only sources that read ahead ask (remote ones: a local
+		 * mount keeps no table of its tensors here). */
+		for (uint32_t j = 0; !e && s->src && s->src->ops->then && j < s->h.n; j++)
+			e = tfs_ra_add(ra, s->src, s->h.t[j].begin, s->h.t[j].end,
+				       tfs_tensor_name(&s->h, &s->h.t[j]));
+	}
+	if (e || tfs_ra_seal(ra))
+		tfs_ra_reset(ra); /* no prediction, the file read-ahead alone */
+	else
+		ra_model = m;
+}
+
 tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct tfs_model *m,
 		       struct tfs_model_diag *md)
 {
@@ -303,6 +331,8 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 	for (uint32_t i = 0; !e && i + 1 < m->nshards; i++)
 		if (m->shards[i].src && m->shards[i + 1].src)
 			tfs_source_then(m->shards[i].src, m->shards[i + 1].src);
+	if (!e)
+		ra_register(m);
 	if (e)
 		tfs_model_free(m);
 	return e;
@@ -312,6 +342,10 @@ void tfs_model_free(struct tfs_model *m)
 {
 	if (!m)
 		return;
+	if (ra_model == m) {
+		tfs_ra_reset(tfs_ra_global());
+		ra_model = NULL;
+	}
 	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
 		struct tfs_shard *s = &m->shards[i];
 		tfs_table_free(&s->h);

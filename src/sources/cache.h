@@ -81,6 +81,12 @@ void tfs_cfile_free(struct tfs_cfile *f);
 tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
 		       struct tfs_diag *d);
 
+/* The same, with the stream's read-ahead stopped at `fence` (UINT64_MAX:
+ * none), where the read-ahead across files (sources/readahead.h) knows
+ * the reader goes elsewhere; it then stays out of the chained file too. */
+tfs_err tfs_cfile_read_fenced(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
+			      uint64_t fence, struct tfs_diag *d);
+
 /* The bytes of [off, off + len) as they sit in the cache (memory, or a
  * block file of the disk cache), pinned until tfs_cfile_unmap(token): iov
  * needs room for len / TFS_CACHE_BLOCK + 2 entries, and len must be under
@@ -88,7 +94,17 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 struct tfs_cmap;
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d);
+tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, uint64_t fence,
+			     struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token,
+			     struct tfs_diag *d);
 void tfs_cfile_unmap(struct tfs_cmap *token);
+
+/* Fetches [off, off + len) ahead of a reader predicted to read it (the
+ * read-ahead across files), in whole parts, within the memory budget;
+ * nothing before the mount is up. */
+void tfs_cfile_prefetch(struct tfs_cfile *f, uint64_t off, uint64_t len);
+/* What a stream keeps fetched ahead at most, and the part size. */
+void tfs_cache_shape(struct tfs_cache *c, uint64_t *window, uint64_t *part);
 
 /* A small memo kept beside the file's blocks in the disk cache, across
  * mounts: values worked out from its bytes (a tensor's hash), by key.

@@ -48,7 +48,7 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
  * it fetched ahead in whole parts, on past the tensor it reads into the
  * next ones (loaders read a checkpoint through), and past the file's end
  * into the file chained after it (the next shard). */
-static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1)
+static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1, uint64_t fence)
 {
 	struct tfs_cache *c = f->c;
 	uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
@@ -59,6 +59,9 @@ static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint6
 	uint64_t part = (uint64_t)c->run * BLK;
 	if (!s->crossed && s->limit < UINT64_MAX - part && end > s->limit + part)
 		end = s->limit + part > at ? s->limit + part : at;
+	/* The reader goes elsewhere after fence (sources/readahead.h). */
+	if (end > fence)
+		end = fence > at ? fence : at;
 	uint64_t to = (end + BLK - 1) / BLK;
 	if (to > f->nblocks)
 		to = f->nblocks;
@@ -71,7 +74,7 @@ static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint6
 		s->ahead = to;
 	}
 	struct tfs_cfile *g = f->next;
-	if (g && end > f->size && s->ahead >= f->nblocks) {
+	if (g && fence == UINT64_MAX && end > f->size && s->ahead >= f->nblocks) {
 		uint64_t gto = (end - f->size + BLK - 1) / BLK;
 		if (gto > g->nblocks)
 			gto = g->nblocks;
@@ -241,6 +244,12 @@ static tfs_err serve_all(struct tfs_cmap *map, uint64_t off, size_t len, uint64_
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
+	return tfs_cfile_map_fenced(f, off, len, limit, UINT64_MAX, iov, niov, token, d);
+}
+
+tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, uint64_t fence,
+			     struct tfs_iov *iov, unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
+{
 	struct tfs_cache *c = f->c;
 	*niov = 0;
 	*token = NULL;
@@ -264,7 +273,7 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	struct stream *s = follow(f, off, len, limit);
 	tfs_err e = pin_blocks(f, b0, b1, map, mine, &nmine, d);
 	if (!e && c->started && s->window)
-		read_ahead(f, s, off + len, b1);
+		read_ahead(f, s, off + len, b1, fence);
 	pthread_mutex_unlock(&c->lock);
 
 	/* Loads in runs of consecutive blocks (they are, unless another
@@ -317,6 +326,12 @@ void tfs_cfile_unmap(struct tfs_cmap *map)
 tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
 		       struct tfs_diag *d)
 {
+	return tfs_cfile_read_fenced(f, buf, len, off, limit, UINT64_MAX, d);
+}
+
+tfs_err tfs_cfile_read_fenced(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
+			      uint64_t fence, struct tfs_diag *d)
+{
 	if (len == 0)
 		return TFS_OK;
 	if (off > f->size || len > f->size - off)
@@ -331,7 +346,7 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 	unsigned n;
 	if (!iov)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = tfs_cfile_map(f, off, len, limit, iov, &n, &map, d);
+	tfs_err e = tfs_cfile_map_fenced(f, off, len, limit, fence, iov, &n, &map, d);
 	char *out = buf;
 	for (unsigned i = 0; !e && i < n; i++) {
 		if (iov[i].p)
@@ -343,4 +358,25 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 	tfs_cfile_unmap(map);
 	free(iov);
 	return e;
+}
+
+void tfs_cfile_prefetch(struct tfs_cfile *f, uint64_t off, uint64_t len)
+{
+	struct tfs_cache *c = f->c;
+	if (!len || off >= f->size)
+		return;
+	if (len > f->size - off)
+		len = f->size - off;
+	pthread_mutex_lock(&c->lock);
+	if (c->started)
+		prefetch(f, off / BLK, (off + len + BLK - 1) / BLK);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void tfs_cache_shape(struct tfs_cache *c, uint64_t *window, uint64_t *part)
+{
+	pthread_mutex_lock(&c->lock);
+	*window = c->window_max;
+	*part = (uint64_t)c->run * BLK;
+	pthread_mutex_unlock(&c->lock);
 }

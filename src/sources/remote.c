@@ -11,6 +11,7 @@
 #include "core/url.h"
 #include "sources/bstore.h"
 #include "sources/cache.h"
+#include "sources/readahead.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
 	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE", 0},
@@ -430,6 +431,36 @@ static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, str
 	return tfs_cwhole_new(the_cache(), r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
 }
 
+static const struct tfs_source_ops remote_ops;
+
+/* ---- The read-ahead across files (sources/readahead.h): told of every
+ * read of a tensor, it names what the reader will read next wherever it
+ * lies (prefetched here) and where this file's own read-ahead should
+ * stop. Returns that fence. ---- */
+static uint64_t follow_order(struct remote *r, uint64_t off, uint64_t len, uint64_t limit)
+{
+	static int tuned; /* to the cache's window and part, configured before any read */
+	struct tfs_ra *ra = tfs_ra_global();
+	struct tfs_ra_range next[8];
+	struct timespec ts;
+	uint64_t fence, window, part;
+	struct tfs_cache *c = the_cache();
+	if (c && !__atomic_load_n(&tuned, __ATOMIC_ACQUIRE)) {
+		tfs_cache_shape(c, &window, &part);
+		tfs_ra_tune(ra, window, part);
+		__atomic_store_n(&tuned, 1, __ATOMIC_RELEASE);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	unsigned n = tfs_ra_read(ra, &r->base, off, len, limit, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+				 next, 8, &fence);
+	for (unsigned i = 0; i < n; i++) {
+		struct tfs_source *s = (struct tfs_source *)next[i].file;
+		if (s->ops == &remote_ops && ((struct remote *)s)->cache)
+			tfs_cfile_prefetch(((struct remote *)s)->cache, next[i].off, next[i].len);
+	}
+	return fence;
+}
+
 static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
 {
 	struct remote *r = (struct remote *)s;
@@ -447,7 +478,7 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 		return TFS_OK;
 	if (r->whole)
 		return tfs_cwhole_read(r->whole, buf, len, off, &d);
-	return tfs_cfile_read(r->cache, buf, len, off, limit, &d);
+	return tfs_cfile_read_fenced(r->cache, buf, len, off, limit, follow_order(r, off, len, limit), &d);
 }
 
 static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
@@ -470,7 +501,8 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 		off += part;
 	}
 	unsigned m = 0;
-	tfs_err e = len ? tfs_cfile_map(r->cache, off, len, limit, iov + k, &m, (struct tfs_cmap **)token, &d)
+	tfs_err e = len ? tfs_cfile_map_fenced(r->cache, off, len, limit, follow_order(r, off, len, limit),
+					       iov + k, &m, (struct tfs_cmap **)token, &d)
 			: TFS_OK;
 	*n = k + m;
 	return e;
@@ -522,8 +554,6 @@ static void remote_close(struct tfs_source *s)
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
-
-static const struct tfs_source_ops remote_ops;
 
 static void remote_then(struct tfs_source *s, struct tfs_source *next)
 {
