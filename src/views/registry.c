@@ -12,6 +12,7 @@ extern const struct tfs_view_ops tfs_view_stats;
 extern const struct tfs_view_ops tfs_view_gguf;
 extern const struct tfs_view_ops tfs_view_reshard;
 extern const struct tfs_view_ops tfs_view_picture;
+extern const struct tfs_view_ops tfs_view_zarr;
 
 /* Indexed by enum tfs_node_kind (a directory has none). */
 const struct tfs_view_ops *const tfs_views[] = {
@@ -27,6 +28,7 @@ const struct tfs_view_ops *const tfs_views[] = {
 	&tfs_view_gguf,     /* TFS_NODE_GGUF */
 	&tfs_view_reshard,  /* TFS_NODE_RESHARD */
 	&tfs_view_picture,  /* TFS_NODE_PICTURE */
+	&tfs_view_zarr,     /* TFS_NODE_ZARR */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

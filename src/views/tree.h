@@ -40,6 +40,8 @@
 /* -o max_shard_size: the re-sharded set, shards and index, in this
  * directory of the root (views/reshard.c). */
 #define TFS_RESHARD_DIR "__shards__"
+/* -o zarr: the Zarr store, in this directory of the root (views/zarr.c). */
+#define TFS_ZARR_DIR "__zarr__"
 
 enum tfs_layout { TFS_LAYOUT_FLAT, TFS_LAYOUT_TREE };
 
@@ -62,6 +64,7 @@ enum tfs_node_kind {
 	TFS_NODE_GGUF,     /* -o export of a GGUF model: model.gguf */
 	TFS_NODE_RESHARD,  /* -o max_shard_size: the re-sharded set */
 	TFS_NODE_PICTURE,  /* -o pictures: a picture of a tensor */
+	TFS_NODE_ZARR,     /* -o zarr: a file of __zarr__/ (views/zarr.c) */
 	TFS_NODE_KINDS
 };
 

@@ -66,12 +66,18 @@ static tfs_err name_one(struct build *b, uint32_t i)
 	int file = n->kind == TFS_NODE_TENSOR;
 	/* A generated file or directory of the root could meet a tensor of
 	 * its name (model.safetensors, model.gguf in the flat layout;
-	 * __shards__ in both): the tensor's first '.' or '_' is escaped. */
-	static const char *const root_names[] = {TFS_EXPORT_ROOT, TFS_GGUF_ROOT, TFS_RESHARD_DIR};
-	for (unsigned k = 0; file && !b->npy_len && n->parent == b->root && k < 3; k++) {
+	 * __shards__ in both), or a directory of the tree layout its name
+	 * (__zarr__): the tensor's or directory's first '.' or '_' is
+	 * escaped. */
+	static const char *const root_names[] = {TFS_EXPORT_ROOT, TFS_GGUF_ROOT, TFS_RESHARD_DIR,
+						 TFS_ZARR_DIR};
+	int clash = file ? !b->npy_len && !b->conflict[i] : n->kind == TFS_NODE_DIR;
+	for (unsigned k = 0; clash && n->parent == b->root && k < 4; k++) {
 		const char *r = root_names[k];
 		size_t rl = strlen(r);
-		int on = k < 2 ? b->o->export && layout == TFS_LAYOUT_FLAT : b->o->max_shard_size != 0;
+		int on = k < 2   ? b->o->export && layout == TFS_LAYOUT_FLAT
+			 : k < 3 ? b->o->max_shard_size != 0
+				 : tfs_opts_get(b->o->opts, "zarr") != NULL;
 		if (on && b->raw_len[i] == rl && memcmp(b->raw[i], r, rl) == 0) {
 			size_t at = strcspn(r, "._");
 			snprintf(buf, sizeof buf, "%.*s%%%02X%s", (int)at, r, (unsigned char)r[at],
