@@ -98,7 +98,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources
+UNIT_TESTS = format sources zarr
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 
