@@ -315,6 +315,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * read comes back, and the source's own cache is all there is. */
 	if (dio && n->kind == TFS_NODE_TENSOR)
 		tfs_source_keep(fs->m->shards[n->shard].src);
+	else if (dio && v && !(v->flags & TFS_VIEWF_GENERATED))
+		/* A view's file served from the tensors' bytes (a Zarr chunk):
+		 * as for a tensor's, though which shard is the view's to know. */
+		for (uint32_t s = 0; s < fs->m->nshards; s++)
+			tfs_source_keep(fs->m->shards[s].src);
 	if (v && (v->flags & TFS_VIEWF_GENERATED)) {
 		/* A generated file reads from every shard it holds: any of
 		 * them changed and it is no longer the file it was. Its pages

@@ -132,6 +132,50 @@ void tfs_zarr_chunk_span(const struct tfs_zarr_geom *g, uint64_t c, uint64_t off
 
 /* ---- the documents ---- */
 
+/* zarr-python 2 reads its metadata as ASCII (json.dumps' ensure_ascii
+ * form): the tail of *buf from `from` on, valid UTF-8 as the one JSON
+ * writer leaves it, is rewritten with every other character as \uXXXX (a
+ * surrogate pair past U+FFFF). Only strings hold such bytes. */
+static tfs_err ascii_from(char **buf, size_t *len, size_t *cap, size_t from)
+{
+	size_t k = from;
+	while (k < *len && !((unsigned char)(*buf)[k] & 0x80))
+		k++;
+	if (k == *len)
+		return TFS_OK;
+	char *nb = NULL;
+	size_t nl = 0, nc = 0;
+	const unsigned char *s = (const unsigned char *)*buf;
+	tfs_err e = tfs_json_put(&nb, &nl, &nc, *buf, k);
+	while (!e && k < *len) {
+		if (s[k] < 0x80) {
+			e = tfs_json_put(&nb, &nl, &nc, *buf + k, 1);
+			k++;
+			continue;
+		}
+		unsigned n = s[k] >= 0xf0 ? 4 : s[k] >= 0xe0 ? 3 : 2;
+		uint32_t cp = s[k] & (0x7f >> n);
+		for (unsigned j = 1; j < n && k + j < *len; j++)
+			cp = cp << 6 | (s[k + j] & 0x3f);
+		k += n;
+		char esc[16];
+		int el = cp > 0xffff ? snprintf(esc, sizeof esc, "\\u%04x\\u%04x",
+						0xd800 + ((cp - 0x10000) >> 10),
+						0xdc00 + ((cp - 0x10000) & 0x3ff))
+				     : snprintf(esc, sizeof esc, "\\u%04x", cp);
+		e = tfs_json_put(&nb, &nl, &nc, esc, (size_t)el);
+	}
+	if (e) {
+		free(nb);
+		return e;
+	}
+	free(*buf);
+	*buf = nb;
+	*len = nl;
+	*cap = nc;
+	return TFS_OK;
+}
+
 struct out {
 	char **buf;
 	size_t *len, *cap;
@@ -181,7 +225,7 @@ static void put_chunks(struct out *o, const struct tfs_zarr_geom *g, const struc
 	put(o, "]");
 }
 
-static void put_fill(struct out *o, const struct tfs_zarr_geom *g, int v3)
+static void put_fill(struct out *o, const struct tfs_zarr_geom *g)
 {
 	char k = g->typestr[1];
 	if (k == 'b')
@@ -189,7 +233,7 @@ static void put_fill(struct out *o, const struct tfs_zarr_geom *g, int v3)
 	else if (k == 'f')
 		put(o, "0.0");
 	else if (k == 'c')
-		put(o, v3 ? "[0.0, 0.0]" : "0");
+		put(o, "[0.0, 0.0]"); /* (real, imaginary) in both formats */
 	else
 		put(o, "0");
 }
@@ -238,7 +282,7 @@ tfs_err tfs_zarr_zarray(const struct tfs_zarr_geom *g, const struct tfs_table *h
 	put(&o, ",\n    \"compressor\": null,\n    \"dimension_separator\": \".\",\n    \"dtype\": \"");
 	put(&o, g->typestr);
 	put(&o, "\",\n    \"fill_value\": ");
-	put_fill(&o, g, 0);
+	put_fill(&o, g);
 	put(&o, ",\n    \"filters\": null,\n    \"order\": \"C\",\n    \"shape\": ");
 	put_shape(&o, g, h, t);
 	put(&o, ",\n    \"zarr_format\": 2\n}\n");
@@ -249,13 +293,14 @@ tfs_err tfs_zarr_zattrs(const struct tfs_zarr_geom *g, const struct tfs_table *h
 			const char *leaf, size_t leaf_len, char **buf, size_t *len, size_t *cap)
 {
 	struct out o = {buf, len, cap, TFS_OK};
+	size_t from = *len;
 	/* xarray's name for the dimensions. */
 	put(&o, "{\n    \"_ARRAY_DIMENSIONS\": ");
 	put_dim_names(&o, g, leaf, leaf_len);
 	put(&o, ",\n");
 	put_tensor_attrs(&o, h, t, "    ");
 	put(&o, "\n}\n");
-	return o.e;
+	return o.e ? o.e : ascii_from(buf, len, cap, from);
 }
 
 tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_table *h,
@@ -263,6 +308,7 @@ tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_tabl
 			    size_t *len, size_t *cap)
 {
 	struct out o = {buf, len, cap, TFS_OK};
+	size_t from = *len;
 	put(&o, "{\n    \"zarr_format\": 3,\n    \"node_type\": \"array\",\n    \"shape\": ");
 	put_shape(&o, g, h, t);
 	put(&o, ",\n    \"data_type\": \"");
@@ -271,7 +317,7 @@ tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_tabl
 	put_chunks(&o, g, h, t);
 	put(&o, "}},\n    \"chunk_key_encoding\": {\"name\": \"v2\", \"configuration\": {\"separator\": "
 		"\".\"}},\n    \"fill_value\": ");
-	put_fill(&o, g, 1);
+	put_fill(&o, g);
 	/* One-byte types have no byte order to name. */
 	put(&o, g->itemsize > 1 ? ",\n    \"codecs\": [{\"name\": \"bytes\", \"configuration\": {\"endian\": "
 				  "\"little\"}}],\n"
@@ -281,7 +327,7 @@ tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_tabl
 	put(&o, "\n    },\n    \"dimension_names\": ");
 	put_dim_names(&o, g, leaf, leaf_len);
 	put(&o, "\n}\n");
-	return o.e;
+	return o.e ? o.e : ascii_from(buf, len, cap, from);
 }
 
 tfs_err tfs_zarr_zgroup(char **buf, size_t *len, size_t *cap)
@@ -292,13 +338,14 @@ tfs_err tfs_zarr_zgroup(char **buf, size_t *len, size_t *cap)
 tfs_err tfs_zarr_group_json(const char *attrs, size_t attrs_len, char **buf, size_t *len, size_t *cap)
 {
 	struct out o = {buf, len, cap, TFS_OK};
+	size_t from = *len;
 	put(&o, "{\n  \"zarr_format\": 3,\n  \"node_type\": \"group\",\n  \"attributes\": ");
 	while (attrs_len && (attrs[attrs_len - 1] == '\n' || attrs[attrs_len - 1] == ' '))
 		attrs_len--;
 	if (!o.e)
 		o.e = tfs_json_nested(buf, len, cap, attrs, attrs_len);
 	put(&o, "\n}\n");
-	return o.e;
+	return o.e ? o.e : ascii_from(buf, len, cap, from);
 }
 
 /* ---- the view: its files in the tree ---- */
@@ -607,6 +654,9 @@ static tfs_err root_docs(const struct tfs_tree *t, struct tfs_zarr *z)
 	if (!z->root_ready) {
 		size_t cap = 0;
 		e = tfs_model_meta_json(t->m, &z->root_attrs, &z->root_attrs_len);
+		if (!e)
+			e = ascii_from(&z->root_attrs, &z->root_attrs_len, &cap, 0);
+		cap = 0;
 		if (!e)
 			e = tfs_zarr_group_json(z->root_attrs, z->root_attrs_len, &z->root_json,
 						&z->root_json_len, &cap);
