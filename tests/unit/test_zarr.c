@@ -214,6 +214,11 @@ static void test_documents(void)
 	CHECK(tfs_zarr_zattrs(&g, &o.h, &o.t, "c", 1, &b, &n, &cap) == TFS_OK, "zattrs");
 	j = parse(b, n);
 	CHECK(j != NULL, "zattrs is valid UTF-8 JSON: %s", b);
+	int ascii = 1;
+	for (size_t k = 0; k < n; k++)
+		ascii &= !((unsigned char)b[k] & 0x80);
+	/* (zarr-python 2 reads metadata as ASCII) */
+	CHECK(ascii && strstr(b, "\\ufffd\\ufffd"), "ASCII only: %s", b);
 	CHECK(j && is_str(j, "tensor_dtype", "BF16") && is_str(j, "_ARRAY_DIMENSIONS/1", "c.1") &&
 		      is_int(j, "tensor_shape/0", 5),
 	      "attrs");
