@@ -211,14 +211,15 @@ void tfs_cli_usage(FILE *f)
 		"       verbose            also retries, and the counters at unmount\n",
 		tfs_format_names());
 	const struct tfs_opt_spec *o;
-	for (size_t k = 0; (o = tfs_view_opt_at(k)); k++)
-		fprintf(f, "       %-18s %s\n", o->name, o->help);
-	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++) {
-		char name[64];
-		snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
-			 o->takes_value && o->value ? o->value : "");
-		fprintf(f, "       %-18s %s\n", name, o->help);
-	}
+	/* The views' options, then the sources': NAME=VALUE for those that
+	 * take one. */
+	for (int src = 0; src < 2; src++)
+		for (size_t k = 0; (o = src ? tfs_source_opt_at(k) : tfs_view_opt_at(k)); k++) {
+			char name[64];
+			snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
+				 o->takes_value && o->value ? o->value : "");
+			fprintf(f, "       %-18s %s\n", name, o->help);
+		}
 	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
 		   "\n"
 		   "environment: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME,\n"

@@ -796,9 +796,8 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 }
 
 static const struct tfs_opt_spec opts[] = {
-	{"zarr", 0, "__zarr__/ at the root: every tensor as an array of a Zarr store (formats 2 and 3)", NULL,
-	 0},
-	{"zarr_chunk_size", 1, "-o zarr's chunks: slabs of rows of about this size (default 64M)", "SIZE", 0},
+	{"zarr", 0, "__zarr__/: every tensor as an array of a Zarr store (v2 and v3)", NULL, 0},
+	{"zarr_chunk_size", 1, " -o zarr's chunks: slabs of rows this size (64M)", "SIZE", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
