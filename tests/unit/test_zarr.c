@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/names.h"
 #include "core/opts.h"
 #include "formats/safetensors.h"
 #include "model/model.h"
@@ -446,6 +447,74 @@ static void test_tree_layout(void)
 	free(file);
 }
 
+static uint64_t same_hash(const char *name, size_t len)
+{
+	(void)name;
+	(void)len;
+	return 42;
+}
+
+/* Long names whose hashed forms meet (a forced hash): the second array
+ * gets "-1", both are found, each holds its own tensor. */
+static void test_hashed_names(void)
+{
+	current = "hashed names";
+	char hdr[2048], n1[300], n2[300];
+	memset(n1, 'x', 299);
+	n1[299] = 0;
+	memcpy(n2, n1, sizeof n1);
+	n1[298] = '1';
+	n2[298] = '2';
+	int hl = snprintf(hdr, sizeof hdr,
+			  "{\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+			  "\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+			  n1, n2);
+	size_t len = 8 + (size_t)hl + 2;
+	unsigned char *file = calloc(1, len);
+	for (int i = 0; i < 8; i++)
+		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	memcpy(file + 8, hdr, (size_t)hl);
+	file[len - 2] = 'A';
+	file[len - 1] = 'B';
+	struct tfs_source *src;
+	struct tfs_table h;
+	struct tfs_diag d;
+	struct tfs_parse_opts po = {0};
+	struct tfs_model m;
+	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
+	    tfs_model_single(&m, src, &h))
+		abort();
+	struct tfs_opts opts = {0};
+	tfs_opts_add(&opts, "zarr", 4, "");
+	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_FLAT, .opts = &opts};
+	struct tfs_tree tr;
+	tfs_name_hash_hook = same_hash;
+	CHECK(tfs_tree_build(&m, &o, &tr, &d) == TFS_OK, "build: %s", d.msg);
+	tfs_name_hash_hook = NULL;
+	uint32_t g = walk(&tr, "__zarr__/g");
+	char seen[2] = {0, 0};
+	int n = 0;
+	for (uint32_t k = 0; g && k < tr.nodes[g].count; k++) {
+		const struct tfs_node *a = &tr.nodes[tr.children[tr.nodes[g].first + k]];
+		if (a->kind != TFS_NODE_DIR)
+			continue;
+		n++;
+		CHECK(strstr(a->fname, "%~") != NULL, "hashed: %s", a->fname);
+		uint32_t c = tfs_tree_lookup(&tr, tr.children[tr.nodes[g].first + k], "0", 1);
+		unsigned char byte = 0;
+		CHECK(c && read_node(&tr, c, 0, 1, &byte) == 0 && (byte == 'A' || byte == 'B'), "chunk");
+		seen[byte == 'B'] = 1;
+		size_t fl = a->fname_len;
+		if (fl > 2 && !strcmp(a->fname + fl - 2, "-1"))
+			n += 10;
+	}
+	CHECK(n == 12 && seen[0] && seen[1], "two arrays, one with -1 (%d)", n);
+	tfs_tree_free(&tr);
+	tfs_opts_free(&opts);
+	tfs_model_free(&m);
+	free(file);
+}
+
 int main(void)
 {
 	test_geometry();
@@ -453,6 +522,7 @@ int main(void)
 	test_documents();
 	test_store();
 	test_tree_layout();
+	test_hashed_names();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
