@@ -780,7 +780,9 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	struct tfs_zarr_geom g;
 	uint64_t from, data, nzero;
 	tfs_err e = tfs_zarr_geom(&sh->h, ts, z->target, &g);
-	if (e)
+	/* A shard changed since the mount: EIO, as its tensors' files give
+	 * (whose check is at open; a chunk is spliced from it too). */
+	if (e || tfs_source_changed(sh->src))
 		return TFS_ERR_IO;
 	tfs_zarr_chunk_span(&g, f->what - F_CHUNK, off, len, &from, &data, &nzero);
 	if (data && g.converted)

@@ -450,6 +450,24 @@ def test_without_the_option_nothing_changes(tmp):
         assert zarr is None or zarr.open_group(os.path.join(mnt, "__zarr__"), mode="r")["__zarr__"][0] == ord("z")
 
 
+def test_source_changed_gives_eio(tmp):
+    """A source rewritten while mounted: its chunks fail with EIO, as its
+    tensors' files do, never giving other bytes."""
+    need_zarr()
+    src = os.path.join(tmp, "c.safetensors")
+    write_st(src, [("w", "F32", (4, 2), np.arange(8, dtype="<f4").tobytes())])
+    with mounted(src, "-o", "zarr,direct_io") as mnt:
+        chunk = os.path.join(mnt, "__zarr__", "w", "0.0")
+        assert open(chunk, "rb").read() == np.arange(8, dtype="<f4").tobytes()
+        st = os.stat(src)
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        with pytest.raises(OSError) as e:
+            open(chunk, "rb").read()
+        assert e.value.errno == 5
+        with pytest.raises(OSError):
+            open(os.path.join(mnt, "w"), "rb").read()
+
+
 def test_over_http_chunks_go_through_the_cache(tmp):
     """Over http (nginx), reading an array through zarr fetches the
     tensor's bytes once: no more requests than the tensor file's own read
