@@ -49,7 +49,8 @@ static void one(struct one *o, const char *name, size_t name_len, unsigned dtype
 	o->h.ndims = ndim;
 	o->h.t = &o->t;
 	o->h.n = 1;
-	memcpy(o->dims, dims, ndim * sizeof *dims);
+	if (ndim)
+		memcpy(o->dims, dims, ndim * sizeof *dims);
 	o->t.name_len = (uint32_t)name_len;
 	o->t.ndim = ndim;
 	o->t.dtype = (uint16_t)dtype;
