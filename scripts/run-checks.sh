@@ -81,10 +81,12 @@ stage "format (clang-format)" plain scripts/check-format.sh
 stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py
 stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources
+stage "unit tests (zarr)" unit build/test_zarr
 stage "integration tests" pytest "${pytest[@]}"
 stage "fuzz (${FUZZ_SECS}s per target)" fuzz scripts/fuzz.sh "$FUZZ_SECS"
 stage "unit tests (format, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_format
 stage "unit tests (sources, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_sources
+stage "unit tests (zarr, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_zarr
 stage "integration tests (ASan+UBSan)" pytest env "${san_env[@]}" "${pytest[@]}"
 # Each pytest worker logs into a directory of its own (conftest.py).
 san_reports=$(find "$san_logs" -type f)
