@@ -333,6 +333,27 @@ def test_generated_every_dtype_and_shape(tmp):
         assert st.st_size == 78 * 132
 
 
+def store_files(mnt):
+    out = {}
+    for root, dirs, files in os.walk(os.path.join(mnt, "__zarr__")):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), mnt)] = fh.read()
+    return out
+
+
+def test_other_options_do_not_change_the_store(tmp):
+    """The layout and the tensor files' views leave the store as it is."""
+    rng = np.random.default_rng(44)
+    src = os.path.join(tmp, "o.safetensors")
+    fixture(src, rng)
+    with mounted(src, "-o", "zarr,zarr_chunk_size=10K") as mnt:
+        plain = store_files(mnt)
+    with mounted(src, "-o", "zarr,zarr_chunk_size=10K,layout=tree,format=npy,convert=f32,stats") as mnt:
+        assert store_files(mnt) == plain
+    assert len(plain) > 150
+
+
 def test_xarray_opens_a_group(tmp):
     need_zarr()
     try:
