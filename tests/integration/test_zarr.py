@@ -354,6 +354,36 @@ def test_other_options_do_not_change_the_store(tmp):
     assert len(plain) > 150
 
 
+def test_read_by_another_user(tmp):
+    """Mounted by root with allow_other, the store is read by nobody."""
+    need_zarr()
+    if os.getuid() != 0:
+        from tfsutil import missing
+        missing("root (to read the mount as nobody)")
+    import pwd
+    import subprocess
+    nobody = pwd.getpwnam("nobody").pw_uid
+    os.chmod(tmp, 0o755)
+    src = os.path.join(tmp, "n.safetensors")
+    w = np.arange(12, dtype="<f4").reshape(3, 4)
+    write_st(src, [("a.w", "F32", w.shape, w.tobytes())])
+    os.chmod(src, 0o644)
+    # (pytest's own temporary directories are closed to other users)
+    import tempfile
+    base = tempfile.mkdtemp(prefix="tfs-zarr-nobody-")
+    os.chmod(base, 0o755)
+    mnt = os.path.join(base, "mnt")
+    os.mkdir(mnt)
+    with mounted(src, "-o", "zarr,allow_other", mnt=mnt):
+        code = (f"import zarr; a = zarr.open_group({os.path.join(mnt, '__zarr__')!r}, mode='r')['a/w'][...]; "
+                "print(a.sum(), a.shape)")
+        r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True, timeout=60,
+                           preexec_fn=lambda: (os.setgid(nobody), os.setuid(nobody)), cwd="/")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "66.0 (3, 4)"
+    shutil.rmtree(base)
+
+
 def test_xarray_opens_a_group(tmp):
     need_zarr()
     try:
