@@ -599,14 +599,32 @@ static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, voi
 	if (!e)
 		e = add_group_files(z, a, root, 1);
 	/* The groups first, so that an array knows whether a group has its
-	 * name (tensors "a.b" and "a.b.c": the array "b.tensor"). */
+	 * name (tensors "a.b" and "a.b.c": the array "b.tensor"); each
+	 * tensor's group kept for the second pass. Names mostly come sorted:
+	 * a name with the previous one's groups takes them as they are. */
+	size_t total = 0;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		total += m->shards[s].h.n;
+	uint32_t *leaf = e ? NULL : malloc((total + 1) * sizeof *leaf);
+	const char *prev = NULL;
+	size_t prev_len = 0, at = 0;
+	uint32_t prev_dir = root;
+	if (!e && !leaf)
+		e = TFS_ERR_NOMEM;
 	for (uint32_t s = 0; !e && s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
-		for (uint32_t i = 0; !e && i < h->n; i++) {
+		for (uint32_t i = 0; !e && i < h->n; i++, at++) {
 			const char *name = tfs_tensor_name(h, &h->t[i]);
+			const char *dot = memrchr(name, '.', h->t[i].name_len);
+			/* (the prefix with its last '.': "." is not "") */
+			size_t plen = dot ? (size_t)(dot - name) + 1 : 0;
 			uint32_t parent = root;
+			if (prev && plen == prev_len && memcmp(name, prev, plen) == 0) {
+				leaf[at] = prev_dir;
+				continue;
+			}
 			size_t start = 0;
-			for (size_t k = 0; !e && k < h->t[i].name_len; k++) {
+			for (size_t k = 0; !e && k < plen; k++) {
 				if (name[k] != '.')
 					continue;
 				uint32_t dir = map_get(&z->groups, parent, name + start, k - start);
@@ -621,27 +639,27 @@ static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, voi
 				parent = dir;
 				start = k + 1;
 			}
+			leaf[at] = parent;
+			prev = name;
+			prev_len = plen;
+			prev_dir = parent;
 		}
 	}
+	at = 0;
 	for (uint32_t s = 0; !e && s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
-		for (uint32_t i = 0; !e && i < h->n; i++) {
+		for (uint32_t i = 0; !e && i < h->n; i++, at++) {
 			const struct tfs_tensor *t = &h->t[i];
 			const char *name = tfs_tensor_name(h, t);
-			uint32_t parent = root;
-			size_t start = 0;
-			for (size_t k = 0; k < t->name_len; k++) {
-				if (name[k] != '.')
-					continue;
-				parent = map_get(&z->groups, parent, name + start, k - start);
-				start = k + 1;
-			}
+			const char *dot = memrchr(name, '.', t->name_len);
+			size_t start = dot ? (size_t)(dot - name) + 1 : 0;
 			struct tfs_zarr_geom g;
 			if (tfs_zarr_geom(h, t, z->target, &g))
 				continue; /* (no such tensor passes the formats' checks) */
-			e = add_array(z, a, parent, name + start, t->name_len - start, s, i, &g);
+			e = add_array(z, a, leaf[at], name + start, t->name_len - start, s, i, &g);
 		}
 	}
+	free(leaf);
 	return e ? tfs_fail(d, e, "out of memory building -o zarr's store") : TFS_OK;
 }
 
