@@ -8,7 +8,8 @@ pairs a baseline and tensorfs in every repetition, as the local rows do.
   http-rand      random 4 KiB reads with 20 ms added latency (nginx echo_sleep) / one curl range
                  request per read
   cache-hit      the 1 GiB tensor read again after a remount with -o cache_dir / read from the
-                 local file through tensorfs
+                 local file through tensorfs; also the daemon's CPU seconds per GiB of each
+                 (/proc/PID/stat), which tells a change in code from a busy machine
   memory         the daemon's peak RSS with 16 readers at once / -o cache_size=64M
   s3-read        first dd of the 1 GiB tensor through an s3:// mount of s3rver / curl --aws-sigv4 of
                  the same range from the same s3rver
@@ -36,6 +37,16 @@ def curl_range(url, a, b):
     t0 = time.perf_counter()
     subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", "-r", f"{a}-{b}", url], check=True)
     return time.perf_counter() - t0
+
+
+def cpu_seconds(pid):
+    """The daemon's user + system CPU time so far, all its threads: a
+    figure the machine's load changes far less than a time (a regression
+    in code changes it; a busy machine mostly does not)."""
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rows(b, reps, want):
@@ -110,14 +121,21 @@ def rows(b, reps, want):
             with b.Mount(url, "-o", f"cache_dir={cache}") as m:
                 b.dd(os.path.join(m.mnt, "big.weight"))
 
+            cpu = {"base": [], "ours": []}
+
             def base():
                 with b.Mount(big) as m:
-                    return b.dd(os.path.join(m.mnt, "big.weight"))
+                    c0 = cpu_seconds(m.pid)
+                    t = b.dd(os.path.join(m.mnt, "big.weight"))
+                    cpu["base"].append(cpu_seconds(m.pid) - c0)
+                    return t
 
             def ours():
                 ng.clear_log()
                 with b.Mount(url, "-o", f"cache_dir={cache}") as m:
+                    c0 = cpu_seconds(m.pid)
                     t = b.dd(os.path.join(m.mnt, "big.weight"))
+                    cpu["ours"].append(cpu_seconds(m.pid) - c0)
                 # No byte of the tensor came over the network: the first
                 # request only, and the read-ahead past the tensor's end
                 # into the next ones (issue 24), which the first mount's
@@ -128,7 +146,8 @@ def rows(b, reps, want):
                 return t
             bt, ot, r = b.paired(reps, base, ours)
             subprocess.run(["rm", "-rf", cache])
-            out.append(("cache-hit", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"))
+            out.append(("cache-hit", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s; daemon CPU "
+                        f"{b.median(cpu['ours']):.2f} s vs {b.median(cpu['base']):.2f} s per GiB", "higher"))
         if "memory" in want:
             names = [f"layers.{i}.weight" for i in range(8)]
             peak = 0

@@ -4,14 +4,13 @@
 #include "cli/inspect.h"
 
 #include <json.h>
-#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <wchar.h>
 
 #include "views/convert.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "model/model.h"
 
 struct per_dtype {
@@ -85,38 +84,6 @@ static int dt_cmp(const void *a, const void *b)
 	return strcmp(((const struct per_dtype *)a)->name, ((const struct per_dtype *)b)->name);
 }
 
-/* JSON string to a FILE, escaped as tfs_json_str does. */
-/* Columns a UTF-8 string takes on a terminal: wide (CJK) characters take
- * two, combining ones none. Measured in C.UTF-8 whatever the caller's
- * locale, since names are UTF-8 by the format's rules. */
-static size_t display_width(const char *s)
-{
-	static locale_t utf8;
-	if (!utf8)
-		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-	locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
-	mbstate_t st;
-	memset(&st, 0, sizeof st);
-	size_t w = 0, n = strlen(s);
-	while (n) {
-		wchar_t wc;
-		size_t k = mbrtowc(&wc, s, n, &st);
-		if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
-			memset(&st, 0, sizeof st);
-			k = 1;
-			w++;
-		} else {
-			int cw = wcwidth(wc);
-			w += cw < 0 ? 1 : (size_t)cw;
-		}
-		s += k;
-		n -= k;
-	}
-	if (utf8)
-		uselocale(old);
-	return w;
-}
-
 /* A name as the table shows it: printable and on one line (tfs_quote's
  * escapes), without the quotes, except the empty name, which shows as ''
  * (a name that is really '' shows its quotes escaped). */
@@ -132,7 +99,7 @@ static void table_name(char *out, size_t sz, const char *name, size_t len)
 
 static void put_padded(FILE *f, const char *s, size_t width)
 {
-	size_t w = display_width(s);
+	size_t w = tfs_utf8_width(s);
 	fputs(s, f);
 	for (; w < width; w++)
 		fputc(' ', f);
@@ -222,8 +189,8 @@ static int inspect_index_only(const struct tfs_model *m, const char *source, int
 			m->nshards);
 	size_t w = 5;
 	for (uint32_t s = 0; s < m->nshards; s++)
-		if (display_width(m->shards[s].name) > w)
-			w = display_width(m->shards[s].name);
+		if (tfs_utf8_width(m->shards[s].name) > w)
+			w = tfs_utf8_width(m->shards[s].name);
 	put_padded(f, "shard", w);
 	fprintf(f, "  %9s  %s\n", "tensors", "file");
 	for (uint32_t s = 0; s < m->nshards; s++) {
@@ -251,7 +218,7 @@ static size_t name_width(const struct tfs_model *m)
 		const struct tfs_table *h = &m->shards[s].h;
 		for (uint32_t i = 0; i < h->n && w < 60; i++) {
 			table_name(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
-			size_t dw = display_width(q);
+			size_t dw = tfs_utf8_width(q);
 			if (dw > w)
 				w = dw;
 		}

@@ -20,12 +20,13 @@
 #include "views/view.h"
 #include "fuse/behind.h"
 #include "fuse/kinit.h"
-#include "model/edits.h"
+#include "fs/mount.h"
 #include "core/mem.h"
 #include "cli/daemon.h"
 #include "cli/options.h"
 #include "fuse/fuse.h"
 #include "cli/inspect.h"
+#include "cli/list.h"
 #include "cli/diff.h"
 #include "cli/stats_cmd.h"
 #include "cli/verify.h"
@@ -114,6 +115,40 @@ static void say_index_only(const struct tfs_model *model)
 		ptrs ? " or Git LFS pointers" : "", list, k > 4 ? ", ..." : "");
 }
 
+static void say_warning(void *shown, const char *line)
+{
+	char q[TFS_QPATH_MAX];
+	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, shown), line);
+}
+
+/* The checkpoint through the one pipeline (fs/mount.h): the model with
+ * the edits applied, and with s (a mount) its file tree; EXIT_OK, or the
+ * exit code with one line said. */
+static int open_mount(const struct cli *c, const char *source, const char *shown,
+		      const struct tfs_model_opts *mo, const struct settings *s, struct tfs_mount *out)
+{
+	char line[TFS_MOUNT_LINE_MAX];
+	struct tfs_mount_opts o = {
+		.source = source,
+		.shown = shown,
+		.model = mo,
+		.edits = c->edits,
+		.tree = s != NULL,
+		.layout = s ? s->layout : TFS_LAYOUT_FLAT,
+		.opts = &c->driver_opts,
+	};
+	tfs_err e = tfs_mount_open(&o, out, line, sizeof line);
+	if (e) {
+		fprintf(stderr, "tensorfs: %s\n", line);
+		return exit_of(e);
+	}
+	if (s) {
+		tfs_views_notice(&out->tree, say_warning, (void *)shown);
+		tfs_sources_notice(say_warning, (void *)shown);
+	}
+	return EXIT_OK;
+}
+
 /* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE
  * [MANIFEST]: same sources, same checks and exit codes as mounting, without
  * a mount point. */
@@ -124,109 +159,57 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 		rc = tfs_cli_absolute(c, 0);
 	if (rc != EXIT_OK)
 		return rc;
-	struct tfs_model model;
-	struct tfs_model_diag md;
+	struct tfs_mount a, b;
 	struct tfs_model_opts io = *mo;
 	io.index_only_ok = c->inspect;
-	tfs_err e = tfs_model_open(c->source, &io, &model, &md);
-	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
-		return c->diff ? 2 : exit_of(e); /* diff(1): 2 is trouble */
-	}
+	rc = open_mount(c, c->source, c->shown, &io, NULL, &a);
+	if (rc != EXIT_OK)
+		return c->diff ? 2 : rc; /* diff(1): 2 is trouble */
+	struct tfs_model *model = &a.model;
 	if (c->diff) {
-		struct tfs_model mb;
-		if ((e = tfs_model_open(c->source_b, &io, &mb, &md))) {
-			fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
-			tfs_model_free(&model);
+		if (open_mount(c, c->source_b, c->shown_b, &io, NULL, &b) != EXIT_OK) {
+			tfs_mount_close(&a);
 			return 2;
 		}
 		tfs_sources_start();
-		rc = tfs_diff(&model, c->shown, &mb, c->shown_b, c->json, stdout);
+		rc = tfs_diff(model, c->shown, &b.model, c->shown_b, c->json, stdout);
 		tfs_sources_stop();
 		if (fflush(stdout) != 0)
 			rc = 2;
-		tfs_model_free(&mb);
-		tfs_model_free(&model);
+		tfs_mount_close(&b);
+		tfs_mount_close(&a);
 		return rc;
 	}
 	if (c->stats) {
 		tfs_sources_start();
-		rc = tfs_stats_print(&model, c->shown, c->json, stdout) ? EXIT_SOURCE : EXIT_OK;
+		rc = tfs_stats_print(model, c->shown, c->json, stdout) ? EXIT_SOURCE : EXIT_OK;
 		tfs_sources_stop();
 		if (fflush(stdout) != 0 && rc == EXIT_OK)
 			rc = EXIT_INTERNAL;
-		tfs_model_free(&model);
+		tfs_mount_close(&a);
 		return rc;
 	}
 	if (c->verify) {
 		tfs_sources_start(); /* read-ahead for remote sources */
-		rc = tfs_verify(&model, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
+		rc = tfs_verify(model, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
 		tfs_sources_stop();
 		if (fflush(stdout) != 0 && rc == EXIT_OK)
 			rc = EXIT_INTERNAL;
-		tfs_model_free(&model);
+		tfs_mount_close(&a);
 		return rc;
 	}
-	if (model.index_only)
-		say_index_only(&model);
-	int r = tfs_inspect(&model, c->shown, c->json, stdout);
+	if (model->index_only)
+		say_index_only(model);
+	int r = tfs_inspect(model, c->shown, c->json, stdout);
 	if (fflush(stdout) != 0)
 		r = -1;
-	tfs_model_free(&model);
+	tfs_mount_close(&a);
 	if (r) {
 		char q[TFS_QPATH_MAX];
 		fprintf(stderr, "tensorfs: %s: cannot write the listing\n",
 			tfs_quote_path(q, sizeof q, c->shown));
 		return EXIT_INTERNAL;
 	}
-	return EXIT_OK;
-}
-
-static void say_warning(void *shown, const char *line)
-{
-	char q[TFS_QPATH_MAX];
-	fprintf(stderr, "tensorfs: %s: warning: %s\n", tfs_quote_path(q, sizeof q, shown), line);
-}
-
-/* The checkpoint and its file tree; EXIT_OK, or the exit code with one
- * line said. */
-static int open_checkpoint(const struct cli *c, const struct tfs_model_opts *mo, const struct settings *s,
-			   struct tfs_model *model, struct tfs_tree *tree)
-{
-	struct tfs_model_diag md;
-	struct tfs_diag d = {{0}};
-	tfs_err e = tfs_model_open(c->source, mo, model, &md);
-	if (e) {
-		fprintf(stderr, "tensorfs: %s: %s\n", md.where, md.d.msg);
-		return exit_of(e);
-	}
-	if (c->edits) {
-		struct tfs_edits *ed = NULL;
-		e = tfs_edits_load(c->edits, &ed, &d);
-		for (uint32_t k = 0; !e && k < model->nshards; k++)
-			e = tfs_edits_apply(ed, &model->shards[k].h, &d);
-		tfs_edits_free(ed);
-		if (e) {
-			fprintf(stderr, "tensorfs: %s\n", d.msg);
-			return exit_of(e);
-		}
-	}
-	struct tfs_tree_opts to = {.layout = s->layout,
-				   .view = s->view,
-				   .tables = !c->notsv,
-				   .export = c->export,
-				   .originals = c->originals,
-				   .sums = c->sums,
-				   .opts = &c->driver_opts,
-				   .max_shard_size = s->max_shard};
-	e = tfs_tree_build(model, &to, tree, &d);
-	if (e) {
-		char q[TFS_QPATH_MAX];
-		fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(q, sizeof q, c->shown), d.msg);
-		return exit_of(e);
-	}
-	tfs_views_notice(tree, say_warning, (void *)c->shown);
-	tfs_sources_notice(say_warning, (void *)c->shown);
 	return EXIT_OK;
 }
 
@@ -275,7 +258,9 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
 	 * starts anyway; it costs nothing while no stream is open. */
 	uint64_t ra = (rd->readahead_kb ? rd->readahead_kb : 128) << 10;
-	int tb = tw == 0 && c->export && !c->direct_io ? tfs_behind_start(&fs->behind, se, ra) : 0;
+	int tb = tw == 0 && tfs_tree_generates(fs->core.tree) && !c->direct_io
+			 ? tfs_behind_start(&fs->behind, se, ra)
+			 : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (tr != 0 || tw != 0 || tb != 0) {
 		if (tw == 0)
@@ -328,32 +313,79 @@ static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct f
 	return rc == EXIT_OK ? -1 : rc;
 }
 
+/* The session of a mount: made, mounted, served until the end, undone.
+ * The exit code. */
+static int session(struct fuse_args *args, const struct fuse_cmdline_opts *fo, const struct cli *c,
+		   struct tfs_fs *fs, struct tfs_ready *rd)
+{
+	int rc = EXIT_INTERNAL, have_rt = 0;
+	pthread_t rt;
+	struct fuse_session *se = fuse_session_new(args, &tfs_fuse_ops, sizeof tfs_fuse_ops, fs);
+	if (!se)
+		return EXIT_USAGE; /* libfuse said which option it refused */
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, rd->mountpoint) != 0) {
+		rc = EXIT_MOUNT;
+		goto out_signals;
+	}
+	/* Without the hooks the mount works as before: direct_io files just
+	 * cannot be mapped shared. */
+	tfs_kinit_attach(se);
+	fs->after_init = tfs_after_init;
+	fs->after_init_ctx = rd;
+	if (!fo->foreground && (rd->notify_fd = tfs_daemonize()) < 0) {
+		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
+		goto out_unmount;
+	}
+	rc = serve(se, fo, c, fs, rd, &rt, &have_rt);
+
+out_unmount:
+	tfs_behind_end(fs->behind);
+	fuse_session_unmount(se);
+	tfs_behind_free(fs->behind);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+	/* Only now: a signal can end the loop before the helper's open() is
+	 * answered, and only closing the session's /dev/fuse (just done)
+	 * makes that open() return. */
+	if (have_rt)
+		pthread_join(rt, NULL);
+	tfs_fuse_close_all(fs);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts fo;
 	struct cli c;
 	struct settings s;
-	struct tfs_model model;
-	struct tfs_tree tree;
+	struct tfs_mount mnt;
 	struct tfs_fs fs;
-	struct fuse_session *se = NULL;
 	int rc;
 	struct tfs_ready rd = {.mountpoint = NULL, .readahead_kb = 0, .notify_fd = -1};
-	pthread_t rt;
-	int have_rt = 0;
 
 	tfs_mem_init();
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
-	memset(&model, 0, sizeof model);
-	memset(&tree, 0, sizeof tree);
+	memset(&mnt, 0, sizeof mnt);
 	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(tfs_log_cb);
 	tfs_log_set(log_line);
 	tfs_log_set_info(tfs_log_info_line);
 	tfs_log_set_detail(tfs_log_detail_line);
 
+	/* tensorfs --list takes nothing else, and needs none of the parsing. */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--list") == 0) {
+			if (argc == 2)
+				return tfs_list_mounts(stdout);
+			fprintf(stderr, "tensorfs: --list takes no other argument (usage: %s)\n", LIST_USAGE);
+			return EXIT_USAGE;
+		}
 	if (fuse_opt_parse(&args, &c, tfs_cli_opts, tfs_cli_proc) != 0 || c.nomem) {
 		rc = c.nomem ? EXIT_INTERNAL : EXIT_USAGE;
 		goto out_args;
@@ -378,65 +410,33 @@ int main(int argc, char **argv)
 	};
 	if ((rc = before_mount(&c, &mo, &args, &fo, &s)) >= 0)
 		goto out_args;
-	if ((rc = open_checkpoint(&c, &mo, &s, &model, &tree)) != EXIT_OK)
+	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, &mnt)) != EXIT_OK)
 		goto out_tree;
 	rc = EXIT_MOUNT;
 	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount)))
 		goto out_tree;
 	rc = EXIT_INTERNAL;
-	if (add_mount_args(&args, model.store ? model.store->location : c.shown) != 0)
+	if (add_mount_args(&args, mnt.model.store ? mnt.model.store->location : c.shown) != 0)
 		goto out_tree;
 
-	fs.m = &model;
-	fs.tree = &tree;
-	fs.uid = (uid_t)s.uid;
-	fs.gid = (gid_t)s.gid;
-	fs.direct_io = c.direct_io;
-	fs.export_cache = c.export_cache;
+	fs.core = (struct tfs_fs_core){
+		.m = &mnt.model,
+		.tree = &mnt.tree,
+		.uid = (uid_t)s.uid,
+		.gid = (gid_t)s.gid,
+		.direct_io = c.direct_io,
+		.keep_pages = tfs_views_keep_pages(&c.driver_opts),
+		.dio_mmap = tfs_kinit_dio_mmap,
+	};
+	pthread_mutex_init(&fs.open_lock, NULL);
 	fs.nosplice = c.nosplice;
-	fs.splice = false;
 	fs.timeout = 86400.0 * 365;
-
-	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof tfs_fuse_ops, &fs);
-	if (!se) {
-		rc = EXIT_USAGE; /* libfuse said which option it refused */
-		goto out_tree;
-	}
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out_session;
 	rd.readahead_kb = s.readahead_kb;
-	if (fuse_session_mount(se, rd.mountpoint) != 0) {
-		rc = EXIT_MOUNT;
-		goto out_signals;
-	}
-	/* Without the hooks the mount works as before: direct_io files just
-	 * cannot be mapped shared. */
-	tfs_kinit_attach(se);
-	fs.after_init = tfs_after_init;
-	fs.after_init_ctx = &rd;
-	if (!fo.foreground && (rd.notify_fd = tfs_daemonize()) < 0) {
-		fprintf(stderr, "tensorfs: cannot start the daemon: %s\n", strerror(errno));
-		goto out_unmount;
-	}
-	rc = serve(se, &fo, &c, &fs, &rd, &rt, &have_rt);
+	rc = session(&args, &fo, &c, &fs, &rd);
 
-out_unmount:
-	tfs_behind_end(fs.behind);
-	fuse_session_unmount(se);
-	tfs_behind_free(fs.behind);
-out_signals:
-	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
-	/* Only now: a signal can end the loop before the helper's open() is
-	 * answered, and only closing the session's /dev/fuse (just done)
-	 * makes that open() return. */
-	if (have_rt)
-		pthread_join(rt, NULL);
 out_tree:
 	free(rd.mountpoint);
-	tfs_tree_free(&tree);
-	tfs_model_free(&model);
+	tfs_mount_close(&mnt);
 out_args:
 	tfs_cli_free(&c, &fo, &args);
 	return rc;

@@ -23,20 +23,12 @@ const struct fuse_opt tfs_cli_opts[] = {
 	CLI_OPT("direct_io", direct_io, 1),
 	CLI_OPT("nosplice", nosplice, 1),
 	CLI_OPT("overmount", overmount, 1),
-	CLI_OPT("notsv", notsv, 1),
-	CLI_OPT("export", export, 1),
-	CLI_OPT("export_cache", export_cache, 1),
-	CLI_OPT("originals", originals, 1),
-	CLI_OPT("sums", sums, 1),
 	CLI_OPT("layout=%s", layout, 0),
-	CLI_OPT("format=%s", format, 0),
-	CLI_OPT("convert=%s", convert, 0),
 	CLI_OPT("input=%s", input, 0),
 	CLI_OPT("readahead_kb=%s", readahead, 0),
 	CLI_OPT("edits=%s", edits, 0),
 	CLI_OPT("logfile=%s", logfile, 0),
 	CLI_OPT("verbose", verbose, 1),
-	CLI_OPT("max_shard_size=%s", max_shard, 0),
 	CLI_OPT("uid=%s", uid, 0),
 	CLI_OPT("gid=%s", gid, 0),
 	FUSE_OPT_KEY("--inspect", KEY_INSPECT),
@@ -154,79 +146,125 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	}
 }
 
+/* A paragraph of --help, its words in lines of at most 76 columns. */
+static void wrap(FILE *f, const char *text)
+{
+	size_t col = 0;
+	for (const char *w = text; *w;) {
+		size_t n = strcspn(w, " ");
+		if (col && col + 1 + n > 76) {
+			fputc('\n', f);
+			col = 0;
+		} else if (col) {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%.*s", (int)n, w);
+		col += n;
+		w += n;
+		while (*w == ' ')
+			w++;
+	}
+	fputc('\n', f);
+}
+
+/* One driver's option in --help: NAME or NAME=VALUE in a column (two
+ * spaces at least after it), its help's lines under one another. */
+static void usage_opt(FILE *f, const struct tfs_opt_spec *o)
+{
+	char name[64];
+	snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
+		 o->takes_value && o->value ? o->value : "");
+	fprintf(f, "       %-18s%s", name, strlen(name) < 18 ? " " : "  ");
+	for (const char *h = o->help;;) {
+		const char *nl = strchr(h, '\n');
+		fprintf(f, "%.*s\n", (int)(nl ? nl - h : (long)strlen(h)), h);
+		if (!nl)
+			break;
+		h = nl + 1;
+		fprintf(f, "%26s", "");
+	}
+}
+
 void tfs_cli_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tensorfs [options] SOURCE MOUNTPOINT\n"
-		"       " INSPECT_USAGE "\n"
-		"       " VERIFY_USAGE "\n"
-		"       " STATS_USAGE "\n"
-		"       " DIFF_USAGE "\n"
-		"\n"
-		"Mounts a checkpoint read-only: one file per tensor, with user.dtype,\n"
-		"user.shape, user.name, user.offsets and user.source xattrs, and\n"
-		"__metadata__.json. SOURCE is a checkpoint file, an index\n"
-		"(*.index.json), a directory holding one index, or a directory of\n"
-		"checkpoint files (all of them, as one model), on disk or remote:\n"
-		"http(s)://HOST/PATH, hf://ORG/REPO[@REV][/PATH] (the Hugging Face\n"
-		"Hub), s3://BUCKET/KEY. Formats: %s.\n"
-		"\n"
-		"options:\n"
-		"    -h, --help            print this help and exit\n"
-		"    -V, --version         print the version and exit\n"
-		"    -f                    stay in the foreground\n"
-		"    -d                    debug output (implies -f)\n"
-		"    -s                    single-threaded\n"
-		"    -o opt[,opt...]       mount options:\n"
-		"       uid=N, gid=N       owner of every file, a number or a name\n"
-		"                          (default: the caller)\n"
-		"       strict             refuse what the format's reference reader refuses\n"
-		"       layout=flat|tree   flat: one file per tensor in the root (default);\n"
-		"                          tree: names split on '.' into directories\n"
-		"       format=raw|npy     npy: NAME.npy files that np.load reads\n"
-		"       convert=f32        narrow float and quantized tensors as float32\n"
-		"       notsv              no __tensors__.tsv table in each directory\n"
-		"       export             model.safetensors of every tensor, and with\n"
-		"                          layout=tree D.safetensors beside every directory D;\n"
-		"                          for a GGUF model also model.gguf (all parts merged)\n"
-		"       export_cache       read generated files through the page cache even\n"
-		"                          where direct I/O could keep shared mmap\n"
-		"       originals          the source's own files (shards, index, config.json...)\n"
-		"                          byte for byte in __files__/\n"
-		"       sums               __sha256sums__.txt in each directory with tensors\n"
-		"                          (sha256sum -c reads it; reading it hashes them)\n"
-		"       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
-		"                          null) applied to __metadata__.json and generated files\n"
-		"       max_shard_size=SIZE  the model re-sharded as save_pretrained does it, in\n"
-		"                          __shards__/ (5GB: 10^9 bytes; 4GiB, 4G: 2^30)\n"
-		"       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
-		"       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
-		"       nosplice           copy through a buffer instead of splicing\n"
-		"       overmount          mount even where something is mounted already\n"
-		"       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
-		"                          0 keeps the kernel's 128; needs root)\n"
-		"       max_threads=N      worker threads (default 10)\n"
-		"       logfile=PATH       the daemon's messages appended to PATH, with\n"
-		"                          times (default: syslog once detached)\n"
-		"       verbose            also retries, and the counters at unmount\n",
-		tfs_format_names());
-	const struct tfs_opt_spec *o;
-	/* The views' options, then the sources': NAME=VALUE for those that
-	 * take one. */
-	for (int src = 0; src < 2; src++)
-		for (size_t k = 0; (o = src ? tfs_source_opt_at(k) : tfs_view_opt_at(k)); k++) {
-			char name[64];
-			snprintf(name, sizeof name, "%s%s%s", o->name, o->takes_value ? "=" : "",
-				 o->takes_value && o->value ? o->value : "");
-			fprintf(f, "       %-18s %s\n", name, o->help);
+	fprintf(f, "usage: tensorfs [options] SOURCE MOUNTPOINT\n"
+		   "       " INSPECT_USAGE "\n"
+		   "       " VERIFY_USAGE "\n"
+		   "       " STATS_USAGE "\n"
+		   "       " DIFF_USAGE "\n"
+		   "       " LIST_USAGE "\n"
+		   "\n"
+		   "commands:\n"
+		   "  SOURCE MOUNTPOINT  mount SOURCE read-only, one file per tensor\n"
+		   "  --inspect          print the tensors (name, dtype, shape, size) and metadata\n"
+		   "  --verify           hash every tensor: check against MANIFEST, or write one\n"
+		   "  --stats            print each tensor's min, max, mean, std, zeros, NaN, Inf\n"
+		   "  diff               compare two checkpoints: names, dtypes, shapes and values\n"
+		   "  --list             this user's mounts: mount point, source, daemon PID\n"
+		   "\n");
+	/* The sources' and the formats' part, from their registries. */
+	char text[2048];
+	size_t at = (size_t)snprintf(
+		text, sizeof text,
+		"Mounts a checkpoint read-only: one file per tensor, with user.dtype, "
+		"user.shape, user.name, user.offsets and user.source xattrs, and "
+		"__metadata__.json. SOURCE is a checkpoint file, an index (*.index.json), a directory holding "
+		"one index, or a directory of checkpoint files (all of them, as one model), "
+		"on disk or remote:");
+	const char *sep = " ";
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->usage && at < sizeof text) {
+			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->usage);
+			sep = ", ";
 		}
-	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n"
-		   "\n"
-		   "environment: HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME,\n"
-		   "HF_HUB_CACHE, HF_HUB_OFFLINE; AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
-		   "AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE,\n"
-		   "AWS_REGION, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL. See man tensorfs.\n"
-		   "\n"
+	if (at < sizeof text)
+		snprintf(text + at, sizeof text - at, ".");
+	wrap(f, text);
+	/* On one line: the bash completion reads the formats from it. */
+	fprintf(f, "Formats: %s.\n", tfs_format_names());
+	fprintf(f, "\n"
+		   "options:\n"
+		   "    -h, --help            print this help and exit\n"
+		   "    -V, --version         print the version and exit\n"
+		   "    -f                    stay in the foreground\n"
+		   "    -d                    debug output (implies -f)\n"
+		   "    -s                    single-threaded\n"
+		   "    -o opt[,opt...]       mount options:\n"
+		   "       uid=N, gid=N       owner of every file, a number or a name\n"
+		   "                          (default: the caller)\n"
+		   "       strict             refuse what the format's reference reader refuses\n"
+		   "       layout=flat|tree   flat: one file per tensor in the root (default);\n"
+		   "                          tree: names split on '.' into directories\n"
+		   "       edits=FILE         metadata edits (JSON: a key set, or deleted with\n"
+		   "                          null) applied to __metadata__.json and generated files\n"
+		   "       input=FORMAT       read every file as FORMAT, not as its bytes say\n"
+		   "       direct_io          bypass the page cache (shared mmap needs Linux 6.6)\n"
+		   "       nosplice           copy through a buffer instead of splicing\n"
+		   "       overmount          mount even where something is mounted already\n"
+		   "       readahead_kb=N     kernel readahead for the mount (default 4096;\n"
+		   "                          0 keeps the kernel's 128; needs root)\n"
+		   "       max_threads=N      worker threads (default 10)\n"
+		   "       logfile=PATH       the daemon's messages appended to PATH, with\n"
+		   "                          times (default: syslog once detached)\n"
+		   "       verbose            also retries, and the counters at unmount\n");
+	const struct tfs_opt_spec *o;
+	for (size_t k = 0; (o = tfs_view_opt_at(k)); k++)
+		usage_opt(f, o);
+	for (size_t k = 0; (o = tfs_source_opt_at(k)); k++)
+		usage_opt(f, o);
+	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n\n");
+	at = (size_t)snprintf(text, sizeof text, "environment:");
+	sep = " ";
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
+		if ((*d)->env_help && at < sizeof text) {
+			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->env_help);
+			sep = "; ";
+		}
+	if (at < sizeof text)
+		snprintf(text + at, sizeof text - at, ". See man tensorfs.");
+	wrap(f, text);
+	fprintf(f, "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"
 		   "4 invalid checkpoint, 5 mount failed, 6 --verify found a mismatch.\n"
 		   "Unmount with: fusermount3 -u MOUNTPOINT\n");
@@ -238,38 +276,6 @@ static int parse_id(const char *s, unsigned long *v)
 	if (tfs_opt_number(s, 0, 0xfffffffeul, &x))
 		return -1;
 	*v = (unsigned long)x;
-	return 0;
-}
-
-/* A size as transformers' max_shard_size takes it ("5GB" is 5 x 10^9,
- * "5GiB" 5 x 2^30; KB, MB, TB alike), or as our other options do (a
- * number, or with K, M, G or T: powers of 2). 0, or -1. */
-static int parse_shard_size(const char *s, uint64_t *v)
-{
-	size_t n = strlen(s);
-	char num[32];
-	uint64_t mul = 0;
-	static const char units[] = "KMGT";
-	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' &&
-	    strchr(units, s[n - 3] & ~0x20) && s[n - 3] != 0) {
-		mul = 1ull << (10 * (strchr(units, s[n - 3] & ~0x20) - units + 1));
-		n -= 3;
-	} else if (n >= 2 && (s[n - 1] | 0x20) == 'b' && s[n - 2] != 0 && strchr(units, s[n - 2] & ~0x20)) {
-		mul = 1;
-		for (long k = strchr(units, s[n - 2] & ~0x20) - units + 1; k > 0; k--)
-			mul *= 1000;
-		n -= 2;
-	}
-	if (!mul)
-		return tfs_opt_number(s, 1, UINT64_MAX, v);
-	if (n == 0 || n >= sizeof num)
-		return -1;
-	memcpy(num, s, n);
-	num[n] = 0;
-	uint64_t x;
-	if (tfs_opt_number(num, 0, UINT64_MAX / mul, &x))
-		return -1;
-	*v = x * mul;
 	return 0;
 }
 
@@ -300,8 +306,6 @@ int tfs_cli_check_settings(struct cli *c, struct settings *s)
 	s->gid = getgid();
 	s->readahead_kb = 4096;
 	s->layout = TFS_LAYOUT_FLAT;
-	s->view = 0;
-	s->max_shard = 0;
 	if (c->bad_extra) {
 		fprintf(stderr,
 			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
@@ -345,39 +349,21 @@ int tfs_cli_check_settings(struct cli *c, struct settings *s)
 		fprintf(stderr,
 			"tensorfs: warning: -o readahead_kb=%s needs root; the kernel's readahead (128 KiB) stays\n",
 			c->readahead);
-	if (c->max_shard && (parse_shard_size(c->max_shard, &s->max_shard) || s->max_shard == 0)) {
-		fprintf(stderr,
-			"tensorfs: -o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
-			"4GiB or 4G (2^30), or a number of bytes, not '%s'\n",
-			c->max_shard);
-		return EXIT_USAGE;
-	}
 	struct tfs_diag d;
 	if (c->logfile && tfs_log_open_file(c->logfile, &d) != TFS_OK) {
 		fprintf(stderr, "tensorfs: %s\n", d.msg);
 		return EXIT_USAGE;
 	}
 	tfs_log_verbose(c->verbose);
-	if (c->export_cache && !c->export) {
-		fprintf(stderr, "tensorfs: -o export_cache goes with -o export\n");
-		return EXIT_USAGE;
-	}
 	if (c->layout && strcmp(c->layout, "tree") == 0) {
 		s->layout = TFS_LAYOUT_TREE;
 	} else if (c->layout && strcmp(c->layout, "flat") != 0) {
 		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c->layout);
 		return EXIT_USAGE;
 	}
-	if (c->format && strcmp(c->format, "npy") == 0) {
-		s->view |= TFS_VIEW_NPY;
-	} else if (c->format && strcmp(c->format, "raw") != 0) {
-		fprintf(stderr, "tensorfs: -o format= takes raw or npy, not '%s'\n", c->format);
-		return EXIT_USAGE;
-	}
-	if (c->convert && strcmp(c->convert, "f32") == 0) {
-		s->view |= TFS_VIEW_F32;
-	} else if (c->convert && strcmp(c->convert, "none") != 0) {
-		fprintf(stderr, "tensorfs: -o convert= takes f32 or none, not '%s'\n", c->convert);
+	/* The views' own options, each checked by its view. */
+	if (tfs_views_check(&c->driver_opts, &d) != TFS_OK) {
+		fprintf(stderr, "tensorfs: %s\n", d.msg);
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -505,13 +491,10 @@ void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args 
 	free(c->uid);
 	free(c->gid);
 	free(c->layout);
-	free(c->format);
-	free(c->convert);
 	free(c->input);
 	free(c->readahead);
 	free(c->edits);
 	free(c->logfile);
-	free(c->max_shard);
 	tfs_opts_free(&c->driver_opts);
 	fuse_opt_free_args(args);
 }

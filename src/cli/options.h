@@ -30,18 +30,10 @@ struct cli {
 	int direct_io;
 	int nosplice;
 	int overmount;
-	int notsv;
-	int export;
-	int export_cache;
-	int originals;
-	int sums;
 	char *layout;
-	char *format;
-	char *convert;
 	char *input;
 	char *readahead;
 	char *edits;
-	char *max_shard;
 	char *logfile;
 	int verbose;
 	char *uid, *gid;
@@ -61,13 +53,12 @@ enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64, KEY_STATS };
 #define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
 #define STATS_USAGE "tensorfs --stats [--json] [-o OPTIONS] SOURCE"
 #define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
+#define LIST_USAGE "tensorfs --list"
 
 /* What the options say, checked. */
 struct settings {
 	unsigned long uid, gid, readahead_kb;
 	enum tfs_layout layout;
-	unsigned view;
-	uint64_t max_shard;
 };
 
 extern const struct fuse_opt tfs_cli_opts[];

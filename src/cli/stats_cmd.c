@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/utf8.h"
 #include "views/stats.h"
 
 static void cell(FILE *f, double v, int have)
@@ -16,16 +17,41 @@ static void cell(FILE *f, double v, int have)
 		fprintf(f, "  %12s", "-");
 }
 
+/* The name column's width: the longest name as printed (quoted), as
+ * --inspect pads its table, so long names keep the columns aligned. */
+static size_t name_width(const struct tfs_model *m)
+{
+	size_t w = 4;
+	char q[400];
+	for (uint32_t s = 0; s < m->nshards; s++)
+		for (uint32_t i = 0; i < m->shards[s].h.n; i++) {
+			const struct tfs_table *h = &m->shards[s].h;
+			tfs_quote(q, sizeof q, tfs_tensor_name(h, &h->t[i]), h->t[i].name_len);
+			size_t dw = tfs_utf8_width(q);
+			if (dw > w)
+				w = dw;
+		}
+	return w;
+}
+
+static void put_padded(FILE *f, const char *s, size_t width)
+{
+	fputs(s, f);
+	for (size_t w = tfs_utf8_width(s); w < width; w++)
+		fputc(' ', f);
+}
+
 int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out)
 {
-	size_t rows = 0;
+	size_t rows = 0, nw = json ? 0 : name_width(m);
 	if (json) {
 		fputs("{\"source\": ", out);
 		tfs_json_fstr(out, source, strlen(source));
 		fputs(", \"tensors\": [", out);
 	} else {
-		fprintf(out, "%-40s  %-7s  %10s  %12s  %12s  %12s  %12s  %12s  %8s  %6s  %6s\n", "name",
-			"dtype", "count", "min", "max", "mean", "std", "absmax", "zeros", "nan", "inf");
+		put_padded(out, "name", nw);
+		fprintf(out, "  %-7s  %10s  %12s  %12s  %12s  %12s  %12s  %8s  %6s  %6s\n", "dtype", "count",
+			"min", "max", "mean", "std", "absmax", "zeros", "nan", "inf");
 	}
 	for (uint32_t s = 0; s < m->nshards; s++)
 		for (uint32_t i = 0; i < m->shards[s].h.n; i++) {
@@ -59,7 +85,8 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 				}
 				continue;
 			}
-			fprintf(out, "%-40s  %-7.*s", q, (int)dl, dt);
+			put_padded(out, q, nw);
+			fprintf(out, "  %-7.*s", (int)dl, dt);
 			if (e) {
 				fputs("  (not plain numbers)\n", out);
 				continue;

@@ -299,6 +299,24 @@ static void compare(struct run *r, const struct tfs_manifest *man)
 	}
 }
 
+/* When most of the manifest's names are not in the checkpoint, the likely
+ * cause is said first, before a line for each missing name: a manifest of
+ * another model (or of another checkpoint of it). */
+static void other_model(const struct tfs_manifest *man, const char *manifest_path, const char *shown)
+{
+	size_t missing = 0;
+	for (size_t k = 0; k < man->n; k++)
+		missing += !man->e[k].node;
+	if (man->n < 2 || missing * 2 <= man->n)
+		return;
+	char qm[TFS_QPATH_MAX];
+	fprintf(stderr,
+		"tensorfs: %s: %zu of its %zu names are not in %s: this manifest seems to be of another "
+		"model\n",
+		tfs_quote_path(qm, sizeof qm, manifest_path), missing, man->n, shown);
+	fflush(stderr);
+}
+
 /* No manifest: one in sha256sum's form (xxh64sum's with xxh64) on out,
  * naming each tensor by its file name in a flat mount (README, "File
  * names": control characters, '/' and '%' as %XX, the empty name as
@@ -387,6 +405,8 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 			put_name(out, source, strlen(source), 1);
 			fputs(manifest_path ? ", \"mismatches\": [" : ", \"tensors\": [", out);
 		}
+		if (manifest_path)
+			other_model(&man, manifest_path, shown);
 		if (manifest_path)
 			compare(&r, &man);
 		else

@@ -88,6 +88,24 @@ const char *tfs_err_str(tfs_err e)
 		return "invalid argument";
 	case TFS_ERR_UNHANDLED:
 		return "not handled";
+	case TFS_ERR_NOFILE:
+		return "no such file in the mount";
+	case TFS_ERR_NOTDIR:
+		return "not a directory";
+	case TFS_ERR_ISDIR:
+		return "a directory";
+	case TFS_ERR_NAMETOOLONG:
+		return "name too long";
+	case TFS_ERR_ROFS:
+		return "read-only";
+	case TFS_ERR_NODATA:
+		return "no such attribute";
+	case TFS_ERR_RANGE:
+		return "value larger than the room given";
+	case TFS_ERR_TOOBIG:
+		return "value too large";
+	case TFS_ERR_NOTSUP:
+		return "not supported";
 	}
 	return "unknown error";
 }

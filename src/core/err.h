@@ -23,6 +23,20 @@ typedef enum tfs_err {
 	/* Not handled here: the caller goes another way (reads instead of
 	 * mapping, tries another naming). Never reaches a user. */
 	TFS_ERR_UNHANDLED,
+	/* What the file-system core (fs/) answers a request with: no such
+	 * file in the mount, not a directory, a directory, a name no file can
+	 * have, a write (the mount is read-only), no such attribute, a value
+	 * larger than the caller's room, larger than any caller's, an
+	 * attribute namespace the mount has none of. */
+	TFS_ERR_NOFILE,
+	TFS_ERR_NOTDIR,
+	TFS_ERR_ISDIR,
+	TFS_ERR_NAMETOOLONG,
+	TFS_ERR_ROFS,
+	TFS_ERR_NODATA,
+	TFS_ERR_RANGE,
+	TFS_ERR_TOOBIG,
+	TFS_ERR_NOTSUP,
 } tfs_err;
 
 const char *tfs_err_str(tfs_err e);

@@ -267,6 +267,11 @@ struct tfs_source_driver {
 	 * (TFS_OPT_PATH, TFS_OPT_URL), NULL-terminated by name: handled as
 	 * options of that kind are. Optional. */
 	const struct tfs_opt_spec *env;
+	/* For --help: how a SOURCE of this driver is written
+	 * ("s3://BUCKET/KEY"), and the environment variables it reads, in
+	 * words ("AWS_PROFILE, AWS_REGION..."); NULL for none. */
+	const char *usage;
+	const char *env_help;
 };
 
 /* The mount is up, in the process that serves it: the sources' work in the

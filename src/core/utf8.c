@@ -1,8 +1,10 @@
 /* UTF-8 checking, used by the parsers, the messages and the writers. */
 #include "core/utf8.h"
 
+#include <locale.h>
 #include <stdint.h>
 #include <string.h>
+#include <wchar.h>
 
 size_t tfs_utf8_check(const unsigned char *s, size_t n)
 {
@@ -52,4 +54,34 @@ size_t tfs_utf8_check(const unsigned char *s, size_t n)
 		i += len;
 	}
 	return n;
+}
+
+/* Measured in C.UTF-8 whatever the caller's locale, since names are
+ * UTF-8 by the formats' rules. */
+size_t tfs_utf8_width(const char *s)
+{
+	static locale_t utf8;
+	if (!utf8)
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	locale_t old = utf8 ? uselocale(utf8) : (locale_t)0;
+	mbstate_t st;
+	memset(&st, 0, sizeof st);
+	size_t w = 0, n = strlen(s);
+	while (n) {
+		wchar_t wc;
+		size_t k = mbrtowc(&wc, s, n, &st);
+		if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+			memset(&st, 0, sizeof st);
+			k = 1;
+			w++;
+		} else {
+			int cw = wcwidth(wc);
+			w += cw < 0 ? 1 : (size_t)cw;
+		}
+		s += k;
+		n -= k;
+	}
+	if (utf8)
+		uselocale(old);
+	return w;
 }

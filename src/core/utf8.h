@@ -10,4 +10,8 @@
  * of the first bad byte, or n. */
 size_t tfs_utf8_check(const unsigned char *s, size_t n);
 
+/* Columns a string takes on a terminal: wide (CJK) characters two,
+ * combining ones none, a byte that is not UTF-8 one. */
+size_t tfs_utf8_width(const char *s);
+
 #endif

@@ -1,23 +1,20 @@
-/* The FUSE low-level glue: the only place that speaks errno. */
+/* The FUSE low-level glue: each request turned into one call of the
+ * file-system core (fs/fs.h) and its answer into one reply; the only
+ * place that speaks errno. */
 #ifndef TFS_FUSE_H
 #define TFS_FUSE_H
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "model/model.h"
-#include "views/tree.h"
+#include "fs/fs.h"
 
 struct tfs_fs {
-	const struct tfs_model *m;
-	const struct tfs_tree *tree;
-	uid_t uid;
-	gid_t gid;
-	bool direct_io;
-	bool nosplice; /* asked for by the user */
-	bool splice;   /* granted by the kernel at INIT */
+	struct tfs_fs_core core;
+	bool nosplice; /* asked for by the user; core.splice: granted at INIT */
 	/* Called once, by the first request after INIT: the kernel sends no
 	 * request before INIT is complete, which is when mount-wide settings
 	 * (readahead) stop being overwritten. */
@@ -26,12 +23,15 @@ struct tfs_fs {
 	int after_init_done;
 	double timeout;
 	/* Drops pages behind sequential readers of generated files; NULL
-	 * (no -o export, or direct_io) keeps every page (fuse/behind.h). */
+	 * (no generated files, or direct_io) keeps every page (fuse/behind.h). */
 	struct tfs_behind *behind;
-	/* -o export_cache: generated files through the page cache even where
-	 * direct I/O could keep shared mmap (fuse/kinit.h). */
-	bool export_cache;
+	/* The open files (struct tfs_handle), under their lock. */
+	pthread_mutex_t open_lock;
+	struct tfs_handle *open;
 };
+
+/* After the session ends: the files still open (no release came) closed. */
+void tfs_fuse_close_all(struct tfs_fs *fs);
 
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;
 

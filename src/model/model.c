@@ -231,6 +231,7 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 	    (e = tfs_model_read_tables(m, 0, o, where, md)) || (e = check_parts(m, where, md)) ||
 	    (e = tfs_model_check_unique(m, &nt, where, md)))
 		goto out;
+	tfs_model_warn_mixed(m, where, o);
 out:
 	free(idx);
 	free(files);

@@ -36,6 +36,10 @@ tfs_err tfs_model_read_tables(struct tfs_model *m, uint32_t first, const struct 
 /* Builds the name table, refusing a name found in two shards. */
 tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char *where,
 			       struct tfs_model_diag *md);
+/* A directory without an index whose files do not look like one model
+ * (metadata that says another format or architecture, numbered tensors
+ * with no layer name in common): one warning through o->warn. */
+void tfs_model_warn_mixed(const struct tfs_model *m, const char *where, const struct tfs_model_opts *o);
 struct where_t *tfs_model_names_find(const struct tfs_model *m, const struct names *nt, const char *name,
 				     size_t len);
 

@@ -219,9 +219,15 @@ tfs_err tfs_model_check_unique(struct tfs_model *m, struct names *nt, const char
 			if (slot->shard != UINT32_MAX) {
 				char q[200];
 				tfs_quote(q, sizeof q, name, len);
+				/* Without an index, two files of one name are more
+				 * likely two models than a broken split. */
 				return tfs_mfail(md, where, TFS_ERR_FORMAT,
-						 "tensor %s is in two shards, '%s' and '%s'", q,
-						 m->shards[slot->shard].name, m->shards[s].name);
+						 "tensor %s is in two shards, '%s' and '%s'%s", q,
+						 m->shards[slot->shard].name, m->shards[s].name,
+						 m->kind == TFS_MODEL_DIR
+							 ? ": the directory seems to hold more than one "
+							   "model; mount one file"
+							 : "");
 			}
 			*slot = w;
 		}
@@ -256,4 +262,139 @@ tfs_err tfs_model_add_shards(struct tfs_model *m, const char *dir, char **names,
 		memcpy(s->path + pl, s->sname, dl + nl + 1);
 	}
 	return TFS_OK;
+}
+
+/* ---- a directory that may hold more than one model ---- */
+
+/* A shard's string metadata value (its pairs, else the format's facts). */
+static int shard_value(const struct tfs_table *h, const char *key, const char **v, size_t *vl)
+{
+	size_t kl = strlen(key);
+	for (uint32_t i = 0; i < h->nmeta; i++)
+		if (h->meta[i].key_len == kl && memcmp(h->arena + h->meta[i].key_off, key, kl) == 0) {
+			*v = h->arena + h->meta[i].val_off;
+			*vl = h->meta[i].val_len;
+			return 1;
+		}
+	for (size_t k = 0; h->facts && k < h->facts_len;) {
+		const char *fk = h->facts + k, *fv = fk + strlen(fk) + 1;
+		if (strcmp(fk, key) == 0) {
+			*v = fv;
+			*vl = strlen(fv);
+			return 1;
+		}
+		k = (size_t)(fv + strlen(fv) + 1 - h->facts);
+	}
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The layer patterns of a shard: the hashes of its names that hold a
+ * number, with every run of digits masked ("model.layers.#.mlp.weight"),
+ * sorted and unique. *n = 0 when it has none. */
+static uint64_t *layer_patterns(const struct tfs_table *h, size_t *n)
+{
+	uint64_t *p = malloc(((size_t)h->n + 1) * sizeof *p);
+	char buf[512];
+	*n = 0;
+	if (!p)
+		return NULL;
+	for (uint32_t i = 0; i < h->n; i++) {
+		const char *s = tfs_tensor_name(h, &h->t[i]);
+		size_t len = h->t[i].name_len, o = 0;
+		int digits = 0;
+		for (size_t k = 0; k < len && o < sizeof buf; k++) {
+			int d = s[k] >= '0' && s[k] <= '9';
+			if (d && k && s[k - 1] >= '0' && s[k - 1] <= '9')
+				continue;
+			buf[o++] = d ? '#' : s[k];
+			digits |= d;
+		}
+		if (digits)
+			p[(*n)++] = tfs_hash(buf, o, tfs_hash_seed);
+	}
+	qsort(p, *n, sizeof *p, u64_cmp);
+	size_t u = 0;
+	for (size_t k = 0; k < *n; k++)
+		if (!u || p[u - 1] != p[k])
+			p[u++] = p[k];
+	*n = u;
+	return p;
+}
+
+static int share_any(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+	for (size_t i = 0, j = 0; i < na && j < nb;) {
+		if (a[i] == b[j])
+			return 1;
+		if (a[i] < b[j])
+			i++;
+		else
+			j++;
+	}
+	return 0;
+}
+
+void tfs_model_warn_mixed(const struct tfs_model *m, const char *where, const struct tfs_model_opts *o)
+{
+	if (!o || !o->warn || m->kind != TFS_MODEL_DIR || m->nshards < 2)
+		return;
+	char why[1024] = "";
+	/* Metadata that names what a file is, different between two files. */
+	static const char *const keys[] = {"format", "general.architecture", "architecture"};
+	for (size_t k = 0; !*why && k < sizeof keys / sizeof *keys; k++) {
+		const char *v0 = NULL, *v;
+		size_t l0 = 0, l;
+		uint32_t first = 0;
+		for (uint32_t s = 0; !*why && s < m->nshards; s++) {
+			if (!shard_value(&m->shards[s].h, keys[k], &v, &l))
+				continue;
+			if (!v0) {
+				v0 = v, l0 = l, first = s;
+			} else if (l != l0 || memcmp(v, v0, l) != 0) {
+				char q0[100], q1[100];
+				tfs_quote(q0, sizeof q0, v0, l0);
+				tfs_quote(q1, sizeof q1, v, l);
+				snprintf(why, sizeof why, "%s says %s %s, %s says %s",
+					 quoted_name(m->shards[first].name).s, keys[k], q0,
+					 quoted_name(m->shards[s].name).s, q1);
+			}
+		}
+	}
+	/* Shards of one model hold layers of one kind: two files with
+	 * numbered tensors and no pattern in common are two models. */
+	uint64_t *ref = NULL;
+	size_t nref = 0;
+	uint32_t refs = 0;
+	for (uint32_t s = 0; !*why && s < m->nshards; s++) {
+		size_t n;
+		uint64_t *p = layer_patterns(&m->shards[s].h, &n);
+		if (!p)
+			break;
+		if (!n) {
+			free(p);
+		} else if (!ref) {
+			ref = p, nref = n, refs = s;
+		} else {
+			if (!share_any(ref, nref, p, n))
+				snprintf(why, sizeof why, "%s and %s have no layer names in common",
+					 quoted_name(m->shards[refs].name).s,
+					 quoted_name(m->shards[s].name).s);
+			free(p);
+		}
+	}
+	free(ref);
+	if (!*why)
+		return;
+	char msg[1300];
+	snprintf(msg, sizeof msg,
+		 "its %u files do not look like one model (%s), yet a directory without an index is "
+		 "mounted as one: mount one file, or only the files of one format with -o input=FORMAT",
+		 (unsigned)m->nshards, why);
+	o->warn(o->warn_ctx, where, msg);
 }

@@ -13,7 +13,11 @@
  * every sequential read up to a cap) that worker threads fetch ahead of it
  * in parts of several blocks, one range request per part, within the memory
  * budget; a block is served as soon as its bytes have landed, before the
- * rest of its part; a random reader gets only the blocks it asked for. */
+ * rest of its part; a random reader gets only the blocks it asked for.
+ *
+ * A cache is an object (struct tfs_cache) its users hold by pointer: its
+ * memory, its workers, and below it a block store (sources/bstore.h), the
+ * disk cache, which it reaches through that store's ops alone. */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H
 
@@ -32,6 +36,9 @@ struct tfs_cache_cfg {
 	uint64_t mem_bytes;  /* -o cache_size= */
 	const char *dir;     /* -o cache_dir=, or NULL */
 	uint64_t disk_bytes; /* -o cache_max= */
+	unsigned workers;    /* -o concurrency= */
+	uint64_t part_bytes; /* -o part_size= */
+	int warm;            /* -o warm */
 };
 
 /* Fetches bytes [off, off + len) of the file from the network into the
@@ -42,15 +49,23 @@ struct tfs_cache_cfg {
 typedef tfs_err (*tfs_fetch_fn)(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64_t off,
 				uint64_t len, void (*progress)(void *arg, uint64_t n), void *arg);
 
+struct tfs_cache;
 struct tfs_cfile;
+struct tfs_bstore;
 
-/* Sets the process-wide cache up from the sources' options (cache_size,
- * cache_dir, cache_max); the first call wins. */
-tfs_err tfs_cache_configure(const struct tfs_opts *o, struct tfs_diag *d);
+/* The cache's options (cache_size, cache_dir, cache_max, concurrency,
+ * part_size, warm), checked; cfg->dir points into o. */
+tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, struct tfs_diag *d);
+/* A cache of cfg's sizes (cfg->dir is not looked at) over `lower` (the
+ * disk cache, or NULL), which it then owns. It lives as long as the
+ * process: its workers never end. */
+tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower, struct tfs_cache **out,
+		      struct tfs_diag *d);
 
-/* A file of `size` bytes; `key` names its bytes for the disk cache (the
- * URL and the pinned version: a new version is a new key). */
-struct tfs_cfile *tfs_cfile_new(const char *key, uint64_t size, tfs_fetch_fn fetch, void *ctx);
+/* A file of `size` bytes in cache c; `key` names its bytes for the store
+ * below (the URL and the pinned version: a new version is a new key). */
+struct tfs_cfile *tfs_cfile_new(struct tfs_cache *c, const char *key, uint64_t size, tfs_fetch_fn fetch,
+				void *ctx);
 /* After every read of it has returned. */
 void tfs_cfile_free(struct tfs_cfile *f);
 
@@ -86,7 +101,7 @@ void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val);
 /* The mount is up (in the process that serves it): prefetching may start.
  * Before, reads fetch only what they ask for, so that nothing runs in the
  * background when the daemon forks. */
-void tfs_cache_start(void);
+void tfs_cache_start(struct tfs_cache *c);
 
 /* Reading f to its end is followed by reading next (the next shard): a
  * stream's read-ahead goes on into it, and the warm-up takes them in that
@@ -108,11 +123,11 @@ typedef tfs_err (*tfs_whole_fetch_fn)(void *ctx, void *buf, uint64_t off, uint64
 				      void (*progress)(void *arg, uint64_t n), void *arg, uint64_t *in_place,
 				      struct tfs_diag *d);
 
-/* Room for the file (`what` names it in messages). */
-tfs_err tfs_cwhole_new(const char *what, uint64_t size, tfs_whole_fetch_fn fetch, void *ctx,
-		       struct tfs_cwhole **out, struct tfs_diag *d);
+/* Room for the file in cache c (`what` names it in messages). */
+tfs_err tfs_cwhole_new(struct tfs_cache *c, const char *what, uint64_t size, tfs_whole_fetch_fn fetch,
+		       void *ctx, struct tfs_cwhole **out, struct tfs_diag *d);
 /* The files open so: how many, and their bytes, in memory and on disk. */
-void tfs_cwhole_totals(unsigned *nmem, uint64_t *mem, unsigned *ndisk, uint64_t *disk);
+void tfs_cwhole_totals(struct tfs_cache *c, unsigned *nmem, uint64_t *mem, unsigned *ndisk, uint64_t *disk);
 /* After every read of it has returned. */
 void tfs_cwhole_free(struct tfs_cwhole *w);
 /* The bytes of [off, off + len) in place, once they have landed (the
@@ -129,9 +144,9 @@ void tfs_cfile_keep(struct tfs_cfile *f);
 
 /* The warm-up (-o warm): bytes in the disk cache so far, of all the
  * remote files' bytes; *on says whether it was asked for. */
-void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on);
+void tfs_cache_warm_status(struct tfs_cache *c, uint64_t *done, uint64_t *total, int *on);
 /* Blocks readers asked for that were cached, were not, and came from the
  * disk cache, since the mount began. */
-void tfs_cache_counters(uint64_t *hits, uint64_t *misses, uint64_t *disk_hits);
+void tfs_cache_counters(struct tfs_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *disk_hits);
 
 #endif

@@ -1,7 +1,8 @@
-/* The disk cache (-o cache_dir=): one file per block, written under a
- * temporary name and renamed, checked when read, evicted oldest first;
- * and the warm-up (-o warm), which fills it. */
-#include "sources/cache_i.h"
+/* The disk cache (-o cache_dir=), a block store under the memory cache
+ * (sources/bstore.h): one file per block, written under a temporary name
+ * and renamed, checked when read, evicted oldest first; and a memo per
+ * file beside its blocks. */
+#include "sources/bstore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,14 +20,45 @@
 
 #include "core/hash.h"
 
-static int du_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)p;
-	(void)ftw;
-	if (type == FTW_F)
-		C.disk_used += (uint64_t)st->st_size;
-	return 0;
-}
+/* Seeds the block files' checksums and the name of a file's directory. */
+#define DISK_SEED 0x3c6ef372fe94f82bull
+
+struct disk_store {
+	struct tfs_bstore base;
+	pthread_mutex_t lock; /* the byte counts */
+	char *dir;            /* DIR/tensorfs-v1 */
+	uint64_t used;
+	uint64_t written; /* ever, by this process: what a scan may miss */
+	int evicting;
+};
+
+struct disk_file {
+	struct disk_store *s;
+	char *key;
+	size_t kl;
+	char hex[33]; /* its directory: a hash of the key */
+	int dir_made;
+	/* Its memo (memo_get): the file's lines, once read, and an index of
+	 * them by key (offset + 1 of each key's last line). */
+	pthread_mutex_t memo_lock;
+	char *memo;
+	size_t memo_len;
+	size_t *memo_slot, memo_cap, memo_n;
+	int memo_read;
+};
+
+/* nftw has no context argument: a scan's state is here, one scan at a
+ * time. */
+static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static int evict_cb_collect;
+static uint64_t scan_total;
+struct old {
+	int64_t mtime;
+	uint64_t size;
+	char *path;
+};
+static struct old *olds;
+static size_t nolds, cold;
 
 /* Made for the user alone: the blocks of a gated model are no one
  * else's to read. */
@@ -80,40 +112,6 @@ static const char *untrusted_dir(const char *dir, const char *own)
 	return NULL;
 }
 
-/* DIR/tensorfs-v1, made and checked (under C.lock). */
-tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d)
-{
-	tfs_err e = TFS_OK;
-	{
-		size_t n = strlen(dir) + 32;
-		C.dir = malloc(n);
-		if (!C.dir) {
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		} else {
-			snprintf(C.dir, n, "%s/tensorfs-v1", dir);
-			/* Nothing is made in a directory that is refused. */
-			const char *why = untrusted_parent(dir);
-			if (why || mkdirs(C.dir) != 0 || access(C.dir, R_OK | W_OK | X_OK) != 0 ||
-			    (why = untrusted_dir(dir, C.dir))) {
-				char q[TFS_QPATH_MAX];
-				tfs_quote_path(q, sizeof q, dir);
-				e = why ? tfs_fail(
-						  d, TFS_ERR_INVAL,
-						  "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
-						  q, why)
-					: tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", q,
-						   strerror(errno));
-				free(C.dir);
-				C.dir = NULL;
-			} else {
-				C.disk_used = 0;
-				nftw(C.dir, du_cb, 16, FTW_PHYS);
-			}
-		}
-	}
-	return e;
-}
-
 /* ---- the disk cache ---- */
 
 /* A block file: this header, the key, then the data. */
@@ -133,9 +131,9 @@ struct disk_hdr {
  * sync_later); until then their data is checked on every read. */
 #define DURABLE 1u
 
-static void blk_path(const struct tfs_cfile *f, uint64_t idx, char *out, size_t n)
+static void blk_path(const struct disk_file *f, uint64_t idx, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%.2s/%s/%016llx.blk", C.dir, f->hex, f->hex, (unsigned long long)idx);
+	snprintf(out, n, "%s/%.2s/%s/%016llx.blk", f->s->dir, f->hex, f->hex, (unsigned long long)idx);
 }
 
 /* The checksum of a block's data: XXH3 (libxxhash) runs at memory speed,
@@ -174,59 +172,46 @@ static int data_ok(int fd, uint64_t doff, uint32_t len, uint64_t want)
 }
 
 /* The block from its file when one is there and checks out: held open
- * (b->fd, b->doff) while few enough are, else read into b->data. A file
+ * (*fd, *doff) when the caller can hold it, else read into buf. A file
  * that does not check out (torn, damaged, another key) is removed. */
-int tfs_cache_disk_read(struct tfs_cfile *f, struct blk *b)
+static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf, int *hold, uint32_t *doff)
 {
+	struct disk_file *f = (struct disk_file *)bf;
 	char path[4096];
-	blk_path(f, b->idx, path, sizeof path);
+	blk_path(f, idx, path, sizeof path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME | O_NOFOLLOW);
 	if (fd < 0 && errno == EPERM)
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* O_NOATIME needs the owner */
 	if (fd < 0)
 		return 0;
 	struct disk_hdr h;
-	size_t kl = strlen(f->key);
+	size_t kl = f->kl;
 	char *key = malloc(kl + 1);
-	int keep = __atomic_add_fetch(&C.nfds, 1, __ATOMIC_RELAXED) <= C.fds_max;
-	if (!keep)
-		__atomic_sub_fetch(&C.nfds, 1, __ATOMIC_RELAXED);
-	struct iovec v[3] = {{&h, sizeof h}, {key, kl}, {b->data, b->len}};
-	size_t want = sizeof h + kl + (keep ? 0 : b->len);
+	int keep = hold != NULL;
+	struct iovec v[3] = {{&h, sizeof h}, {key, kl}, {buf, len}};
+	size_t want = sizeof h + kl + (keep ? 0 : len);
 	struct stat st;
 	int ok = key && preadv(fd, v, keep ? 2 : 3, 0) == (ssize_t)want &&
-		 memcmp(h.magic, "TFSBLK02", 8) == 0 && h.key_len == kl && h.data_len == b->len &&
-		 h.idx == b->idx && memcmp(key, f->key, kl) == 0 && hdr_hash(&h, key) == h.hdr_hash &&
-		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + b->len;
+		 memcmp(h.magic, "TFSBLK02", 8) == 0 && h.key_len == kl && h.data_len == len &&
+		 h.idx == idx && memcmp(key, f->key, kl) == 0 && hdr_hash(&h, key) == h.hdr_hash &&
+		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + len;
 	if (ok && !keep)
-		ok = data_sum(b->data, b->len) == h.data_hash;
+		ok = data_sum(buf, len) == h.data_hash;
 	else if (ok && !(h.flags & DURABLE))
-		ok = data_ok(fd, sizeof h + kl, b->len, h.data_hash);
+		ok = data_ok(fd, sizeof h + kl, len, h.data_hash);
 	if (ok)
 		futimens(fd, NULL); /* its age for the eviction order */
 	free(key);
 	if (ok && keep) {
-		b->fd = fd;
-		b->doff = (uint32_t)(sizeof h + kl);
+		*hold = fd;
+		*doff = (uint32_t)(sizeof h + kl);
 		return 1;
 	}
 	close(fd);
-	if (keep)
-		__atomic_sub_fetch(&C.nfds, 1, __ATOMIC_RELAXED);
 	if (!ok)
 		unlink(path);
 	return ok;
 }
-
-static int evict_cb_collect;
-static uint64_t scan_total;
-struct old {
-	int64_t mtime;
-	uint64_t size;
-	char *path;
-};
-static struct old *olds;
-static size_t nolds, cold;
 
 static int scan_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
 {
@@ -261,46 +246,52 @@ static int old_cmp(const void *a, const void *b)
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
+/* The bytes under dir, and with collect, every block file in olds (not
+ * the memos). Under scan_lock. */
+static uint64_t scan(const char *dir, int collect)
+{
+	scan_total = 0;
+	evict_cb_collect = collect;
+	nolds = 0;
+	nftw(dir, scan_cb, 16, FTW_PHYS);
+	evict_cb_collect = 0;
+	return scan_total;
+}
+
 /* Over the limit: remove the oldest block files until 90% of it is used.
  * The directory may be shared by other mounts, so it is measured again
  * rather than trusted. One thread at a time (the others go on), which is
  * why blocks written during a pass are added to its measure: overwriting
  * the count with the scan alone lost them, and the directory grew past
  * the limit under concurrent readers. */
-static void disk_evict(void)
+static void disk_evict(struct disk_store *s)
 {
-	pthread_mutex_lock(&C.lock);
-	if (C.evicting) {
-		pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&s->lock);
+	if (s->evicting) {
+		pthread_mutex_unlock(&s->lock);
 		return;
 	}
-	C.evicting = 1;
+	s->evicting = 1;
 	/* A block written during a scan may be counted twice, which only
 	 * makes the next pass remove more; a few passes end it. */
-	for (int pass = 0; pass < 4 && C.disk_used > C.disk_max; pass++) {
-		uint64_t written = C.disk_written;
-		pthread_mutex_unlock(&C.lock);
-		/* nftw has no context argument: the collection is serialised
-		 * by C.evicting. */
-		uint64_t measured;
-		scan_total = 0;
-		evict_cb_collect = 1;
-		nolds = 0;
-		nftw(C.dir, scan_cb, 16, FTW_PHYS);
-		measured = scan_total;
+	for (int pass = 0; pass < 4 && s->used > s->base.max; pass++) {
+		uint64_t written = s->written;
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&scan_lock);
+		uint64_t measured = scan(s->dir, 1);
 		qsort(olds, nolds, sizeof *olds, old_cmp);
 		for (size_t i = 0; i < nolds; i++) {
-			if (measured > C.disk_max / 10 * 9 && unlink(olds[i].path) == 0)
+			if (measured > s->base.max / 10 * 9 && unlink(olds[i].path) == 0)
 				measured -= olds[i].size;
 			free(olds[i].path);
 		}
 		nolds = 0;
-		evict_cb_collect = 0;
-		pthread_mutex_lock(&C.lock);
-		C.disk_used = measured + (C.disk_written - written);
+		pthread_mutex_unlock(&scan_lock);
+		pthread_mutex_lock(&s->lock);
+		s->used = measured + (s->written - written);
 	}
-	C.evicting = 0;
-	pthread_mutex_unlock(&C.lock);
+	s->evicting = 0;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- making blocks durable behind the reader ---- */
@@ -383,25 +374,27 @@ static void sync_later(const char *path)
 }
 
 /* Writes the block's file atomically: a temporary name, then rename. */
-void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
+static void disk_put(struct tfs_bfile *bf, uint64_t idx, const void *data, uint32_t len, int durable)
 {
+	struct disk_file *f = (struct disk_file *)bf;
+	struct disk_store *s = f->s;
 	char path[4096], tmp[4200];
-	size_t kl = strlen(f->key);
+	size_t kl = f->kl;
 	if (!f->dir_made) {
-		snprintf(path, sizeof path, "%s/%.2s/%s", C.dir, f->hex, f->hex);
+		snprintf(path, sizeof path, "%s/%.2s/%s", s->dir, f->hex, f->hex);
 		if (mkdirs(path) != 0)
 			return;
 		f->dir_made = 1;
 	}
-	blk_path(f, b->idx, path, sizeof path);
+	blk_path(f, idx, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.%d.%lx.tmp", path, (int)getpid(), (unsigned long)pthread_self());
 	struct disk_hdr h;
 	memset(&h, 0, sizeof h);
 	memcpy(h.magic, "TFSBLK02", 8);
 	h.key_len = (uint32_t)kl;
-	h.data_len = b->len;
-	h.idx = b->idx;
-	h.data_hash = data_sum(b->data, b->len);
+	h.data_len = len;
+	h.idx = idx;
+	h.data_hash = data_sum(data, len);
 	h.flags = durable ? DURABLE : 0;
 	h.hdr_hash = hdr_hash(&h, f->key);
 	/* A leftover of a crash may hold the name (same pid and thread). */
@@ -410,7 +403,7 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 	if (fd < 0)
 		return;
 	int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, f->key, kl) == (ssize_t)kl &&
-		 write(fd, b->data, b->len) == (ssize_t)b->len && (!durable || fdatasync(fd) == 0);
+		 write(fd, data, len) == (ssize_t)len && (!durable || fdatasync(fd) == 0);
 	ok = close(fd) == 0 && ok;
 	if (!ok || rename(tmp, path) != 0) {
 		unlink(tmp);
@@ -418,13 +411,13 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
 	}
 	if (!durable)
 		sync_later(path);
-	pthread_mutex_lock(&C.lock);
-	C.disk_used += sizeof h + kl + b->len;
-	C.disk_written += sizeof h + kl + b->len;
-	int over = C.disk_used > C.disk_max;
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&s->lock);
+	s->used += sizeof h + kl + len;
+	s->written += sizeof h + kl + len;
+	int over = s->used > s->base.max;
+	pthread_mutex_unlock(&s->lock);
 	if (over)
-		disk_evict();
+		disk_evict(s);
 }
 
 /* ---- the memo ---- */
@@ -437,14 +430,14 @@ void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable)
  * is a few megabytes). */
 #define MEMO_MAX (64u << 20)
 
-static void memo_path(const struct tfs_cfile *f, char *out, size_t n)
+static void memo_path(const struct disk_file *f, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%.2s/%s/memo", C.dir, f->hex, f->hex);
+	snprintf(out, n, "%s/%.2s/%s/memo", f->s->dir, f->hex, f->hex);
 }
 
 /* The slot of `key` in the index: its line's, or the empty one where it
  * would go. */
-static size_t memo_find(const struct tfs_cfile *f, const char *key, size_t kl)
+static size_t memo_find(const struct disk_file *f, const char *key, size_t kl)
 {
 	size_t i = (size_t)tfs_hash(key, kl, DISK_SEED) & (f->memo_cap - 1);
 	for (; f->memo_slot[i]; i = (i + 1) & (f->memo_cap - 1)) {
@@ -459,7 +452,7 @@ static size_t memo_find(const struct tfs_cfile *f, const char *key, size_t kl)
 /* Indexes every whole line from `from` on (a later line of a key wins);
  * the index doubles as the lines grow. A line cut short (by a crash) is
  * no value. Without memory for the index, the memo is forgotten. */
-static void memo_index(struct tfs_cfile *f, size_t from)
+static void memo_index(struct disk_file *f, size_t from)
 {
 	size_t lines = f->memo_n;
 	for (size_t at = from; at < f->memo_len; at++)
@@ -496,7 +489,7 @@ static void memo_index(struct tfs_cfile *f, size_t from)
 	}
 }
 
-static void memo_read(struct tfs_cfile *f)
+static void memo_read(struct disk_file *f)
 {
 	char path[4096];
 	f->memo_read = 1;
@@ -514,10 +507,9 @@ static void memo_read(struct tfs_cfile *f)
 	memo_index(f, 0);
 }
 
-int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t cap)
+static int disk_memo_get(struct tfs_bfile *bf, const char *key, char *val, size_t cap)
 {
-	if (!C.dir)
-		return 0;
+	struct disk_file *f = (struct disk_file *)bf;
 	size_t kl = strlen(key);
 	int found = 0;
 	pthread_mutex_lock(&f->memo_lock);
@@ -537,9 +529,10 @@ int tfs_cfile_memo_get(struct tfs_cfile *f, const char *key, char *val, size_t c
 	return found;
 }
 
-void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val)
+static void disk_memo_put(struct tfs_bfile *bf, const char *key, const char *val)
 {
-	if (!C.dir || strpbrk(key, "\t\n") || strchr(val, '\n'))
+	struct disk_file *f = (struct disk_file *)bf;
+	if (strpbrk(key, "\t\n") || strchr(val, '\n'))
 		return;
 	char path[4096], line[1024];
 	int n = snprintf(line, sizeof line, "%s\t%s\n", key, val);
@@ -549,7 +542,7 @@ void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val)
 	if (!f->memo_read)
 		memo_read(f);
 	if (!f->dir_made) {
-		snprintf(path, sizeof path, "%s/%.2s/%s", C.dir, f->hex, f->hex);
+		snprintf(path, sizeof path, "%s/%.2s/%s", f->s->dir, f->hex, f->hex);
 		f->dir_made = mkdirs(path) == 0;
 	}
 	memo_path(f, path, sizeof path);
@@ -569,123 +562,105 @@ void tfs_cfile_memo_put(struct tfs_cfile *f, const char *key, const char *val)
 	pthread_mutex_unlock(&f->memo_lock);
 }
 
-/* ---- the warm-up ---- */
+/* ---- the store ---- */
 
-static int on_disk(const struct tfs_cfile *f, uint64_t idx)
+static struct tfs_bfile *disk_open(struct tfs_bstore *bs, const char *key)
 {
+	struct disk_file *f = calloc(1, sizeof *f);
+	if (!f || !(f->key = strdup(key))) {
+		free(f);
+		return NULL;
+	}
+	f->s = (struct disk_store *)bs;
+	f->kl = strlen(key);
+	pthread_mutex_init(&f->memo_lock, NULL);
+	uint64_t h1 = tfs_hash(key, f->kl, DISK_SEED), h2 = tfs_hash(key, f->kl, ~DISK_SEED);
+	snprintf(f->hex, sizeof f->hex, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+	return (struct tfs_bfile *)f;
+}
+
+static void disk_close(struct tfs_bfile *bf)
+{
+	struct disk_file *f = (struct disk_file *)bf;
+	if (!f)
+		return;
+	free(f->key);
+	free(f->memo);
+	free(f->memo_slot);
+	pthread_mutex_destroy(&f->memo_lock);
+	free(f);
+}
+
+static int disk_has(struct tfs_bfile *bf, uint64_t idx, uint32_t len)
+{
+	const struct disk_file *f = (const struct disk_file *)bf;
 	char path[4096];
 	struct stat st;
-	uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
 	blk_path(f, idx, path, sizeof path);
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-	       (uint64_t)st.st_size == sizeof(struct disk_hdr) + strlen(f->key) + len;
+	       (uint64_t)st.st_size == sizeof(struct disk_hdr) + f->kl + len;
 }
 
-static void warm_progress(uint64_t t0_ns, unsigned *said)
+static int disk_scratch(struct tfs_bstore *bs)
 {
-	uint64_t done = C.warm_done, total = C.warm_total;
-	unsigned pct = total ? (unsigned)(done * 100 / total) : 100;
-	while (*said + 10 <= pct) {
-		*said += 10;
-		double secs = (double)(tfs_cache_now_ns() - (int64_t)t0_ns) / 1e9;
-		tfs_log("warm-up: %u%% (%llu of %llu MiB in %.1f s)", *said, (unsigned long long)(done >> 20),
-			(unsigned long long)(total >> 20), secs);
+	return open(((struct disk_store *)bs)->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+}
+
+static void disk_free(struct tfs_bstore *bs)
+{
+	struct disk_store *s = (struct disk_store *)bs;
+	if (!s)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	free(s->dir);
+	free(s);
+}
+
+static const struct tfs_bstore_ops disk_ops = {
+	.open = disk_open,
+	.close = disk_close,
+	.get = disk_get,
+	.put = disk_put,
+	.has = disk_has,
+	.memo_get = disk_memo_get,
+	.memo_put = disk_memo_put,
+	.scratch = disk_scratch,
+	.free = disk_free,
+};
+
+/* DIR/tensorfs-v1, made and checked, and measured. */
+tfs_err tfs_disk_store_open(const char *dir, uint64_t max, struct tfs_bstore **out, struct tfs_diag *d)
+{
+	size_t n = strlen(dir) + 32;
+	struct disk_store *s = calloc(1, sizeof *s);
+	if (!s || !(s->dir = malloc(n))) {
+		free(s);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
-}
-
-/* The blocks of f not yet on disk, queued a part at a time (under
- * C.lock, which the waits let go). */
-static void warm_file(struct tfs_cfile *f, uint64_t t0, unsigned *said)
-{
-	for (uint64_t idx = 0; idx < f->nblocks && !tfs_http_aborted();) {
-		while (C.nwarm_jobs >= C.allowed && !tfs_http_aborted())
-			pthread_cond_wait(&C.changed, &C.lock);
-		struct job *j = calloc(1, sizeof *j);
-		if (!j)
-			return;
-		while (idx < f->nblocks && j->n < C.run && !tfs_http_aborted()) {
-			uint64_t len = f->size - idx * B < B ? f->size - idx * B : B;
-			struct blk *nb = tfs_cache_find(f, idx);
-			if (nb || on_disk(f, idx)) {
-				/* (One a reader has, or has had, goes to disk as
-				 * it is loaded.) */
-				C.warm_done += len;
-				f->warmed += len;
-				idx++;
-				if (j->n)
-					break; /* a part is consecutive blocks */
-				continue;
-			}
-			while (!tfs_cache_make_room(B, 1) && !tfs_http_aborted())
-				pthread_cond_wait(&C.changed, &C.lock);
-			if (tfs_http_aborted() || tfs_cache_find(f, idx) || !(nb = tfs_cache_blk_new(f, idx)))
-				break;
-			nb->unread = 1;
-			if (!j->n)
-				j->first = idx;
-			j->n++;
-			idx++;
-		}
-		if (!j->n) {
-			free(j);
-		} else {
-			tfs_cache_enqueue(f, j, 1);
-		}
-		warm_progress(t0, said);
+	s->base.ops = &disk_ops;
+	s->base.where = s->dir;
+	s->base.max = max;
+	pthread_mutex_init(&s->lock, NULL);
+	snprintf(s->dir, n, "%s/tensorfs-v1", dir);
+	/* Nothing is made in a directory that is refused. */
+	const char *why = untrusted_parent(dir);
+	if (why || mkdirs(s->dir) != 0 || access(s->dir, R_OK | W_OK | X_OK) != 0 ||
+	    (why = untrusted_dir(dir, s->dir))) {
+		char q[TFS_QPATH_MAX];
+		tfs_quote_path(q, sizeof q, dir);
+		tfs_err e =
+			why ? tfs_fail(
+				      d, TFS_ERR_INVAL,
+				      "-o cache_dir=%s: refused: %s; a cache directory must be writable by its user only",
+				      q, why)
+			    : tfs_fail(d, TFS_ERR_INVAL, "-o cache_dir=%s: cannot use it: %s", q,
+				       strerror(errno));
+		disk_free(&s->base);
+		return e;
 	}
-}
-
-/* Every block of every file not yet on disk, in the order a loader reads
- * them (each chain of shards from its first), through the workers at a
- * lower priority than any reader's read-ahead, a part at a time and never
- * more parts queued than may be in flight; what it loads is written to
- * the disk cache and its memory recycled. */
-void *tfs_cache_warm_up(void *arg)
-{
-	(void)arg;
-	int64_t t0 = tfs_cache_now_ns();
-	unsigned said = 0;
-	pthread_mutex_lock(&C.lock);
-	/* (References keep each file walked, and the chain's head, from
-	 * being freed while the lock is let go in the waits.) */
-	for (struct tfs_cfile *h = C.files; h && !tfs_http_aborted();) {
-		h->refs++;
-		for (struct tfs_cfile *f = h->prev ? NULL : h; f;) {
-			f->refs++;
-			warm_file(f, (uint64_t)t0, &said);
-			struct tfs_cfile *nf = tfs_http_aborted() ? NULL : f->next;
-			if (nf)
-				nf->refs++;
-			tfs_cache_file_unref(f);
-			if (nf)
-				nf->refs--;                 /* taken again at the loop's top */
-			pthread_cond_broadcast(&C.changed); /* tfs_cfile_free may wait */
-			f = nf;
-		}
-		struct tfs_cfile *nh = tfs_http_aborted() ? NULL : h->all_next;
-		if (nh)
-			nh->refs++;
-		tfs_cache_file_unref(h);
-		if (nh)
-			nh->refs--;
-		pthread_cond_broadcast(&C.changed);
-		h = nh;
-	}
-	while (C.nwarm_jobs && !tfs_http_aborted())
-		pthread_cond_wait(&C.changed, &C.lock);
-	warm_progress((uint64_t)t0, &said);
-	if (!tfs_http_aborted())
-		tfs_log("warm-up: done: %llu MiB in %.1f s", (unsigned long long)(C.warm_done >> 20),
-			(double)(tfs_cache_now_ns() - t0) / 1e9);
-	pthread_mutex_unlock(&C.lock);
-	return NULL;
-}
-
-void tfs_cache_warm_status(uint64_t *done, uint64_t *total, int *on)
-{
-	pthread_mutex_lock(&C.lock);
-	*done = C.warm_done;
-	*total = C.warm_total;
-	*on = C.warm;
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&scan_lock);
+	s->used = scan(s->dir, 0);
+	pthread_mutex_unlock(&scan_lock);
+	*out = &s->base;
+	return TFS_OK;
 }

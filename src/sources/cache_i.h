@@ -1,17 +1,20 @@
 /* The block cache's insides, shared by its files: sources/cache.c (the
- * table, memory, loading, the workers and read-ahead),
- * sources/cache_read.c (the read path), sources/cache_disk.c (the disk
- * cache and the warm-up) and sources/cache_whole.c (files downloaded
- * whole). Nothing else includes it. */
+ * table, memory, loading, the workers), sources/cache_read.c (the read
+ * path and read-ahead), sources/cache_warm.c (the warm-up, and starting
+ * the threads) and sources/cache_whole.c (files downloaded whole); each
+ * uses cache.c's and none the others'. Below them, the block store
+ * (sources/bstore.h: the disk cache) is reached through its ops only.
+ * Nothing else includes this. */
 #ifndef TFS_CACHE_I_H
 #define TFS_CACHE_I_H
 
 #include <pthread.h>
 #include <stdint.h>
 
+#include "sources/bstore.h"
 #include "sources/cache.h"
 
-#define B ((uint64_t)TFS_CACHE_BLOCK)
+#define BLK ((uint64_t)TFS_CACHE_BLOCK)
 /* Requests in flight at most (-o concurrency=) and blocks per request
  * (-o part_size=): CDNs and S3 cap each connection well below the link,
  * so a fast load keeps many ranges in flight (Run:ai's streamer uses 32,
@@ -78,19 +81,11 @@ struct stream {
 };
 
 struct tfs_cfile {
-	char *key;
+	struct tfs_cache *c;
 	uint64_t size, nblocks;
 	tfs_fetch_fn fetch;
 	void *ctx;
-	char hex[33]; /* its directory in the disk cache */
-	int dir_made;
-	/* Its memo (tfs_cfile_memo_get): the file's lines, once read, and
-	 * an index of them by key (offset + 1 of each key's last line). */
-	pthread_mutex_t memo_lock;
-	char *memo;
-	size_t memo_len;
-	size_t *memo_slot, memo_cap, memo_n;
-	int memo_read;
+	struct tfs_bfile *lf; /* its blocks in the store below, or NULL */
 	struct stream st[STREAMS];
 	uint64_t clock;
 	unsigned refs; /* the owner's, and one per queued job */
@@ -98,7 +93,7 @@ struct tfs_cfile {
 	 * stream's read-ahead goes on past this file's end. */
 	struct tfs_cfile *next, *prev;
 	struct tfs_cfile *all_next; /* every file, for the warm-up */
-	uint64_t warmed;            /* of its bytes, counted in C.warm_done */
+	uint64_t warmed;            /* of its bytes, counted in c->warm_done */
 	int64_t last_seq;           /* when a stream last moved forward in it */
 	int keep;                   /* tfs_cfile_keep: what was read is kept */
 };
@@ -110,11 +105,11 @@ struct job {
 	struct job *next;
 };
 
-struct tfs_cache_state {
+struct tfs_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* a block left LOADING */
 	pthread_cond_t work;    /* a job was queued */
-	int configured, started;
+	int started;
 	uint64_t mem, used;
 	struct blk **tab;
 	size_t nslots;
@@ -136,54 +131,34 @@ struct tfs_cache_state {
 	char **pool;
 	size_t npool, cpool;
 	char *chunk, *chunk_end;
-	char *dir; /* DIR/tensorfs-v1, or NULL */
-	uint64_t disk_max, disk_used;
-	uint64_t disk_written; /* ever, by this process: what a scan may miss */
+	struct tfs_bstore *lower; /* the disk cache, or NULL */
 	/* Blocks served from their files in the disk cache hold them open:
 	 * at most this many at once (the rest are read into memory). */
 	unsigned nfds, fds_max;
-	int evicting;
 	/* Blocks readers asked for: already cached, or fetched (of which
 	 * from the disk cache: atomic, counted outside the lock). */
 	uint64_t hits, misses, disk_hits;
 	/* Files downloaded whole (sources/cache_whole.c), kept in memory
-	 * (within mem) and in the cache directory (within disk_max). */
+	 * (within mem) and in the cache directory (within lower->max). */
 	uint64_t whole_mem, whole_disk;
 	unsigned whole_nmem, whole_ndisk;
 };
 
-/* Seeds the block files' checksums and the name of a file's directory
- * in the disk cache. */
-#define DISK_SEED 0x3c6ef372fe94f82bull
-
-/* The one cache of the process, shared by sources/cache.c,
- * sources/cache_read.c and sources/cache_disk.c (C is its short name). */
-extern struct tfs_cache_state tfs_cache_g;
-#define C tfs_cache_g
-
-/* sources/cache.c; all under C.lock but now_ns and load. */
-struct blk *tfs_cache_find(const struct tfs_cfile *f, uint64_t idx);
-int tfs_cache_make_room(uint64_t need, int for_prefetch);
-struct blk *tfs_cache_blk_new(struct tfs_cfile *f, uint64_t idx);
-void tfs_cache_lru_front(struct blk *b);
-void tfs_cache_file_unref(struct tfs_cfile *f);
-void tfs_cache_enqueue(struct tfs_cfile *f, struct job *j, int warm);
+/* sources/cache.c; all under c->lock but now_ns and load. */
+struct blk *tfs_cache_find(struct tfs_cache *c, const struct tfs_cfile *f, uint64_t idx);
+int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch);
+struct blk *tfs_cache_blk_new(struct tfs_cache *c, struct tfs_cfile *f, uint64_t idx);
+void tfs_cache_lru_front(struct tfs_cache *c, struct blk *b);
+void tfs_cache_file_unref(struct tfs_cache *c, struct tfs_cfile *f);
+void tfs_cache_enqueue(struct tfs_cache *c, struct tfs_cfile *f, struct job *j, int warm);
 int64_t tfs_cache_now_ns(void);
 /* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller), then
- * drops the caller's pins (not under C.lock). */
+ * drops the caller's pins (not under c->lock). */
 void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable);
-void tfs_cache_unpin(struct blk *b);
-void tfs_cache_table_remove(struct blk *b);
-void tfs_cache_blk_free(struct blk *b);
-
-/* sources/cache_disk.c */
-tfs_err tfs_cache_disk_open(const char *dir, struct tfs_diag *d); /* under C.lock */
-/* Fills b from its block file when one is there and checks out (or holds
- * the file open: b->fd). */
-int tfs_cache_disk_read(struct tfs_cfile *f, struct blk *b);
-/* durable: on the disk before it is named (the warm-up's). */
-void tfs_cache_disk_write(struct tfs_cfile *f, const struct blk *b, int durable);
-/* The warm-up's thread (-o warm). */
-void *tfs_cache_warm_up(void *arg);
+void tfs_cache_unpin(struct tfs_cache *c, struct blk *b);
+void tfs_cache_table_remove(struct tfs_cache *c, struct blk *b);
+void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b);
+/* The workers (under c->lock, once). */
+void tfs_cache_start_workers(struct tfs_cache *c);
 
 #endif

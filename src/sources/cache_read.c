@@ -16,14 +16,15 @@
  * fit the budget without pushing out anything a reader holds. */
 static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 {
+	struct tfs_cache *c = f->c;
 	while (from < to) {
 		struct job *j = NULL;
-		while (from < to && tfs_cache_find(f, from))
+		while (from < to && tfs_cache_find(c, f, from))
 			from++;
-		while (from < to && !tfs_cache_find(f, from) && (!j || j->n < C.run)) {
+		while (from < to && !tfs_cache_find(c, f, from) && (!j || j->n < c->run)) {
 			struct blk *nb = NULL;
-			if (!tfs_cache_make_room(B, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
-			    !(nb = tfs_cache_blk_new(f, from))) {
+			if (!tfs_cache_make_room(c, BLK, 1) || (!j && !(j = calloc(1, sizeof *j))) ||
+			    !(nb = tfs_cache_blk_new(c, f, from))) {
 				to = from; /* no room: stop here */
 				break;
 			}
@@ -39,7 +40,7 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 			free(j);
 			return;
 		}
-		tfs_cache_enqueue(f, j, 0);
+		tfs_cache_enqueue(c, f, j, 0);
 	}
 }
 
@@ -49,28 +50,29 @@ static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
  * into the file chained after it (the next shard). */
 static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint64_t b1)
 {
+	struct tfs_cache *c = f->c;
 	uint64_t from = s->ahead > b1 + 1 ? s->ahead : b1 + 1;
 	uint64_t end = at + s->window;
 	/* Not yet seen going from one object into the next: a part past this
 	 * one's end, no more (1 GiB read from one tensor was followed by
 	 * 128 MiB of the next ones, a tenth more traffic for nothing). */
-	uint64_t part = (uint64_t)C.run * B;
+	uint64_t part = (uint64_t)c->run * BLK;
 	if (!s->crossed && s->limit < UINT64_MAX - part && end > s->limit + part)
 		end = s->limit + part > at ? s->limit + part : at;
-	uint64_t to = (end + B - 1) / B;
+	uint64_t to = (end + BLK - 1) / BLK;
 	if (to > f->nblocks)
 		to = f->nblocks;
 	/* In whole runs: topping the window up by the block or two each read
 	 * moves it would make every request that small (1,070 requests of
 	 * 512 KiB for 1 GiB from s3rver). */
-	uint64_t wb = s->window / B, run = wb / 2 < C.run ? wb / 2 : C.run;
+	uint64_t wb = s->window / BLK, run = wb / 2 < c->run ? wb / 2 : c->run;
 	if (from < to && (to - from >= run || to == f->nblocks)) {
 		prefetch(f, from, to);
 		s->ahead = to;
 	}
 	struct tfs_cfile *g = f->next;
 	if (g && end > f->size && s->ahead >= f->nblocks) {
-		uint64_t gto = (end - f->size + B - 1) / B;
+		uint64_t gto = (end - f->size + BLK - 1) / BLK;
 		if (gto > g->nblocks)
 			gto = g->nblocks;
 		if (s->spill < gto && (gto - s->spill >= run || gto == g->nblocks)) {
@@ -84,6 +86,7 @@ static void read_ahead(struct tfs_cfile *f, struct stream *s, uint64_t at, uint6
  * reads follow each other, and is 0 for a random read. */
 static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, uint64_t limit)
 {
+	struct tfs_cache *c = f->c;
 	struct stream *s = NULL, *oldest = &f->st[0];
 	f->clock++;
 	for (int i = 0; i < STREAMS; i++) {
@@ -100,18 +103,18 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 	 * one, gone on to the next shard. */
 	int64_t now = tfs_cache_now_ns();
 	unsigned streaming = 1;
-	for (struct tfs_cfile *g = C.files; g; g = g->all_next)
+	for (struct tfs_cfile *g = c->files; g; g = g->all_next)
 		if (g != f && g != f->prev && now - g->last_seq < 500000000ll)
 			streaming++;
-	uint64_t cap = C.window_max / streaming;
-	if (cap < 2 * B)
-		cap = 2 * B;
+	uint64_t cap = c->window_max / streaming;
+	if (cap < 2 * BLK)
+		cap = 2 * BLK;
 	if (s) {
 		/* Two random reads can land close by chance; three in a row
 		 * that follow each other are a reader moving forward. */
 		if (++s->hits >= 2) {
 			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
-					      : (2 * B > cap ? cap : 2 * B);
+					      : (2 * BLK > cap ? cap : 2 * BLK);
 			if (s->window > cap)
 				s->window = cap;
 			f->last_seq = now;
@@ -137,14 +140,16 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 }
 
 struct tfs_cmap {
+	struct tfs_cache *c;
 	unsigned n;
 	struct blk *b[];
 };
 
-/* The piece [start, end) of a loaded block, under C.lock. */
-static tfs_err serve(struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v, struct tfs_diag *d)
+/* The piece [start, end) of a loaded block, under c->lock. */
+static tfs_err serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v,
+		     struct tfs_diag *d)
 {
-	tfs_cache_lru_front(b);
+	tfs_cache_lru_front(c, b);
 	/* Read once as many bytes as it holds have been served: a FUSE read
 	 * is smaller than a block, the kernel's readahead sends a block's two
 	 * halves in two requests that may come in either order, and the
@@ -165,16 +170,85 @@ static tfs_err serve(struct blk *b, uint64_t start, uint64_t end, struct tfs_iov
 	return TFS_OK;
 }
 
+/* Pins every block of a read (c->lock held), from here until it is
+ * served: a block loaded for this read used to be free for another
+ * reader's make_room between its loading and its serving, and was then
+ * fetched a second time. The blocks made here, to be loaded by this
+ * reader, go to mine. */
+static tfs_err pin_blocks(struct tfs_cfile *f, uint64_t b0, uint64_t b1, struct tfs_cmap *map,
+			  struct blk **mine, uint64_t *nmine, struct tfs_diag *d)
+{
+	struct tfs_cache *c = f->c;
+	int64_t now = tfs_cache_now_ns();
+	for (uint64_t i = b0; i <= b1; i++) {
+		struct blk *b = tfs_cache_find(c, f, i);
+		if (b && b->state == FAILED) {
+			/* Answered from the failure once (the kernel's re-read),
+			 * then gone; unless no reader got it, or long ago. */
+			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			tfs_cache_table_remove(c, b);
+			if (b->pins == 0 && !again)
+				tfs_cache_blk_free(c, b);
+			if (!again)
+				b = NULL;
+		}
+		if (b)
+			c->hits++;
+		if (!b) {
+			c->misses++;
+			/* A reader always gets its blocks, over budget if it
+			 * must (by at most what the readers in flight hold). */
+			tfs_cache_make_room(c, BLK, 0);
+			if (!(b = tfs_cache_blk_new(c, f, i)))
+				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+			mine[(*nmine)++] = b;
+		}
+		b->pins++;
+		map->b[map->n++] = b;
+	}
+	return TFS_OK;
+}
+
+/* Waits for each block of the map (c->lock held) and puts its part of
+ * the read in iov. */
+static tfs_err serve_all(struct tfs_cmap *map, uint64_t off, size_t len, uint64_t b0, uint64_t b1,
+			 struct tfs_iov *iov, struct tfs_diag *d)
+{
+	struct tfs_cache *c = map->c;
+	tfs_err e = TFS_OK;
+	for (unsigned k = 0; !e && k < map->n; k++) {
+		struct blk *b = map->b[k];
+		while (b->state == LOADING)
+			pthread_cond_wait(&c->changed, &c->lock);
+		if (b->state == FAILED) {
+			/* The failure of this fetch, or of one made for another
+			 * reader a moment ago: never a second round of retries
+			 * within one read. */
+			if (!b->held) {
+				b->held = 1;
+				b->failed_at = tfs_cache_now_ns();
+			}
+			e = tfs_fail(d, b->err, "%s", b->msg);
+			break;
+		}
+		uint64_t start = b->idx == b0 ? off - b0 * BLK : 0;
+		uint64_t end = b->idx == b1 ? off + len - b1 * BLK : b->len;
+		e = serve(c, b, start, end, &iov[k], d);
+	}
+	return e;
+}
+
 tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
 		      unsigned *niov, struct tfs_cmap **token, struct tfs_diag *d)
 {
+	struct tfs_cache *c = f->c;
 	*niov = 0;
 	*token = NULL;
 	if (len == 0)
 		return TFS_OK;
 	if (off > f->size || len > f->size - off)
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
-	uint64_t b0 = off / B, b1 = (off + len - 1) / B, nb = b1 - b0 + 1;
+	uint64_t b0 = off / BLK, b1 = (off + len - 1) / BLK, nb = b1 - b0 + 1;
 	struct blk **mine = malloc(nb * sizeof *mine);
 	struct tfs_cmap *map = malloc(sizeof *map + nb * sizeof map->b[0]);
 	uint64_t nmine = 0;
@@ -183,47 +257,15 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 		free(map);
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
+	map->c = c;
 	map->n = 0;
-	tfs_err e = TFS_OK;
-	int64_t now = tfs_cache_now_ns();
 
-	pthread_mutex_lock(&C.lock);
+	pthread_mutex_lock(&c->lock);
 	struct stream *s = follow(f, off, len, limit);
-	/* Every block of the read is pinned from here until it is served: a
-	 * block loaded for this read used to be free for another reader's
-	 * make_room between its loading and its serving, and was then
-	 * fetched a second time. */
-	for (uint64_t i = b0; i <= b1; i++) {
-		struct blk *b = tfs_cache_find(f, i);
-		if (b && b->state == FAILED) {
-			/* Answered from the failure once (the kernel's re-read),
-			 * then gone; unless no reader got it, or long ago. */
-			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
-			tfs_cache_table_remove(b);
-			if (b->pins == 0 && !again)
-				tfs_cache_blk_free(b);
-			if (!again)
-				b = NULL;
-		}
-		if (b)
-			C.hits++;
-		if (!b) {
-			C.misses++;
-			/* A reader always gets its blocks, over budget if it
-			 * must (by at most what the readers in flight hold). */
-			tfs_cache_make_room(B, 0);
-			if (!(b = tfs_cache_blk_new(f, i))) {
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-				break;
-			}
-			mine[nmine++] = b;
-		}
-		b->pins++;
-		map->b[map->n++] = b;
-	}
-	if (!e && C.started && s->window)
+	tfs_err e = pin_blocks(f, b0, b1, map, mine, &nmine, d);
+	if (!e && c->started && s->window)
 		read_ahead(f, s, off + len, b1);
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_unlock(&c->lock);
 
 	/* Loads in runs of consecutive blocks (they are, unless another
 	 * reader got some of them first), one request a run; every block
@@ -238,27 +280,10 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	}
 	free(mine);
 
-	pthread_mutex_lock(&C.lock);
-	for (unsigned k = 0; !e && k < map->n; k++) {
-		struct blk *b = map->b[k];
-		while (b->state == LOADING)
-			pthread_cond_wait(&C.changed, &C.lock);
-		if (b->state == FAILED) {
-			/* The failure of this fetch, or of one made for another
-			 * reader a moment ago: never a second round of retries
-			 * within one read. */
-			if (!b->held) {
-				b->held = 1;
-				b->failed_at = tfs_cache_now_ns();
-			}
-			e = tfs_fail(d, b->err, "%s", b->msg);
-			break;
-		}
-		uint64_t start = b->idx == b0 ? off - b0 * B : 0;
-		uint64_t end = b->idx == b1 ? off + len - b1 * B : b->len;
-		e = serve(b, start, end, &iov[k], d);
-	}
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&c->lock);
+	if (!e)
+		e = serve_all(map, off, len, b0, b1, iov, d);
+	pthread_mutex_unlock(&c->lock);
 	if (e) {
 		tfs_cfile_unmap(map);
 		return e;
@@ -268,23 +293,24 @@ tfs_err tfs_cfile_map(struct tfs_cfile *f, uint64_t off, size_t len, uint64_t li
 	return TFS_OK;
 }
 
-void tfs_cache_counters(uint64_t *hits, uint64_t *misses, uint64_t *disk_hits)
+void tfs_cache_counters(struct tfs_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *disk_hits)
 {
-	pthread_mutex_lock(&C.lock);
-	*hits = C.hits;
-	*misses = C.misses;
-	pthread_mutex_unlock(&C.lock);
-	*disk_hits = __atomic_load_n(&C.disk_hits, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&c->lock);
+	*hits = c->hits;
+	*misses = c->misses;
+	pthread_mutex_unlock(&c->lock);
+	*disk_hits = __atomic_load_n(&c->disk_hits, __ATOMIC_RELAXED);
 }
 
 void tfs_cfile_unmap(struct tfs_cmap *map)
 {
 	if (!map)
 		return;
-	pthread_mutex_lock(&C.lock);
+	struct tfs_cache *c = map->c;
+	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < map->n; i++)
-		tfs_cache_unpin(map->b[i]);
-	pthread_mutex_unlock(&C.lock);
+		tfs_cache_unpin(c, map->b[i]);
+	pthread_mutex_unlock(&c->lock);
 	free(map);
 }
 
@@ -295,12 +321,12 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 		return TFS_OK;
 	if (off > f->size || len > f->size - off)
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
-	if (len >= DIRECT_MIN || len > C.mem / 4) {
+	if (len >= DIRECT_MIN || len > f->c->mem / 4) {
 		struct tfs_iov v = {.p = buf, .len = len};
 		tfs_err e = f->fetch(f->ctx, &v, 1, off, len, NULL, NULL);
 		return e ? tfs_fail(d, e, "%s", tfs_err_str(e)) : TFS_OK;
 	}
-	struct tfs_iov *iov = malloc((len / B + 2) * sizeof *iov);
+	struct tfs_iov *iov = malloc((len / BLK + 2) * sizeof *iov);
 	struct tfs_cmap *map;
 	unsigned n;
 	if (!iov)

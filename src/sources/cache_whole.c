@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 struct tfs_cwhole {
+	struct tfs_cache *c;
 	pthread_mutex_t lock;
 	pthread_cond_t moved; /* bytes landed, or the download ended */
 	char *what;           /* for messages */
@@ -40,41 +41,42 @@ static uint64_t mib_up(uint64_t n)
 
 /* Room for size bytes: memory while the files kept so fit cache_size,
  * else the cache directory while they fit cache_max and its free space;
- * else one line saying what to add. Under C.lock. */
+ * else one line saying what to add. Under c->lock. */
 static tfs_err reserve(struct tfs_cwhole *w, struct tfs_diag *d)
 {
-	if (C.whole_mem + w->size <= C.mem) {
+	struct tfs_cache *c = w->c;
+	if (c->whole_mem + w->size <= c->mem) {
 		w->p = mmap(NULL, w->size, PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (w->p == MAP_FAILED)
 			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory for the %llu-byte file",
 					(unsigned long long)w->size);
-		C.whole_mem += w->size;
-		C.whole_nmem++;
+		c->whole_mem += w->size;
+		c->whole_nmem++;
 		return TFS_OK;
 	}
 	struct statvfs sv;
 	/* (Its other files may not be open yet: what to add is said as the
 	 * checkpoint's size.) */
-	if (!C.dir)
+	if (!c->lower)
 		return tfs_fail(
 			d, TFS_ERR_OPEN,
 			"the server ignores Range requests, so each of its files must be downloaded whole and kept, and -o cache_size=%lluM cannot hold this %llu MiB one%s: add -o cache_dir=DIR, or -o cache_size= of the whole checkpoint's size or more",
-			(unsigned long long)(C.mem >> 20), (unsigned long long)mib_up(w->size),
-			C.whole_mem ? " beside the others" : "");
-	if (C.whole_disk + w->size > C.disk_max)
+			(unsigned long long)(c->mem >> 20), (unsigned long long)mib_up(w->size),
+			c->whole_mem ? " beside the others" : "");
+	if (c->whole_disk + w->size > c->lower->max)
 		return tfs_fail(
 			d, TFS_ERR_OPEN,
 			"the server ignores Range requests, so each of its files must be downloaded whole and kept, and neither -o cache_size=%lluM nor -o cache_max=%lluM of -o cache_dir holds this %llu MiB one%s: add -o cache_max= of the whole checkpoint's size or more",
-			(unsigned long long)(C.mem >> 20), (unsigned long long)(C.disk_max >> 20),
-			(unsigned long long)mib_up(w->size), C.whole_disk ? " beside the others" : "");
+			(unsigned long long)(c->mem >> 20), (unsigned long long)(c->lower->max >> 20),
+			(unsigned long long)mib_up(w->size), c->whole_disk ? " beside the others" : "");
 	/* Unnamed: it goes with the mount, and no other mount's disk cache
 	 * ever sees it. */
-	w->fd = open(C.dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	w->fd = c->lower->ops->scratch(c->lower);
 	if (w->fd < 0)
 		return tfs_fail(d, TFS_ERR_OPEN,
-				"-o cache_dir: cannot make a file in %s for the whole file: %s", C.dir,
-				strerror(errno));
+				"-o cache_dir: cannot make a file in %s for the whole file: %s",
+				c->lower->where, strerror(errno));
 	if (fstatvfs(w->fd, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < w->size)
 		return tfs_fail(
 			d, TFS_ERR_OPEN,
@@ -85,13 +87,13 @@ static tfs_err reserve(struct tfs_cwhole *w, struct tfs_diag *d)
 	    (w->p = mmap(NULL, w->size, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0)) == MAP_FAILED)
 		return tfs_fail(d, TFS_ERR_OPEN, "-o cache_dir: cannot make room for the whole file: %s",
 				strerror(errno));
-	C.whole_disk += w->size;
-	C.whole_ndisk++;
+	c->whole_disk += w->size;
+	c->whole_ndisk++;
 	return TFS_OK;
 }
 
-tfs_err tfs_cwhole_new(const char *what, uint64_t size, tfs_whole_fetch_fn fetch, void *ctx,
-		       struct tfs_cwhole **out, struct tfs_diag *d)
+tfs_err tfs_cwhole_new(struct tfs_cache *c, const char *what, uint64_t size, tfs_whole_fetch_fn fetch,
+		       void *ctx, struct tfs_cwhole **out, struct tfs_diag *d)
 {
 	struct tfs_cwhole *w = calloc(1, sizeof *w);
 	if (!w || !(w->what = strdup(what))) {
@@ -100,14 +102,15 @@ tfs_err tfs_cwhole_new(const char *what, uint64_t size, tfs_whole_fetch_fn fetch
 	}
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->moved, NULL);
+	w->c = c;
 	w->size = size;
 	w->fd = -1;
 	w->p = MAP_FAILED;
 	w->fetch = fetch;
 	w->ctx = ctx;
-	pthread_mutex_lock(&C.lock);
+	pthread_mutex_lock(&c->lock);
 	tfs_err e = reserve(w, d);
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_unlock(&c->lock);
 	if (e) {
 		tfs_cwhole_free(w);
 		return e;
@@ -116,14 +119,14 @@ tfs_err tfs_cwhole_new(const char *what, uint64_t size, tfs_whole_fetch_fn fetch
 	return TFS_OK;
 }
 
-void tfs_cwhole_totals(unsigned *nmem, uint64_t *mem, unsigned *ndisk, uint64_t *disk)
+void tfs_cwhole_totals(struct tfs_cache *c, unsigned *nmem, uint64_t *mem, unsigned *ndisk, uint64_t *disk)
 {
-	pthread_mutex_lock(&C.lock);
-	*nmem = C.whole_nmem;
-	*mem = C.whole_mem;
-	*ndisk = C.whole_ndisk;
-	*disk = C.whole_disk;
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&c->lock);
+	*nmem = c->whole_nmem;
+	*mem = c->whole_mem;
+	*ndisk = c->whole_ndisk;
+	*disk = c->whole_disk;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void tfs_cwhole_free(struct tfs_cwhole *w)
@@ -137,16 +140,17 @@ void tfs_cwhole_free(struct tfs_cwhole *w)
 		pthread_cond_wait(&w->moved, &w->lock);
 	pthread_mutex_unlock(&w->lock);
 	if (w->p != MAP_FAILED) {
+		struct tfs_cache *c = w->c;
 		munmap(w->p, w->size);
-		pthread_mutex_lock(&C.lock);
+		pthread_mutex_lock(&c->lock);
 		if (w->fd >= 0) {
-			C.whole_disk -= w->size;
-			C.whole_ndisk--;
+			c->whole_disk -= w->size;
+			c->whole_ndisk--;
 		} else {
-			C.whole_mem -= w->size;
-			C.whole_nmem--;
+			c->whole_mem -= w->size;
+			c->whole_nmem--;
 		}
-		pthread_mutex_unlock(&C.lock);
+		pthread_mutex_unlock(&c->lock);
 	}
 	if (w->fd >= 0)
 		close(w->fd);
@@ -226,11 +230,11 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-static int started(void)
+static int started(struct tfs_cache *c)
 {
-	pthread_mutex_lock(&C.lock);
-	int s = C.started;
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_lock(&c->lock);
+	int s = c->started;
+	pthread_mutex_unlock(&c->lock);
 	return s;
 }
 
@@ -238,7 +242,7 @@ tfs_err tfs_cwhole_at(struct tfs_cwhole *w, uint64_t off, size_t len, const void
 {
 	if (off > w->size || len > w->size - off)
 		return tfs_fail(d, TFS_ERR_SHORT, "read past the end");
-	if (!started())
+	if (!started(w->c))
 		return TFS_ERR_UNHANDLED;
 	pthread_mutex_lock(&w->lock);
 	tfs_err e = wait_for(w, off + len, d);

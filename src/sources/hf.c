@@ -19,24 +19,17 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include "sources/hfapi.h"
 #include "sources/hflocal.h"
 #include "sources/hub.h"
-#include "core/json.h"
 #include "core/url.h"
 #include "sources/remote.h"
 
-#define LISTING_PAGE_MAX (32u << 20) /* bytes of one page of the tree listing */
-#define REDIRECTS_MAX 5
-
 struct hf_store {
 	struct tfs_store base;
-	struct tfs_hub_ref ref;
-	char *endpoint;   /* without a trailing '/' */
-	char origin[512]; /* scheme://host[:port] of the endpoint */
-	char *auth;       /* "Authorization: Bearer ...", or NULL */
+	struct tfs_hf_api api; /* the repository, the Hub's address, the token */
 	char commit[41];
 	int offline;
-	int no_answer;            /* a request got no answer at all (not an HTTP error) */
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
@@ -46,280 +39,12 @@ struct hf_store {
 	struct relocation *relocations;
 };
 
-static int same_origin(const struct hf_store *hs, const char *url)
-{
-	size_t n = strlen(hs->origin);
-	return strncasecmp(url, hs->origin, n) == 0 && (url[n] == '/' || url[n] == 0 || url[n] == '?');
-}
-
-/* ---- URLs ---- */
-
-static tfs_err put_path(char **u, size_t *len, size_t *cap, const char *path)
-{
-	tfs_err e = TFS_OK;
-	for (const char *p = path; !e && *p;) {
-		size_t seg = strcspn(p, "/");
-		e = tfs_http_escape(p, seg, u, len, cap);
-		p += seg;
-		if (!e && *p == '/') {
-			e = tfs_json_put(u, len, cap, "/", 1);
-			p++;
-		}
-	}
-	return e;
-}
-
-/* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path} */
-static char *resolve_url(const struct hf_store *hs, const char *rev, const char *path)
-{
-	char *u = NULL;
-	size_t len = 0, cap = 0;
-	int ds = strcmp(hs->ref.type, "datasets") == 0;
-	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) ||
-	    tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_puts(&u, &len, &cap, "/resolve/") ||
-	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    put_path(&u, &len, &cap, path)) {
-		free(u);
-		return NULL;
-	}
-	return u;
-}
-
-/* {endpoint}/api/{type}/ORG/REPO/{what}/{rev}[?query] */
-static char *api_url(const struct hf_store *hs, const char *what, const char *rev, const char *query)
-{
-	char *u = NULL;
-	size_t len = 0, cap = 0;
-	if (tfs_json_puts(&u, &len, &cap, hs->endpoint) || tfs_json_puts(&u, &len, &cap, "/api/") ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.type) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_json_puts(&u, &len, &cap, hs->ref.repo) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_json_puts(&u, &len, &cap, what) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) ||
-	    (query && tfs_json_puts(&u, &len, &cap, query))) {
-		free(u);
-		return NULL;
-	}
-	return u;
-}
-
-/* The repository as the user names it: datasets keep their "datasets/". */
-static const char *repo_shown(const struct hf_store *hs, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "", hs->ref.repo);
-	return buf;
-}
-
-/* No answer came (a name that does not resolve, a refused connection, a
- * timeout): say that, and where the Hub was looked for. */
-static tfs_err no_answer(struct hf_store *hs, tfs_err e, const char *what, struct tfs_diag *d)
-{
-	hs->no_answer = 1;
-	char why[sizeof d->msg], ep[512];
-	snprintf(why, sizeof why, "%s", d->msg);
-	tfs_url_redact(hs->endpoint, ep, sizeof ep);
-	return tfs_fail(d, e, "no answer from the Hub at %s for %s: %s", ep, what, why);
-}
-
-/* What an HTTP status from the Hub means, as one line. */
-static tfs_err hub_status(const struct hf_store *hs, long status, const char *what, struct tfs_diag *d)
-{
-	switch (status) {
-	case 401:
-		return tfs_fail(
-			d, TFS_ERR_OPEN,
-			hs->auth
-				? "the Hub refuses the token for %s (HTTP 401): is it valid?"
-				: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
-			what);
-	case 403:
-		return tfs_fail(
-			d, TFS_ERR_OPEN,
-			"the Hub denies access to %s (HTTP 403: a gated repository whose terms this account has not accepted?)",
-			what);
-	case 404:
-		return tfs_fail(d, TFS_ERR_NOENT, "%s is not on the Hub (HTTP 404)", what);
-	default:
-		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", status, what);
-	}
-}
-
-/* ---- requests ---- */
-
-struct head {
-	long status;
-	char *url; /* where the bytes are: the CDN, or the Hub */
-	char etag[TFS_HTTP_ETAG_MAX + 1];
-	char commit[64];
-	int has_size;
-	uint64_t size;
-	/* X-Linked-Size came (the Hub stores the file with LFS) without an
-	 * X-Linked-Etag: something on the way dropped the latter */
-	int lfs, linked_etag;
-};
-
-/* HEAD of a file at the Hub, following its relative redirects (a renamed
- * repository) but not the one to the CDN, which says where the bytes are. */
-static tfs_err head_file(struct hf_store *hs, const char *rev, const char *full, struct head *h,
-			 struct tfs_diag *d)
-{
-	char *url = resolve_url(hs, rev, full);
-	memset(h, 0, sizeof *h);
-	if (!url)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	for (int hop = 0;; hop++) {
-		struct tfs_http_req rq = {
-			.url = url, .head = 1, .auth = same_origin(hs, url) ? hs->auth : NULL};
-		struct tfs_http_resp rs;
-		enum tfs_http_fail f;
-		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-		h->status = rs.status;
-		if (e && f != TFS_HTTP_STATUS) {
-			free(url);
-			return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, full, d) : e;
-		}
-		if (rs.status >= 400) {
-			free(url);
-			return hub_status(hs, rs.status, full, d);
-		}
-		if (rs.status >= 300 && rs.status < 400) {
-			if (!*rs.location || hop >= REDIRECTS_MAX) {
-				free(url);
-				return tfs_fail(d, TFS_ERR_OPEN, "%s: %s", full,
-						*rs.location ? "too many redirects from the Hub"
-							     : "a redirect without a Location");
-			}
-			char *next;
-			if (rs.location[0] == '/') {
-				size_t n = strlen(hs->origin) + strlen(rs.location) + 1;
-				next = malloc(n);
-				if (next)
-					snprintf(next, n, "%s%s", hs->origin, rs.location);
-			} else if (strncasecmp(rs.location, "https://", 8) == 0 ||
-				   strncasecmp(rs.location, "http://", 7) == 0) {
-				next = strdup(rs.location);
-			} else {
-				free(url);
-				return tfs_fail(
-					d, TFS_ERR_OPEN,
-					"%s: the Hub redirects to something that is not an http(s) URL",
-					full);
-			}
-			if (!next) {
-				free(url);
-				return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			}
-			free(url);
-			url = next;
-			/* The Hub's own answers carry the file's facts; a hop on
-			 * its host may carry them too. */
-			if (*rs.linked_etag && !*h->etag)
-				snprintf(h->etag, sizeof h->etag, "%s", rs.linked_etag);
-			if (rs.has_linked_size && !h->has_size) {
-				h->has_size = 1;
-				h->size = rs.linked_size;
-			}
-			h->lfs |= rs.has_linked_size;
-			h->linked_etag |= *rs.linked_etag != 0;
-			if (*rs.repo_commit && !*h->commit)
-				snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
-			if (!same_origin(hs, url))
-				break; /* the CDN: the bytes are there */
-			continue;
-		}
-		/* 200: the Hub serves the file itself (not stored with LFS). */
-		if (!*h->etag)
-			snprintf(h->etag, sizeof h->etag, "%s", *rs.linked_etag ? rs.linked_etag : rs.etag);
-		if (!h->has_size && (rs.has_linked_size || rs.has_length)) {
-			h->has_size = 1;
-			h->size = rs.has_linked_size ? rs.linked_size : rs.length;
-		}
-		h->lfs |= rs.has_linked_size;
-		h->linked_etag |= *rs.linked_etag != 0;
-		if (*rs.repo_commit && !*h->commit)
-			snprintf(h->commit, sizeof h->commit, "%s", rs.repo_commit);
-		break;
-	}
-	h->url = url;
-	return TFS_OK;
-}
-
-/* GET of an API document, bounded; next gets the Link rel="next" URL. */
-static tfs_err api_get(struct hf_store *hs, const char *url, const char *what, char **body, size_t *len,
-		       char *next, size_t nextsz, struct tfs_diag *d)
-{
-	struct tfs_http_req rq = {
-		.url = url,
-		.follow = 0,
-		.auth = same_origin(hs, url) ? hs->auth : NULL,
-		.body = body,
-		.bodylen = len,
-		.body_max = LISTING_PAGE_MAX,
-	};
-	struct tfs_http_resp rs;
-	enum tfs_http_fail f;
-	*body = NULL;
-	tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-	if (e && f == TFS_HTTP_STATUS) {
-		free(*body);
-		*body = NULL;
-		return hub_status(hs, rs.status, what, d);
-	}
-	if (e) {
-		free(*body);
-		*body = NULL;
-		return f == TFS_HTTP_NET || f == TFS_HTTP_NONAME ? no_answer(hs, e, what, d) : e;
-	}
-	if (rs.status != 200 || !*body) {
-		free(*body);
-		*body = NULL;
-		return tfs_fail(d, TFS_ERR_OPEN, "the Hub answered HTTP %ld for %s", rs.status, what);
-	}
-	if (next)
-		snprintf(next, nextsz, "%s", rs.next_link);
-	return TFS_OK;
-}
-
-/* The whole repository at the commit, page after page. */
+/* The whole repository at the commit, once. */
 static tfs_err list_repo(struct hf_store *hs, struct tfs_diag *d)
 {
 	if (hs->listed)
 		return TFS_OK;
-	char *url = api_url(hs, "tree", hs->commit, "?recursive=true");
-	static char next[TFS_HTTP_URL_MAX];
-	tfs_err e = url ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	uint64_t bytes = 0;
-	for (unsigned page = 0; !e && url; page++) {
-		char *body;
-		size_t len;
-		if (page >= TFS_LISTING_PAGES_MAX) {
-			e = tfs_fail(d, TFS_ERR_FORMAT, "the Hub's tree listing goes on past %u pages",
-				     TFS_LISTING_PAGES_MAX);
-			break;
-		}
-		e = api_get(hs, url, "the repository listing", &body, &len, next, sizeof next, d);
-		if (!e)
-			e = tfs_hub_parse_tree(body, len, &hs->files, d);
-		free(body);
-		bytes += len;
-		if (!e && (hs->files.n > TFS_LISTING_ENTRIES_MAX || bytes > TFS_LISTING_BYTES_MAX))
-			e = tfs_fail(d, TFS_ERR_FORMAT,
-				     "the Hub's tree listing goes on past %s (%u pages so far)",
-				     hs->files.n > TFS_LISTING_ENTRIES_MAX ? "1,000,000 files" : "512 MiB",
-				     page + 1);
-		free(url);
-		url = NULL;
-		if (!e && *next) {
-			/* Pages come from the Hub itself: a next link elsewhere
-			 * would take the token with it. */
-			if (!same_origin(hs, next))
-				e = tfs_fail(d, TFS_ERR_FORMAT,
-					     "the Hub's listing points its next page at another host");
-			else if (!(url = strdup(next)))
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		}
-	}
-	free(url);
+	tfs_err e = tfs_hf_list(&hs->api, hs->commit, &hs->files, d);
 	hs->listed = !e;
 	return e;
 }
@@ -364,16 +89,90 @@ static void no_lfs_oid(struct hf_store *hs, const char *name)
 	char path[TFS_QPATH_MAX], q[TFS_QPATH_MAX];
 	snprintf(path, sizeof path, "%s%s", hs->base.prefix ? hs->base.prefix : "", name);
 	tfs_log("%s: warning: %s gives no X-Linked-Etag (the LFS sha256) for this LFS file; a cache or proxy in front of the Hub that drops it? --verify cannot check such files against the Hub's hash",
-		tfs_quote_path(q, sizeof q, path), hs->endpoint);
+		tfs_quote_path(q, sizeof q, path), hs->api.endpoint);
 }
 
 static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 {
 	struct relocation *r = ctx;
-	struct head h;
-	tfs_err e = head_file(r->hs, r->hs->commit, r->full, &h, d);
+	struct tfs_hf_head h;
+	tfs_err e = tfs_hf_head(&r->hs->api, r->hs->commit, r->full, &h, d);
 	if (!e)
 		*url = h.url;
+	return e;
+}
+
+/* A file the local Hugging Face cache holds for the commit: no network
+ * at all. The blob's name is its ETag in the cache's layout. */
+static tfs_err open_cached(struct hf_store *hs, const char *local, const char *loc, struct tfs_source **out,
+			   struct tfs_diag *d)
+{
+	tfs_err e = tfs_source_open_path(local, out, d);
+	if (e)
+		return e;
+	char target[4096];
+	ssize_t k = readlink(local, target, sizeof target - 1);
+	const char *blob = NULL;
+	if (k > 0) {
+		target[k] = 0;
+		blob = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	}
+	free((*out)->location);
+	(*out)->location = strdup(loc);
+	(*out)->revision = strdup(hs->commit);
+	(*out)->etag = blob ? strdup(blob) : NULL;
+	if (!(*out)->location || !(*out)->revision) {
+		tfs_source_close(*out);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	return TFS_OK;
+}
+
+/* A file read from the network: HEAD at the Hub says where its bytes are
+ * (the CDN) and which version; the listing's size (has_size, size) must
+ * agree. *lfs: an LFS file whose answer lost its X-Linked-Etag. */
+static tfs_err open_remote(struct hf_store *hs, const char *full, const char *loc, int has_size,
+			   uint64_t size, int *lfs, struct tfs_source **out, struct tfs_diag *d)
+{
+	struct tfs_hf_head h;
+	tfs_err e = tfs_hf_head(&hs->api, hs->commit, full, &h, d);
+	*lfs = !e && h.lfs && !h.linked_etag;
+	if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
+		e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s", h.commit,
+			     full, hs->commit);
+	if (!e && has_size && h.has_size && h.size != size)
+		e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s", full);
+	struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
+	if (!e && (!rl || !(rl->full = strdup(full))))
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (!e) {
+		rl->hs = hs;
+		struct tfs_remote_spec s = {
+			.url = h.url,
+			.location = loc,
+			.authorize = tfs_hf_authorize,
+			.auth_ctx = &hs->api,
+			.etag = *h.etag ? h.etag : NULL,
+			.revision = hs->commit,
+			.has_size = h.has_size,
+			.size = h.size,
+			.relocate = tfs_hf_same_origin(&hs->api, h.url) ? NULL : relocate,
+			.relocate_ctx = rl,
+		};
+		e = tfs_remote_open(&s, out, d);
+		if (!e) {
+			pthread_mutex_lock(&hs->lock);
+			rl->next = hs->relocations;
+			hs->relocations = rl;
+			pthread_mutex_unlock(&hs->lock);
+			rl = NULL;
+		}
+	}
+	if (rl) {
+		free(rl->full);
+		free(rl);
+	}
+	free(h.url);
 	return e;
 }
 
@@ -386,7 +185,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	if (!full)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	snprintf(full, n, "%s%s", hs->root, name);
-	char *loc = resolve_url(hs, hs->commit, full);
+	char *loc = tfs_hf_resolve_url(&hs->api, hs->commit, full);
 	if (loc) {
 		/* user.source and messages: no user:password@ of the endpoint */
 		size_t ln = strlen(loc) + 1;
@@ -404,74 +203,16 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 			size = hs->files.size[i];
 		}
 	char *local = loc ? tfs_hf_cached(hs->snapshot, full, &has_size, &size) : NULL;
-	if (!loc) {
+	if (!loc)
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	} else if (local) {
-		/* Already downloaded for this commit: no network at all. The
-		 * blob's name is its ETag in the cache's layout. */
-		e = tfs_source_open_path(local, out, d);
-		if (!e) {
-			char target[4096];
-			ssize_t k = readlink(local, target, sizeof target - 1);
-			const char *blob = NULL;
-			if (k > 0) {
-				target[k] = 0;
-				blob = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
-			}
-			free((*out)->location);
-			(*out)->location = strdup(loc);
-			(*out)->revision = strdup(hs->commit);
-			(*out)->etag = blob ? strdup(blob) : NULL;
-			if (!(*out)->location || !(*out)->revision) {
-				tfs_source_close(*out);
-				e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			}
-		}
-	} else if (hs->offline) {
+	else if (local)
+		e = open_cached(hs, local, loc, out, d);
+	else if (hs->offline)
 		e = tfs_fail(d, TFS_ERR_NOENT,
 			     "HF_HUB_OFFLINE=1, and the Hugging Face cache does not hold %s at commit %s",
 			     full, hs->commit);
-	} else {
-		struct head h;
-		e = head_file(hs, hs->commit, full, &h, d);
-		lfs = !e && h.lfs && !h.linked_etag;
-		if (!e && *h.commit && strcmp(h.commit, hs->commit) != 0)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub served commit %s for %s, not the pinned %s",
-				     h.commit, full, hs->commit);
-		if (!e && has_size && h.has_size && h.size != size)
-			e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s",
-				     full);
-		struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
-		if (!e && (!rl || !(rl->full = strdup(full))))
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		if (!e) {
-			rl->hs = hs;
-			struct tfs_remote_spec s = {
-				.url = h.url,
-				.location = loc,
-				.auth = same_origin(hs, h.url) ? hs->auth : NULL,
-				.etag = *h.etag ? h.etag : NULL,
-				.revision = hs->commit,
-				.has_size = h.has_size,
-				.size = h.size,
-				.relocate = same_origin(hs, h.url) ? NULL : relocate,
-				.relocate_ctx = rl,
-			};
-			e = tfs_remote_open(&s, out, d);
-			if (!e) {
-				pthread_mutex_lock(&hs->lock);
-				rl->next = hs->relocations;
-				hs->relocations = rl;
-				pthread_mutex_unlock(&hs->lock);
-				rl = NULL;
-			}
-		}
-		if (rl) {
-			free(rl->full);
-			free(rl);
-		}
-		free(h.url);
-	}
+	else
+		e = open_remote(hs, full, loc, has_size, size, &lfs, out, d);
 	if (!e) {
 		lfs_oid(*out);
 		if (lfs)
@@ -537,8 +278,7 @@ static void store_close(struct tfs_store *st)
 		free(r);
 	}
 	pthread_mutex_destroy(&hs->lock);
-	free(hs->endpoint);
-	free(hs->auth);
+	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
 	free(hs->root);
 	tfs_dirlist_free(&hs->files);
@@ -566,10 +306,10 @@ static int claims(const char *spec)
  * is offline now (call pin() again); 0 leaves *d as it was. */
 static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec, struct tfs_diag *d)
 {
-	if (hs->offline || !hs->no_answer || (!repo_dir && !hs->snapshot))
+	if (hs->offline || !hs->api.no_answer || (!repo_dir && !hs->snapshot))
 		return 0;
 	char sha[64] = "", p[4600];
-	const char *rev = hs->ref.rev;
+	const char *rev = hs->api.ref.rev;
 	if (hs->snapshot) {
 		/* pinned already, and its snapshot is there */
 		snprintf(sha, sizeof sha, "%s", hs->commit);
@@ -587,16 +327,16 @@ static int fall_back(struct hf_store *hs, const char *repo_dir, const char *spec
 	char q[TFS_QPATH_MAX];
 	tfs_log("%s: warning: %s; using the Hugging Face cache's snapshot of %.12s",
 		tfs_quote_path(q, sizeof q, spec), d->msg, sha);
+	/* (The token stays: files opened before are read with it, and
+	 * offline, the store sends nothing.) */
 	hs->offline = 1;
-	free(hs->auth);
-	hs->auth = NULL;
 	return 1;
 }
 
 /* The commit REV names, pinned once. */
 static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file, struct tfs_diag *d)
 {
-	const char *rev = hs->ref.rev;
+	const char *rev = hs->api.ref.rev;
 	*path_is_file = -1; /* unknown */
 	if (tfs_hub_is_commit(rev)) {
 		memcpy(hs->commit, rev, 41);
@@ -609,16 +349,16 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 			return tfs_fail(
 				d, TFS_ERR_NOENT,
 				"HF_HUB_OFFLINE=1, and the Hugging Face cache does not know revision '%s' of %s",
-				rev, repo_shown(hs, (char[300]){0}, 300));
+				rev, tfs_hf_repo_shown(&hs->api, (char[300]){0}, 300));
 		memcpy(hs->commit, sha, 41);
 		return TFS_OK;
 	}
-	if (*hs->ref.path) {
+	if (*hs->api.ref.path) {
 		/* A file: its HEAD gives the commit (X-Repo-Commit). A
 		 * directory has no HEAD: the revision API says instead. */
-		struct head h;
+		struct tfs_hf_head h;
 		struct tfs_diag hd;
-		tfs_err e = head_file(hs, rev, hs->ref.path, &h, &hd);
+		tfs_err e = tfs_hf_head(&hs->api, rev, hs->api.ref.path, &h, &hd);
 		free(h.url);
 		if (!e && tfs_hub_is_commit(h.commit)) {
 			memcpy(hs->commit, h.commit, 41);
@@ -630,40 +370,18 @@ static tfs_err pin(struct hf_store *hs, const char *repo_dir, int *path_is_file,
 			return e;
 		}
 	}
-	char *url = api_url(hs, "revision", rev, NULL), *body = NULL;
+	char *url = tfs_hf_api_url(&hs->api, "revision", rev, NULL), *body = NULL;
 	size_t len;
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	char what[600], rn[300];
-	snprintf(what, sizeof what, "revision '%s' of %s", rev, repo_shown(hs, rn, sizeof rn));
-	tfs_err e = api_get(hs, url, what, &body, &len, NULL, 0, d);
+	snprintf(what, sizeof what, "revision '%s' of %s", rev, tfs_hf_repo_shown(&hs->api, rn, sizeof rn));
+	tfs_err e = tfs_hf_api_get(&hs->api, url, what, &body, &len, NULL, 0, d);
 	free(url);
 	if (!e)
 		e = tfs_hub_parse_revision(body, len, hs->commit, d);
 	free(body);
 	return e;
-}
-
-/* The Hub's address: -o hf_endpoint=, HF_ENDPOINT, else huggingface.co;
- * and its origin, the only place the token goes. */
-static tfs_err set_endpoint(struct hf_store *hs, const struct tfs_opts *o, struct tfs_diag *d)
-{
-	const char *ep = tfs_opts_get(o, "hf_endpoint");
-	if (!ep || !*ep)
-		ep = getenv("HF_ENDPOINT");
-	hs->endpoint = strdup(ep && *ep ? ep : "https://huggingface.co");
-	if (!hs->endpoint)
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	for (size_t n = strlen(hs->endpoint); n && hs->endpoint[n - 1] == '/'; n--)
-		hs->endpoint[n - 1] = 0;
-	if (strncasecmp(hs->endpoint, "https://", 8) != 0 && strncasecmp(hs->endpoint, "http://", 7) != 0)
-		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT must be an http(s) URL");
-	const char *host = strstr(hs->endpoint, "://") + 3;
-	size_t ol = (size_t)(host - hs->endpoint) + strcspn(host, "/?#");
-	if (ol >= sizeof hs->origin)
-		return tfs_fail(d, TFS_ERR_INVAL, "HF_ENDPOINT is too long");
-	memcpy(hs->origin, hs->endpoint, ol);
-	return TFS_OK;
 }
 
 /* Whether PATH names a file (1) or a directory (0): the cache says,
@@ -675,7 +393,7 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 	if (hs->offline || (e && fall_back(hs, repo_dir, spec, d))) {
 		int hsz = 0;
 		uint64_t sz = 0;
-		char *p = tfs_hf_cached(hs->snapshot, hs->ref.path, &hsz, &sz);
+		char *p = tfs_hf_cached(hs->snapshot, hs->api.ref.path, &hsz, &sz);
 		*is_file = p != NULL;
 		free(p);
 		return TFS_OK;
@@ -684,9 +402,26 @@ static tfs_err path_kind(struct hf_store *hs, const char *repo_dir, const char *
 		return e;
 	*is_file = 0;
 	for (size_t i = 0; i < hs->files.n; i++)
-		if (strcmp(hs->files.name[i], hs->ref.path) == 0)
+		if (strcmp(hs->files.name[i], hs->api.ref.path) == 0)
 			*is_file = 1;
 	return TFS_OK;
+}
+
+/* The cache's snapshots/<commit> of the repository, when it exists. */
+static char *snapshot(const char *repo_dir, const char *commit)
+{
+	if (!repo_dir)
+		return NULL;
+	size_t n = strlen(repo_dir) + 64;
+	char *snap = malloc(n);
+	struct stat st;
+	if (!snap)
+		return NULL;
+	snprintf(snap, n, "%s/snapshots/%s", repo_dir, commit);
+	if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode))
+		return snap;
+	free(snap);
+	return NULL;
 }
 
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
@@ -705,56 +440,46 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	}
 	hs->base.ops = &hf_store_ops;
 	pthread_mutex_init(&hs->lock, NULL);
-	if ((e = tfs_hub_parse_ref(spec, &hs->ref, d)))
+	if ((e = tfs_hub_parse_ref(spec, &hs->api.ref, d)))
 		goto fail;
-	if ((e = set_endpoint(hs, o, d)))
+	if ((e = tfs_hf_set_endpoint(&hs->api, o, d)))
 		goto fail;
 	const char *off = getenv("HF_HUB_OFFLINE");
 	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
 	/* A token file given is checked even offline, where no token is sent. */
 	const char *tf = tfs_opts_get(o, "token_file");
-	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->auth, d)))
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->api.auth, d)))
 		goto fail;
 	if (hs->offline) {
-		free(hs->auth);
-		hs->auth = NULL;
+		free(hs->api.auth);
+		hs->api.auth = NULL;
 	}
-	repo_dir = tfs_hf_cache_repo_dir(&hs->ref, home);
+	repo_dir = tfs_hf_cache_repo_dir(&hs->api.ref, home);
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
 		goto fail;
 	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
-	if (repo_dir) {
-		size_t n = strlen(repo_dir) + 64;
-		char *snap = malloc(n);
-		struct stat st;
-		if (snap) {
-			snprintf(snap, n, "%s/snapshots/%s", repo_dir, hs->commit);
-			if (stat(snap, &st) == 0 && S_ISDIR(st.st_mode))
-				hs->snapshot = snap;
-			else
-				free(snap);
-		}
-	}
-	if (*hs->ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
+	hs->snapshot = snapshot(repo_dir, hs->commit);
+	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {
-		const char *slash = strrchr(hs->ref.path, '/');
-		hs->root = strndup(hs->ref.path, slash ? (size_t)(slash - hs->ref.path) + 1 : 0);
-		*target = strdup(slash ? slash + 1 : hs->ref.path);
+		const char *slash = strrchr(hs->api.ref.path, '/');
+		hs->root = strndup(hs->api.ref.path, slash ? (size_t)(slash - hs->api.ref.path) + 1 : 0);
+		*target = strdup(slash ? slash + 1 : hs->api.ref.path);
 	} else {
-		size_t n = strlen(hs->ref.path);
+		size_t n = strlen(hs->api.ref.path);
 		hs->root = malloc(n + 2);
 		if (hs->root)
-			snprintf(hs->root, n + 2, "%s%s", hs->ref.path, n ? "/" : "");
+			snprintf(hs->root, n + 2, "%s%s", hs->api.ref.path, n ? "/" : "");
 	}
 	/* Messages name files as hf://ORG/REPO@COMMIT/PATH; user.source is
 	 * the resolve URL at the commit. */
 	char pre[4600];
-	snprintf(pre, sizeof pre, "hf://%s%s@%s/%s", strcmp(hs->ref.type, "datasets") == 0 ? "datasets/" : "",
-		 hs->ref.repo, hs->commit, hs->root ? hs->root : "");
+	snprintf(pre, sizeof pre, "hf://%s%s@%s/%s",
+		 strcmp(hs->api.ref.type, "datasets") == 0 ? "datasets/" : "", hs->api.ref.repo, hs->commit,
+		 hs->root ? hs->root : "");
 	hs->base.prefix = strdup(pre);
 	hs->base.location = strdup(spec);
 	if (!hs->root || !hs->base.prefix || !hs->base.location || (path_is_file == 1 && !*target)) {
@@ -794,6 +519,9 @@ static const struct tfs_opt_spec hf_env[] = {
 const struct tfs_source_driver tfs_source_hf = {
 	.name = "hf",
 	.schemes = "hf://",
+	.usage = "hf://ORG/REPO[@REV][/PATH] (the Hugging Face Hub)",
+	.env_help =
+		"HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), HF_ENDPOINT, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = hf_opts,

@@ -26,6 +26,18 @@ static int claims(const char *spec)
 	return strncasecmp(spec, "http://", 7) == 0 || strncasecmp(spec, "https://", 8) == 0;
 }
 
+/* The credentials of a file over http(s) (struct tfs_remote_spec,
+ * authorize): user:password@ in the URL (libcurl takes them from there),
+ * else ~/.netrc, which keeps them off the command line, where every local
+ * user can read them. */
+static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
+{
+	(void)ctx;
+	(void)d;
+	rq->netrc = 1;
+	return TFS_OK;
+}
+
 static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_source **out, struct tfs_diag *d)
 {
 	struct http_store *hs = (struct http_store *)st;
@@ -58,9 +70,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 		return tfs_fail(d, TFS_ERR_OPEN, "the URL is too long");
 	}
 	tfs_url_redact(url, loc, sizeof loc);
-	/* Credentials: user:password@ in the URL, else ~/.netrc (which keeps
-	 * them off the command line, where every local user can read them). */
-	struct tfs_remote_spec s = {.url = url, .location = loc, .netrc = 1};
+	struct tfs_remote_spec s = {.url = url, .location = loc, .authorize = authorize};
 	e = tfs_remote_open(&s, out, d);
 	free(url);
 	/* What SOURCE named (the file, the index) gives the store its
@@ -188,6 +198,7 @@ static const struct tfs_opt_spec http_env[] = {
 const struct tfs_source_driver tfs_source_http = {
 	.name = "http",
 	.schemes = "http://, https://",
+	.usage = "http(s)://HOST/PATH",
 	.claims = claims,
 	.resolve = resolve,
 	.shared_opts = tfs_remote_opts,

@@ -1,7 +1,6 @@
 /* The response headers of an HTTP transfer, a line at a time
- * (sources/httpc.h, tfs_http_header_line): hostile input, parsed into
- * fixed fields with every length and number checked. */
-#include "sources/httpc.h"
+ * (sources/httphdr.h). */
+#include "sources/httphdr.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -66,51 +65,90 @@ void tfs_http_resp_reset(struct tfs_http_resp *rs)
 	rs->retry_after = -1;
 }
 
+/* The status line: a new response (after a redirect or a 100), and only
+ * the last one's headers count. */
+static void status_line(struct tfs_http_resp *rs, const char *p, size_t n)
+{
+	tfs_http_resp_reset(rs);
+	const char *sp = memchr(p, ' ', n);
+	uint64_t st;
+	char num[8];
+	size_t k = sp ? (size_t)(p + n - sp - 1) : 0;
+	if (k > sizeof num - 1)
+		k = sizeof num - 1;
+	if (sp)
+		memcpy(num, sp + 1, k);
+	num[k] = 0;
+	if (sp && parse_u64(num, &st, NULL) == 0 && st < 1000)
+		rs->status = (long)st;
+}
+
+/* Content-Range: taken whole or not at all: a malformed one (or a second
+ * one) leaves no range, which every check then refuses. */
+static void content_range(struct tfs_http_resp *rs, const char *p, size_t n)
+{
+	char v[TFS_HTTP_URL_MAX];
+	rs->has_range = 0;
+	if (value(p, n, 14, v, sizeof v) != 0)
+		return;
+	const char *q = v, *e;
+	uint64_t a, b, t;
+	if (strncasecmp(q, "bytes ", 6) != 0)
+		return;
+	q += 6;
+	if (*q == '*') {
+		if (q[1] == '/' && parse_u64(q + 2, &t, &e) == 0 && !*e) {
+			rs->range_total = t;
+			rs->has_range = 2; /* unsatisfied: only the total */
+		}
+		return;
+	}
+	if (parse_u64(q, &a, &e) == 0 && *e == '-' && parse_u64(e + 1, &b, &e) == 0 && *e == '/' &&
+	    parse_u64(e + 1, &t, &e) == 0 && !*e && a <= b && b < t) {
+		rs->range_start = a;
+		rs->range_end = b;
+		rs->range_total = t;
+		rs->has_range = 1;
+	}
+}
+
+/* Link: <url>; rel="next", <url>; rel="prev" */
+static void link_next(struct tfs_http_resp *rs, const char *p, size_t n)
+{
+	char v[TFS_HTTP_URL_MAX];
+	if (value(p, n, 5, v, sizeof v) != 0) {
+		/* Cut, a next page could be lost: the listing would
+		 * look complete when it is not. */
+		if (!rs->overlong) {
+			rs->overlong = "Link";
+			rs->overlong_max = (unsigned)sizeof v - 1;
+		}
+		return;
+	}
+	for (char *q = v; (q = strchr(q, '<'));) {
+		char *gt = strchr(q, '>');
+		if (!gt)
+			break;
+		char *semi = gt + 1, *comma = strchr(semi, ',');
+		size_t plen = comma ? (size_t)(comma - semi) : strlen(semi);
+		if (memmem(semi, plen, "rel=\"next\"", 10) || memmem(semi, plen, "rel=next", 8)) {
+			size_t ul = (size_t)(gt - q - 1);
+			memcpy(rs->next_link, q + 1, ul); /* ul < sizeof v */
+			rs->next_link[ul] = 0;
+		}
+		q = gt + 1;
+	}
+}
+
 int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 {
 	char v[TFS_HTTP_URL_MAX];
 	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-		/* A new response (after a redirect or a 100): only the last
-		 * one's headers count. */
-		tfs_http_resp_reset(rs);
-		const char *sp = memchr(p, ' ', n);
-		uint64_t st;
-		char num[8];
-		size_t k = sp ? (size_t)(p + n - sp - 1) : 0;
-		if (k > sizeof num - 1)
-			k = sizeof num - 1;
-		if (sp)
-			memcpy(num, sp + 1, k);
-		num[k] = 0;
-		if (sp && parse_u64(num, &st, NULL) == 0 && st < 1000)
-			rs->status = (long)st;
+		status_line(rs, p, n);
 		return 1;
 	}
 	if (starts(p, n, "content-range:")) {
-		/* Taken whole or not at all: a malformed one (or a second one)
-		 * leaves no range, which every check then refuses. */
-		rs->has_range = 0;
-		if (value(p, n, 14, v, sizeof v) != 0)
-			return 0;
-		const char *q = v, *e;
-		uint64_t a, b, t;
-		if (strncasecmp(q, "bytes ", 6) != 0)
-			return 0;
-		q += 6;
-		if (*q == '*') {
-			if (q[1] == '/' && parse_u64(q + 2, &t, &e) == 0 && !*e) {
-				rs->range_total = t;
-				rs->has_range = 2; /* unsatisfied: only the total */
-			}
-			return 0;
-		}
-		if (parse_u64(q, &a, &e) == 0 && *e == '-' && parse_u64(e + 1, &b, &e) == 0 && *e == '/' &&
-		    parse_u64(e + 1, &t, &e) == 0 && !*e && a <= b && b < t) {
-			rs->range_start = a;
-			rs->range_end = b;
-			rs->range_total = t;
-			rs->has_range = 1;
-		}
+		content_range(rs, p, n);
 	} else if (starts(p, n, "content-length:")) {
 		const char *e;
 		uint64_t len;
@@ -143,29 +181,7 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 		if (value(p, n, 12, v, sizeof v) == 0 && parse_u64(v, &s, &e) == 0 && !*e)
 			rs->retry_after = s > 3600 ? 3600.0 : (double)s;
 	} else if (starts(p, n, "link:")) {
-		/* Link: <url>; rel="next", <url>; rel="prev" */
-		if (value(p, n, 5, v, sizeof v) != 0) {
-			/* Cut, a next page could be lost: the listing would
-			 * look complete when it is not. */
-			if (!rs->overlong) {
-				rs->overlong = "Link";
-				rs->overlong_max = (unsigned)sizeof v - 1;
-			}
-			return 0;
-		}
-		for (char *q = v; (q = strchr(q, '<'));) {
-			char *gt = strchr(q, '>');
-			if (!gt)
-				break;
-			char *semi = gt + 1, *comma = strchr(semi, ',');
-			size_t plen = comma ? (size_t)(comma - semi) : strlen(semi);
-			if (memmem(semi, plen, "rel=\"next\"", 10) || memmem(semi, plen, "rel=next", 8)) {
-				size_t ul = (size_t)(gt - q - 1);
-				memcpy(rs->next_link, q + 1, ul); /* ul < sizeof v */
-				rs->next_link[ul] = 0;
-			}
-			q = gt + 1;
-		}
+		link_next(rs, p, n);
 	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/url.h"
+#include "sources/bstore.h"
 #include "sources/cache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
@@ -87,6 +88,38 @@ static tfs_err set_proxy(const char *url, struct tfs_http_policy *p, struct tfs_
 	return TFS_OK;
 }
 
+/* The block cache of every remote file of the process: the drivers, and
+ * the two checkpoints of a diff, share one budget and one set of
+ * workers. Made by the first configure that succeeds; it never goes. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfs_cache *cache;
+
+static tfs_err cache_configure(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	struct tfs_cache_cfg cfg;
+	tfs_err e = tfs_cache_parse(o, &cfg, d);
+	if (e)
+		return e;
+	pthread_mutex_lock(&cache_lock);
+	if (!cache) {
+		struct tfs_bstore *disk = NULL;
+		if (cfg.dir)
+			e = tfs_disk_store_open(cfg.dir, cfg.disk_bytes, &disk, d);
+		if (!e && (e = tfs_cache_new(&cfg, disk, &cache, d)) && disk)
+			disk->ops->free(disk);
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return e;
+}
+
+static struct tfs_cache *the_cache(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	struct tfs_cache *c = cache;
+	pthread_mutex_unlock(&cache_lock);
+	return c;
+}
+
 tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	struct tfs_http_policy p;
@@ -105,17 +138,15 @@ tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d)
 			return e;
 	}
 	tfs_http_set_policy(&p);
-	return tfs_cache_configure(o, d);
+	return cache_configure(o, d);
 }
 
 struct remote {
 	struct tfs_source base;
 	pthread_mutex_t lock; /* url, when it can be relocated */
 	char *url;
-	char *auth;
-	char **headers;
-	char *aws_sigv4, *userpwd;
-	int netrc;
+	tfs_authorize_fn authorize; /* the driver's credentials, or NULL */
+	void *auth_ctx;
 	/* The ETag of the first answer (the bytes' server, which for the Hub
 	 * is the CDN, not the Hub), or NULL: every later 206 must carry the
 	 * same, since a server or cache may ignore If-Match. */
@@ -135,25 +166,66 @@ static int usable_etag(const char *e)
 	return e && *e && strncmp(e, "W/", 2) != 0;
 }
 
-static void fill_req(struct remote *r, struct tfs_http_req *rq, const char *url)
-{
-	memset(rq, 0, sizeof *rq);
-	rq->url = url;
-	rq->follow = 1;
-	rq->if_match = r->base.etag && usable_etag(r->base.etag) ? r->base.etag : NULL;
-	rq->auth = r->auth;
-	rq->headers = (const char *const *)r->headers;
-	rq->aws_sigv4 = r->aws_sigv4;
-	rq->userpwd = r->userpwd;
-	rq->netrc = r->netrc;
-}
-
 static char *url_now(struct remote *r)
 {
 	pthread_mutex_lock(&r->lock);
 	char *u = strdup(r->url);
 	pthread_mutex_unlock(&r->lock);
 	return u;
+}
+
+/* Puts on rq (zeroed, or filled by the caller but for these) what every
+ * request of r's to url carries: the pinned version, and the driver's
+ * credentials. */
+static tfs_err fill_req(struct remote *r, struct tfs_http_req *rq, const char *url, struct tfs_diag *d)
+{
+	rq->url = url;
+	rq->follow = 1;
+	rq->if_match = r->base.etag && usable_etag(r->base.etag) ? r->base.etag : NULL;
+	return r->authorize ? r->authorize(r->auth_ctx, rq, d) : TFS_OK;
+}
+
+/* Sends rq (fill_req's part added here) to where r's bytes are now. A
+ * failure before the request (memory, the credentials) is *f =
+ * TFS_HTTP_NET, with d's line. */
+static tfs_err remote_send(struct remote *r, struct tfs_http_req *rq, struct tfs_http_resp *rs,
+			   enum tfs_http_fail *f, struct tfs_diag *d)
+{
+	*f = TFS_HTTP_NET;
+	char *url = url_now(r);
+	if (!url)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	tfs_err e = fill_req(r, rq, url, d);
+	if (!e)
+		e = tfs_http_fetch(rq, rs, f, d);
+	rq->url = NULL;
+	free(url);
+	return e;
+}
+
+/* After a 403 or 410, once per read: the driver may know where the file
+ * went (the Hub's CDN addresses expire). 1 when r->url is the new one. */
+static int relocated(struct remote *r, enum tfs_http_fail f, const struct tfs_http_resp *rs,
+		     struct tfs_diag *d)
+{
+	if (f != TFS_HTTP_STATUS || (rs->status != 403 && rs->status != 410) || !r->relocate)
+		return 0;
+	char *nu = NULL;
+	if (r->relocate(r->relocate_ctx, &nu, d) != TFS_OK)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	free(r->url);
+	r->url = nu;
+	pthread_mutex_unlock(&r->lock);
+	return 1;
+}
+
+/* A read that failed, said once in the log (the reader gets EIO). */
+static void log_failed(const struct remote *r, uint64_t off, uint64_t len, const char *why)
+{
+	char q[TFS_QPATH_MAX];
+	tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
+		(unsigned long long)off, (unsigned long long)(off + len - 1), why);
 }
 
 static void log_changed(struct remote *r)
@@ -217,23 +289,13 @@ static int hopeless(void *arg, const struct tfs_http_resp *rs)
 	if (rs->status != 206 || !p->in_place)
 		return 0;
 	uint64_t at = p->off + (*p->in_place < p->len ? *p->in_place : p->len - 1);
-	char *url = url_now(r);
-	if (!url)
-		return 0;
 	unsigned char byte;
-	struct tfs_http_req rq;
+	struct tfs_http_req rq = {
+		.has_range = 1, .off = at, .len = 1, .buf = &byte, .buflen = 1, .hopeless = no_retry};
 	struct tfs_http_resp ck;
 	enum tfs_http_fail f;
 	struct tfs_diag d;
-	fill_req(r, &rq, url);
-	rq.has_range = 1;
-	rq.off = at;
-	rq.len = 1;
-	rq.buf = &byte;
-	rq.buflen = 1;
-	rq.hopeless = no_retry;
-	tfs_err e = tfs_http_fetch(&rq, &ck, &f, &d);
-	free(url);
+	tfs_err e = remote_send(r, &rq, &ck, &f, &d);
 	if ((!e && other_version(r, &ck)) || (e && f == TFS_HTTP_STATUS && ck.status == 412)) {
 		log_changed(r);
 		return 1;
@@ -249,51 +311,35 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 	struct pinned pin = {r, on_progress, arg, off, len, &in_place};
 	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
 		return TFS_ERR_IO; /* said once already; nothing of it is served now */
-	struct tfs_http_req rq;
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
 	struct tfs_diag d;
-	for (int relocated = 0;; relocated++) {
-		char *url = url_now(r);
-		if (!url)
-			return TFS_ERR_NOMEM;
-		fill_req(r, &rq, url);
-		rq.has_range = 1;
-		rq.off = off;
-		rq.len = len;
-		rq.iov = iov;
-		rq.niov = niov;
-		rq.accept = refuse_other;
-		rq.progress = progress;
-		rq.arg = &pin;
-		rq.in_place = &in_place;
-		rq.hopeless = hopeless;
-		tfs_err e = tfs_http_fetch(&rq, &rs, &f, &d);
-		free(url);
+	for (int tries = 0;; tries++) {
+		struct tfs_http_req rq = {
+			.has_range = 1,
+			.off = off,
+			.len = len,
+			.iov = iov,
+			.niov = niov,
+			.accept = refuse_other,
+			.progress = progress,
+			.arg = &pin,
+			.in_place = &in_place,
+			.hopeless = hopeless,
+		};
+		tfs_err e = remote_send(r, &rq, &rs, &f, &d);
 		if ((!e && other_version(r, &rs)) || (e && f == TFS_HTTP_REFUSED)) {
 			log_changed(r);
 			return TFS_ERR_IO;
 		}
 		if (!e)
 			return TFS_OK;
-		if (f == TFS_HTTP_STATUS && (rs.status == 403 || rs.status == 410) && r->relocate &&
-		    !relocated) {
-			char *nu = NULL;
-			if (r->relocate(r->relocate_ctx, &nu, &d) == TFS_OK) {
-				pthread_mutex_lock(&r->lock);
-				free(r->url);
-				r->url = nu;
-				pthread_mutex_unlock(&r->lock);
-				continue;
-			}
-		}
-		if (f == TFS_HTTP_STATUS && rs.status == 412) {
+		if (!tries && relocated(r, f, &rs, &d))
+			continue;
+		if (f == TFS_HTTP_STATUS && rs.status == 412)
 			log_changed(r);
-		} else if (f != TFS_HTTP_ABORTED && !__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED)) {
-			char q[TFS_QPATH_MAX];
-			tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
-				(unsigned long long)off, (unsigned long long)(off + len - 1), d.msg);
-		}
+		else if (f != TFS_HTTP_ABORTED && !__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
+			log_failed(r, off, len, d.msg);
 		return TFS_ERR_IO;
 	}
 }
@@ -321,21 +367,15 @@ static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
 	struct remote *r = ctx;
 	struct pinned pin = {.r = r, .progress = on_progress, .arg = arg};
 	struct tfs_iov v = {.p = buf, .len = (size_t)len, .fd = -1};
-	struct tfs_http_req rq;
+	int all = off == 0 && len == r->base.id.size;
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
+	struct tfs_diag rd;
 	if (__atomic_load_n(&r->base.changed, __ATOMIC_RELAXED))
 		return tfs_fail(d, TFS_ERR_IO, "changed since it was mounted");
-	for (int relocated = 0;; relocated++) {
-		char *url = url_now(r);
-		if (!url)
-			return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		fill_req(r, &rq, url);
-		rq.accept = other_whole;
-		rq.arg = &pin;
-		rq.off = off;
-		rq.len = len;
-		if (off == 0 && len == r->base.id.size) {
+	for (int tries = 0;; tries++) {
+		struct tfs_http_req rq = {.accept = other_whole, .arg = &pin, .off = off, .len = len};
+		if (all) {
 			rq.iov = &v;
 			rq.niov = 1;
 			rq.progress = progress;
@@ -346,8 +386,7 @@ static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
 			rq.buf = buf;
 			rq.buflen = (size_t)len;
 		}
-		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-		free(url);
+		tfs_err e = remote_send(r, &rq, &rs, &f, d);
 		if ((!e && rs.status == 206 && other_version(r, &rs)) || (e && f == TFS_HTTP_REFUSED) ||
 		    (e && f == TFS_HTTP_STATUS && rs.status == 412)) {
 			log_changed(r);
@@ -355,24 +394,11 @@ static tfs_err whole_fetch(void *ctx, void *buf, uint64_t off, uint64_t len,
 		}
 		if (!e)
 			return TFS_OK;
-		if (f == TFS_HTTP_STATUS && (rs.status == 403 || rs.status == 410) && r->relocate &&
-		    !relocated) {
-			char *nu = NULL;
-			struct tfs_diag rd;
-			if (r->relocate(r->relocate_ctx, &nu, &rd) == TFS_OK) {
-				pthread_mutex_lock(&r->lock);
-				free(r->url);
-				r->url = nu;
-				pthread_mutex_unlock(&r->lock);
-				continue;
-			}
-		}
+		if (!tries && relocated(r, f, &rs, &rd))
+			continue;
 		/* (The whole download's failure is said by its thread.) */
-		if (f != TFS_HTTP_ABORTED && !rq.iov) {
-			char q[TFS_QPATH_MAX];
-			tfs_log("%s: bytes %llu-%llu: %s", tfs_quote_path(q, sizeof q, r->base.location),
-				(unsigned long long)off, (unsigned long long)(off + len - 1), d->msg);
-		}
+		if (f != TFS_HTTP_ABORTED && !all)
+			log_failed(r, off, len, d->msg);
 		return e;
 	}
 }
@@ -401,7 +427,7 @@ static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, str
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (r->base.id.size <= r->nprobe)
 		return TFS_OK; /* all of it came */
-	return tfs_cwhole_new(r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
+	return tfs_cwhole_new(the_cache(), r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
 }
 
 static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
@@ -488,12 +514,6 @@ static void remote_close(struct tfs_source *s)
 	free(r->last_modified);
 	tfs_cfile_free(r->cache);
 	free(r->url);
-	free(r->auth);
-	for (char **h = r->headers; h && *h; h++)
-		free(*h);
-	free(r->headers);
-	free(r->aws_sigv4);
-	free(r->userpwd);
 	free(r->served_etag);
 	free(r->probe);
 	free(s->location);
@@ -564,19 +584,10 @@ static struct remote *remote_new(const struct tfs_remote_spec *s, uint64_t want)
 	r->base.location = dup_or_null(s->location, &bad);
 	r->base.etag = dup_or_null(s->etag, &bad);
 	r->base.revision = dup_or_null(s->revision, &bad);
-	r->auth = dup_or_null(s->auth, &bad);
-	r->aws_sigv4 = dup_or_null(s->aws_sigv4, &bad);
-	r->userpwd = dup_or_null(s->userpwd, &bad);
-	r->netrc = s->netrc;
+	r->authorize = s->authorize;
+	r->auth_ctx = s->auth_ctx;
 	r->relocate = s->relocate;
 	r->relocate_ctx = s->relocate_ctx;
-	size_t nh = 0;
-	while (s->headers && s->headers[nh])
-		nh++;
-	if (nh && (r->headers = calloc(nh + 1, sizeof *r->headers)))
-		for (size_t i = 0; i < nh; i++)
-			r->headers[i] = dup_or_null(s->headers[i], &bad);
-	bad |= nh && !r->headers;
 	r->probe = malloc(want ? want : 1);
 	if (bad || !r->probe) {
 		remote_close(&r->base);
@@ -605,109 +616,111 @@ static tfs_err probe_failed(const struct tfs_remote_spec *s, const struct tfs_ht
 	return e;
 }
 
+/* The probe: the first bytes (want of them, into r->probe), and with them
+ * the size and version. The body goes to a growing buffer so that a
+ * server answering 200 with a small whole file is seen as what it is. */
+static tfs_err probe(struct remote *r, const struct tfs_remote_spec *s, uint64_t want,
+		     struct tfs_http_req *rq, struct tfs_http_resp *rs, uint64_t *size, struct tfs_diag *d)
+{
+	enum tfs_http_fail f;
+	char *body = NULL;
+	size_t blen = 0;
+	memset(rq, 0, sizeof *rq);
+	tfs_err e = fill_req(r, rq, r->url, d);
+	if (e)
+		return e;
+	if (s->has_size && s->size == 0) {
+		rq->head = 1; /* nothing to range over */
+	} else {
+		rq->has_range = 1;
+		rq->range_clip = !s->has_size;
+		rq->whole_ok = 1; /* a server that ignores Range: its start */
+		rq->off = 0;
+		rq->len = want;
+		rq->body = &body;
+		rq->bodylen = &blen;
+		rq->body_max = want;
+	}
+	e = tfs_http_fetch(rq, rs, &f, d);
+	if (e && f == TFS_HTTP_STATUS && rs->status == 416 && rs->has_range == 2 && rs->range_total == 0) {
+		e = TFS_OK; /* an empty file has no byte to ask for */
+		rs->status = 206;
+		rs->has_range = 1;
+		rs->range_total = 0;
+	}
+	if (!e && rq->head)
+		*size = 0;
+	else if (!e && rs->status == 206)
+		*size = rs->range_total;
+	else if (!e && rs->status == 200 && rs->has_length)
+		*size = rs->length; /* the server ignores Range: the body's start came */
+	else if (!e && rs->status == 200)
+		e = tfs_fail(
+			d, TFS_ERR_OPEN,
+			"the server ignores Range requests and does not say the file's size (no Content-Length)");
+	else if (!e)
+		e = tfs_fail(d, TFS_ERR_OPEN, "unexpected HTTP %ld to a range request", rs->status);
+	else
+		e = probe_failed(s, rs, f, e, d);
+	if (!e && s->has_size && *size != s->size)
+		e = tfs_fail(d, TFS_ERR_OPEN, "the server says %llu bytes, its listing said %llu",
+			     (unsigned long long)*size, (unsigned long long)s->size);
+	if (!e) {
+		r->nprobe = blen;
+		memcpy(r->probe, body, blen);
+		if (blen != (*size < want ? *size : want))
+			e = tfs_fail(d, TFS_ERR_OPEN, "the first range came back short");
+	}
+	free(body);
+	return e;
+}
+
+/* After the probe: the version (the one given, Hub and S3, else the
+ * server's ETag), the times (Last-Modified), and where the rest of the
+ * bytes will come from: ranges through the block cache, or one whole
+ * download. */
+static tfs_err settle(struct remote *r, const struct tfs_http_req *rq, const struct tfs_http_resp *rs,
+		      uint64_t size, struct tfs_diag *d)
+{
+	if ((*rs->etag && !(r->served_etag = strdup(rs->etag))) ||
+	    (!r->base.etag && usable_etag(rs->etag) && !(r->base.etag = strdup(rs->etag))))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	char q[TFS_QPATH_MAX];
+	/* (A file downloaded whole is one version however it is: its
+	 * download must have the first answer's size and Last-Modified.) */
+	if (!r->base.etag && !(rs->status == 200 && !rq->head && *rs->last_modified))
+		tfs_log("%s: warning: the server gives no strong ETag, so a change of the file during the mount cannot be detected",
+			tfs_quote_path(q, sizeof q, r->base.location));
+	r->base.id.size = size;
+	r->base.id.mtime_sec = r->base.id.ctime_sec = http_time(rs->last_modified);
+	if (rs->status == 200 && !rq->head)
+		return whole_setup(r, rs, d);
+	/* The cache key: where the bytes are and which version. */
+	size_t kl = strlen(r->base.location) + (r->base.etag ? strlen(r->base.etag) : 0) + 2;
+	char *key = malloc(kl);
+	if (key)
+		snprintf(key, kl, "%s\n%s", r->base.location, r->base.etag ? r->base.etag : "");
+	struct tfs_cache *c = the_cache();
+	r->cache = key && c ? tfs_cfile_new(c, key, size, fetch, r) : NULL;
+	free(key);
+	return r->cache ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+}
+
 tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d)
 {
 	uint64_t want = s->has_size && s->size < TFS_REMOTE_PROBE ? s->size : TFS_REMOTE_PROBE;
 	struct remote *r = remote_new(s, want);
 	if (!r)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-
-	/* The probe: the first bytes, and with them the size and version.
-	 * The body goes to a growing buffer so that a server answering 200
-	 * with a small whole file is seen as what it is. */
 	struct tfs_http_req rq;
 	struct tfs_http_resp rs;
-	enum tfs_http_fail f;
-	char *body = NULL;
-	size_t blen = 0;
-	fill_req(r, &rq, r->url);
-	if (s->has_size && s->size == 0) {
-		rq.head = 1; /* nothing to range over */
-	} else {
-		rq.has_range = 1;
-		rq.range_clip = !s->has_size;
-		rq.whole_ok = 1; /* a server that ignores Range: its start */
-		rq.off = 0;
-		rq.len = want;
-		rq.body = &body;
-		rq.bodylen = &blen;
-		rq.body_max = want;
-	}
-	tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
-	if (e && f == TFS_HTTP_STATUS && rs.status == 416 && rs.has_range == 2 && rs.range_total == 0) {
-		e = TFS_OK; /* an empty file has no byte to ask for */
-		rs.status = 206;
-		rs.has_range = 1;
-		rs.range_total = 0;
-	}
+	uint64_t size = 0;
+	tfs_err e = probe(r, s, want, &rq, &rs, &size, d);
+	if (!e)
+		e = settle(r, &rq, &rs, size, d);
 	if (e) {
-		free(body);
 		remote_close(&r->base);
-		return probe_failed(s, &rs, f, e, d);
-	}
-	uint64_t size;
-	if (rq.head) {
-		size = 0;
-	} else if (rs.status == 206) {
-		size = rs.range_total;
-	} else if (rs.status == 200 && rs.has_length) {
-		size = rs.length; /* the server ignores Range: the body's start came */
-	} else {
-		free(body);
-		remote_close(&r->base);
-		if (rs.status == 200)
-			return tfs_fail(
-				d, TFS_ERR_OPEN,
-				"the server ignores Range requests and does not say the file's size (no Content-Length)");
-		return tfs_fail(d, TFS_ERR_OPEN, "unexpected HTTP %ld to a range request", rs.status);
-	}
-	if (s->has_size && size != s->size) {
-		free(body);
-		remote_close(&r->base);
-		return tfs_fail(d, TFS_ERR_OPEN, "the server says %llu bytes, its listing said %llu",
-				(unsigned long long)size, (unsigned long long)s->size);
-	}
-	r->nprobe = blen;
-	memcpy(r->probe, body, blen);
-	free(body);
-	if (blen != (size < want ? size : want)) {
-		remote_close(&r->base);
-		return tfs_fail(d, TFS_ERR_OPEN, "the first range came back short");
-	}
-	/* The version: the one given (Hub, S3), else the server's ETag;
-	 * Last-Modified gives the files' times. */
-	if ((*rs.etag && !(r->served_etag = strdup(rs.etag))) ||
-	    (!r->base.etag && usable_etag(rs.etag) && !(r->base.etag = strdup(rs.etag)))) {
-		remote_close(&r->base);
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	}
-	char q[TFS_QPATH_MAX];
-	/* (A file downloaded whole is one version however it is: its
-	 * download must have the first answer's size and Last-Modified.) */
-	if (!r->base.etag && !(rs.status == 200 && !rq.head && *rs.last_modified))
-		tfs_log("%s: warning: the server gives no strong ETag, so a change of the file during the mount cannot be detected",
-			tfs_quote_path(q, sizeof q, r->base.location));
-	r->base.id.size = size;
-	r->base.id.mtime_sec = r->base.id.ctime_sec = http_time(rs.last_modified);
-	/* The cache key: where the bytes are and which version. */
-	size_t kl = strlen(r->base.location) + (r->base.etag ? strlen(r->base.etag) : 0) + 2;
-	char *key = malloc(kl);
-	if (key)
-		snprintf(key, kl, "%s\n%s", r->base.location, r->base.etag ? r->base.etag : "");
-	if (rs.status == 200 && !rq.head) {
-		free(key);
-		if ((e = whole_setup(r, &rs, d))) {
-			remote_close(&r->base);
-			return e;
-		}
-		*out = &r->base;
-		return TFS_OK;
-	}
-	r->cache = key ? tfs_cfile_new(key, size, fetch, r) : NULL;
-	free(key);
-	if (!r->cache) {
-		remote_close(&r->base);
-		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		return e;
 	}
 	*out = &r->base;
 	return TFS_OK;
@@ -715,7 +728,9 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 
 void tfs_remote_start(void)
 {
-	tfs_cache_start(); /* once, however many drivers ask */
+	struct tfs_cache *c = the_cache();
+	if (c)
+		tfs_cache_start(c); /* once, however many drivers ask */
 }
 
 void tfs_remote_stop(void)
@@ -725,8 +740,10 @@ void tfs_remote_stop(void)
 
 void tfs_remote_counters(struct tfs_counters *c)
 {
-	uint64_t hits, misses, disk;
-	tfs_cache_counters(&hits, &misses, &disk);
+	uint64_t hits = 0, misses = 0, disk = 0;
+	struct tfs_cache *cc = the_cache();
+	if (cc)
+		tfs_cache_counters(cc, &hits, &misses, &disk);
 	c->requests += tfs_http_requests();
 	c->bytes_fetched += tfs_http_bytes();
 	c->retries += tfs_http_retried();
@@ -737,9 +754,11 @@ void tfs_remote_counters(struct tfs_counters *c)
 
 int tfs_remote_notice(char *buf, size_t cap)
 {
-	uint64_t mem, disk;
-	unsigned nmem, ndisk;
-	tfs_cwhole_totals(&nmem, &mem, &ndisk, &disk);
+	uint64_t mem = 0, disk = 0;
+	unsigned nmem = 0, ndisk = 0;
+	struct tfs_cache *c = the_cache();
+	if (c)
+		tfs_cwhole_totals(c, &nmem, &mem, &ndisk, &disk);
 	if (!nmem && !ndisk)
 		return 0;
 	char where[160];
@@ -762,7 +781,10 @@ int tfs_remote_notice(char *buf, size_t cap)
 
 int tfs_remote_warm(uint64_t *done, uint64_t *total)
 {
-	int on;
-	tfs_cache_warm_status(done, total, &on);
+	int on = 0;
+	struct tfs_cache *c = the_cache();
+	*done = *total = 0;
+	if (c)
+		tfs_cache_warm_status(c, done, total, &on);
 	return on;
 }

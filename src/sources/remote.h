@@ -20,13 +20,23 @@
 #define TFS_LISTING_BYTES_MAX (512ull << 20)
 #define TFS_LISTING_PAGES_MAX 10000u
 
+/* Puts a driver's credentials on a request about to be sent to rq->url
+ * (its auth, headers, aws_sigv4 and userpwd, netrc: struct tfs_http_req):
+ * a bearer token for the Hub's own host only, S3's SigV4 signing, ~/.netrc.
+ * A remote file calls it before each of its requests (the probe, every
+ * range, the check of a cut answer), so a source whose credentials expire
+ * (an OAuth token, rotating keys) renews them here, in its own file, and
+ * nothing else changes. What it points the request at stays valid until
+ * the file is closed. A failure fails that request, with d's line. */
+typedef tfs_err (*tfs_authorize_fn)(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d);
+
 struct tfs_remote_spec {
 	const char *url;      /* where the bytes are */
 	const char *location; /* user.source and messages: no credentials */
-	const char *auth;     /* "Authorization: ..." for url's host only */
-	const char *const *headers;
-	const char *aws_sigv4, *userpwd;
-	int netrc;            /* credentials from ~/.netrc (http only) */
+	/* The credentials, or NULL for none; auth_ctx outlives the file (the
+	 * driver's store: a store outlives every file it opened). */
+	tfs_authorize_fn authorize;
+	void *auth_ctx;
 	const char *etag;     /* the version, when known (Hub, S3 listing) */
 	const char *revision; /* user.revision */
 	int has_size;

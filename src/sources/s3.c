@@ -111,13 +111,25 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
 	return tfs_fail(d, TFS_ERR_OPEN, "HTTP %ld%s%s", status, code && *code ? " " : "", code ? code : "");
 }
 
-static void request(const struct s3_store *st, struct tfs_http_req *rq, const char *url)
+/* S3's credentials (struct tfs_remote_spec, authorize): SigV4 signing by
+ * libcurl with the keys, and the session token and payload hash headers;
+ * none for a public bucket. Requests carrying them follow no redirect
+ * (sources/httpc.h). */
+static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
 {
-	memset(rq, 0, sizeof *rq);
-	rq->url = url;
+	const struct s3_store *st = ctx;
+	(void)d;
 	rq->headers = (const char *const *)st->hdr;
 	rq->aws_sigv4 = st->sigv4;
 	rq->userpwd = st->userpwd;
+	return TFS_OK;
+}
+
+static void request(struct s3_store *st, struct tfs_http_req *rq, const char *url)
+{
+	memset(rq, 0, sizeof *rq);
+	rq->url = url;
+	authorize(st, rq, NULL);
 }
 
 /* ---- listing ---- */
@@ -257,9 +269,8 @@ static tfs_err store_open(struct tfs_store *base, const char *name, struct tfs_s
 	struct tfs_remote_spec s = {
 		.url = u,
 		.location = loc,
-		.headers = (const char *const *)st->hdr,
-		.aws_sigv4 = st->sigv4,
-		.userpwd = st->userpwd,
+		.authorize = authorize,
+		.auth_ctx = st,
 		.explain = explain,
 	};
 	const char *slash = strrchr(name, '/');
@@ -331,6 +342,58 @@ static int bucket_ok(const char *b, size_t n)
 	return b[0] != '.' && b[0] != '-';
 }
 
+/* The endpoint: -o endpoint=, AWS_ENDPOINT_URL, else AWS's own for the
+ * region (virtual-hosted). A custom one is path-style. NULL st->endpoint:
+ * no memory (said by the caller). */
+static tfs_err set_endpoint(struct s3_store *st, const struct tfs_opts *o, const char *region,
+			    struct tfs_diag *d)
+{
+	const char *ep = tfs_opts_get(o, "endpoint");
+	if (!ep || !*ep)
+		ep = getenv("AWS_ENDPOINT_URL");
+	char aws[128];
+	if (ep && *ep) {
+		if (strncasecmp(ep, "http://", 7) != 0 && strncasecmp(ep, "https://", 8) != 0)
+			return tfs_fail(d, TFS_ERR_INVAL, "the S3 endpoint must be an http(s) URL");
+		st->path_style = 1;
+	} else {
+		snprintf(aws, sizeof aws, "https://s3.%s.amazonaws.com", region);
+		ep = aws;
+		st->path_style = tfs_opts_get(o, "path_style") != NULL || strchr(st->bucket, '.') != NULL;
+	}
+	st->endpoint = strdup(ep);
+	if (st->endpoint) {
+		char *q = strchr(strstr(st->endpoint, "://") + 3, '/');
+		if (q)
+			*q = 0; /* the host only */
+	}
+	return TFS_OK;
+}
+
+/* What authorize() puts on every request: SigV4 by libcurl with the
+ * keys, the payload hash and the session token. The keys are wiped from
+ * cr once copied. */
+static tfs_err sign_with(struct s3_store *st, struct tfs_aws_creds *cr, struct tfs_diag *d)
+{
+	char sig[128], *up = malloc(strlen(cr->key) + strlen(cr->secret) + 2);
+	snprintf(sig, sizeof sig, "aws:amz:%s:s3", cr->region);
+	st->sigv4 = strdup(sig);
+	if (up)
+		sprintf(up, "%s:%s", cr->key, cr->secret);
+	st->userpwd = up;
+	st->hdr[0] = strdup("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	int has_token = cr->token[0] != 0;
+	if (has_token) {
+		size_t n = strlen(cr->token) + 32;
+		if ((st->hdr[1] = malloc(n)))
+			snprintf(st->hdr[1], n, "x-amz-security-token: %s", cr->token);
+	}
+	memset(cr, 0, sizeof *cr);
+	if (!st->sigv4 || !st->userpwd || !st->hdr[0] || (has_token && !st->hdr[1]))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	return TFS_OK;
+}
+
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
 		       struct tfs_diag *d)
 {
@@ -360,49 +423,10 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	int nosign = tfs_opts_get(o, "no_sign_request") != NULL;
 	if ((e = tfs_aws_credentials_of(&cr, !nosign, tfs_opts_get(o, "aws_profile"), d)))
 		goto fail;
-	/* The endpoint: -o endpoint=, AWS_ENDPOINT_URL, else AWS's own for
-	 * the region (virtual-hosted). A custom one is path-style. */
-	const char *ep = tfs_opts_get(o, "endpoint");
-	if (!ep || !*ep)
-		ep = getenv("AWS_ENDPOINT_URL");
-	char aws[128];
-	if (ep && *ep) {
-		if (strncasecmp(ep, "http://", 7) != 0 && strncasecmp(ep, "https://", 8) != 0) {
-			e = tfs_fail(d, TFS_ERR_INVAL, "the S3 endpoint must be an http(s) URL");
-			goto fail;
-		}
-		st->path_style = 1;
-	} else {
-		snprintf(aws, sizeof aws, "https://s3.%s.amazonaws.com", cr.region);
-		ep = aws;
-		st->path_style = tfs_opts_get(o, "path_style") != NULL || strchr(st->bucket, '.') != NULL;
-	}
-	st->endpoint = strdup(ep);
-	if (st->endpoint) {
-		char *q = strchr(strstr(st->endpoint, "://") + 3, '/');
-		if (q)
-			*q = 0; /* the host only */
-	}
-	if (!nosign) {
-		char sig[128], *up = malloc(strlen(cr.key) + strlen(cr.secret) + 2);
-		snprintf(sig, sizeof sig, "aws:amz:%s:s3", cr.region);
-		st->sigv4 = strdup(sig);
-		if (up)
-			sprintf(up, "%s:%s", cr.key, cr.secret);
-		st->userpwd = up;
-		st->hdr[0] = strdup("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-		int has_token = cr.token[0] != 0;
-		if (has_token) {
-			size_t n = strlen(cr.token) + 32;
-			if ((st->hdr[1] = malloc(n)))
-				snprintf(st->hdr[1], n, "x-amz-security-token: %s", cr.token);
-		}
-		memset(&cr, 0, sizeof cr);
-		if (!st->sigv4 || !st->userpwd || !st->hdr[0] || (has_token && !st->hdr[1])) {
-			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-			goto fail;
-		}
-	}
+	if ((e = set_endpoint(st, o, cr.region, d)))
+		goto fail;
+	if (!nosign && (e = sign_with(st, &cr, d)))
+		goto fail;
 	/* A key: its directory and its name. A prefix (ending in '/', or the
 	 * bucket itself): a directory. */
 	size_t kl = strlen(key);
@@ -454,6 +478,10 @@ static const struct tfs_opt_spec s3_env[] = {
 const struct tfs_source_driver tfs_source_s3 = {
 	.name = "s3",
 	.schemes = "s3://",
+	.usage = "s3://BUCKET/KEY",
+	.env_help = "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, "
+		    "AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_REGION, AWS_DEFAULT_REGION, "
+		    "AWS_ENDPOINT_URL",
 	.claims = claims,
 	.resolve = resolve,
 	.opts = s3_opts,

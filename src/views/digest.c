@@ -10,8 +10,16 @@
 #include <xxhash.h>
 
 #include "views/hashes.h"
+#include "views/tensorfiles.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+/* The tree's digests, kept with the tensors' view's state. */
+static struct tfs_digests *digests_of(const struct tfs_tree *t)
+{
+	const struct tfs_tensor_files *f = t->vstate[TFS_NODE_TENSOR];
+	return f ? f->digests : NULL;
+}
 
 /* Bytes asked of a view at a time: large enough that a piece's overhead
  * vanishes, small enough for one buffer per hashing thread. */
@@ -124,7 +132,7 @@ static tfs_err feed(const struct tfs_tree *t, const struct tfs_node *n, struct w
 
 int tfs_digest_known(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_algo a, char *hex)
 {
-	return t->digests && tfs_digests_get(t->digests, ino, a, hex);
+	return digests_of(t) && tfs_digests_get(digests_of(t), ino, a, hex);
 }
 
 void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, uint64_t begin, uint64_t end,
@@ -183,7 +191,7 @@ static tfs_err digest_with(const struct tfs_tree *t, uint32_t ino, enum tfs_dige
 	uint64_t xxh = 0;
 	char key[128];
 	if (from_memo(t, ino, a, key, sizeof key, sha, &xxh)) {
-		tfs_digests_put(t->digests, ino, a, sha, xxh);
+		tfs_digests_put(digests_of(t), ino, a, sha, xxh);
 		tfs_digest_hex(a, sha, xxh, hex);
 		return TFS_OK;
 	}
@@ -198,7 +206,7 @@ static tfs_err digest_with(const struct tfs_tree *t, uint32_t ino, enum tfs_dige
 	hasher_end(&h, sha, &xxh);
 	if (e)
 		return e;
-	tfs_digests_put(t->digests, ino, a, sha, xxh);
+	tfs_digests_put(digests_of(t), ino, a, sha, xxh);
 	tfs_digest_hex(a, sha, xxh, hex);
 	if (*key)
 		tfs_source_memo_put(t->m->shards[t->nodes[ino].shard].src, key, hex);

@@ -13,8 +13,16 @@
 #include "core/jscan.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "views/tensor.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+/* D.safetensors beside every directory D, and the root's; a root
+ * directory that would take the root's name ("model", as in
+ * model.layers.0...) gets the longer suffix instead. */
+#define SUFFIX ".safetensors"
+#define ROOT_NAME "model.safetensors"
+#define CLASH_SUFFIX ".dir.safetensors"
 
 /* safetensors' reader refuses a header over this (N, padding included). */
 #define HEADER_LIMIT ((uint64_t)TFS_HEADER_CAP)
@@ -50,16 +58,21 @@ struct tfs_exports {
 	size_t held, budget;
 	struct built *head, *tail;
 	uint32_t n;
-	struct slot slots[];
+	size_t cap;
+	struct slot *slots;
 };
 
-struct tfs_exports *tfs_exports_new(uint32_t n)
+static struct tfs_exports *exports_of(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	struct tfs_exports *x = calloc(1, sizeof *x + (size_t)n * sizeof x->slots[0]);
+	return t->vstate[n->kind];
+}
+
+static struct tfs_exports *exports_new(void)
+{
+	struct tfs_exports *x = calloc(1, sizeof *x);
 	if (!x)
 		return NULL;
 	pthread_mutex_init(&x->lock, NULL);
-	x->n = n;
 	x->budget = TFS_EXPORT_BUDGET;
 	/* Tests make the cache small to see headers dropped and made again. */
 	const char *mb = getenv("TENSORFS_EXPORT_BUDGET_MB");
@@ -78,7 +91,7 @@ static void built_free(struct built *b)
 	free(b);
 }
 
-void tfs_exports_free(struct tfs_exports *x)
+static void exports_free(struct tfs_exports *x)
 {
 	if (!x)
 		return;
@@ -86,6 +99,7 @@ void tfs_exports_free(struct tfs_exports *x)
 		nx = b->next;
 		built_free(b);
 	}
+	free(x->slots);
 	free(x->meta);
 	pthread_mutex_destroy(&x->lock);
 	free(x);
@@ -528,7 +542,7 @@ static void trim(struct tfs_exports *x)
  * `pin`, held until unpin(). */
 static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pin, struct built **out)
 {
-	struct tfs_exports *x = t->exports;
+	struct tfs_exports *x = exports_of(t, en);
 	struct slot *s = &x->slots[en->ref];
 	if (s->state == CANNOT)
 		return s->why;
@@ -568,7 +582,7 @@ static tfs_err ready(const struct tfs_tree *t, const struct tfs_node *en, int pi
 
 uint64_t tfs_export_size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	struct tfs_exports *x = t->exports;
+	struct tfs_exports *x = exports_of(t, n);
 	struct slot *s = &x->slots[n->ref];
 	struct built *b;
 	uint64_t size = 0;
@@ -581,7 +595,7 @@ uint64_t tfs_export_size(const struct tfs_tree *t, const struct tfs_node *n)
 
 tfs_err tfs_export_check(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	struct tfs_exports *x = t->exports;
+	struct tfs_exports *x = exports_of(t, n);
 	struct built *b;
 	pthread_mutex_lock(&x->lock);
 	tfs_err e = ready(t, n, 0, &b);
@@ -592,7 +606,7 @@ tfs_err tfs_export_check(const struct tfs_tree *t, const struct tfs_node *n)
 tfs_err tfs_export_walk(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			tfs_export_fn fn, void *ctx)
 {
-	struct tfs_exports *x = t->exports;
+	struct tfs_exports *x = exports_of(t, n);
 	struct built *b;
 	pthread_mutex_lock(&x->lock);
 	tfs_err e = ready(t, n, 1, &b);
@@ -669,20 +683,92 @@ static tfs_err export_pieces(const struct tfs_tree *t, const struct tfs_node *n,
 	return tfs_export_walk(t, n, off, len, piece_out, &c);
 }
 
-static void *export_state_new(uint32_t count)
+static const struct tfs_opt_spec opts[] = {
+	{"export", 0,
+	 "model.safetensors of every tensor, and with\n"
+	 "layout=tree D.safetensors beside every directory D;\n"
+	 "for a GGUF model also model.gguf (all parts merged)",
+	 NULL, 0},
+	{"export_cache", 0,
+	 "read generated files through the page cache even\n"
+	 "where direct I/O could keep shared mmap",
+	 NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static tfs_err check(const struct tfs_opts *o, struct tfs_diag *d)
 {
-	return tfs_exports_new(count);
+	if (tfs_opts_get(o, "export_cache") && !tfs_opts_get(o, "export"))
+		return tfs_fail(d, TFS_ERR_INVAL, "-o export_cache goes with -o export");
+	return TFS_OK;
 }
 
-static void export_state_free(void *state)
+static int wanted(const struct tfs_tree_opts *o)
 {
-	tfs_exports_free(state);
+	return tfs_opts_get(o->opts, "export") != NULL;
 }
 
-static int export_notice(const struct tfs_tree *t, char *buf, size_t cap)
+/* -o export_cache: every generated file through the page cache. */
+static int keep_pages(const struct tfs_opts *o)
 {
+	return tfs_opts_get(o, "export_cache") != NULL;
+}
+
+/* model.safetensors takes a root tensor's name only in the flat layout:
+ * in the tree layout a tensor of that name is model/safetensors. */
+static const char *const *reserves(const struct tfs_tree_opts *o)
+{
+	static const char *const names[] = {ROOT_NAME, NULL};
+	return o->layout == TFS_LAYOUT_FLAT ? names : NULL;
+}
+
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
+{
+	(void)m;
+	(void)o;
+	return exports_new();
+}
+
+static void state_free(void *state)
+{
+	exports_free(state);
+}
+
+/* D.safetensors beside every directory D (the root's in the root),
+ * named once D is. */
+static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
+{
+	struct tfs_exports *x = state;
+	const struct tfs_tree *t = tfs_tree_add_tree(a);
+	if (tfs_grow((void **)&x->slots, &x->cap, (size_t)x->n + 1, sizeof *x->slots))
+		return TFS_ERR_NOMEM;
+	memset(&x->slots[x->n], 0, sizeof x->slots[x->n]);
+	uint32_t parent = dir == TFS_TREE_ROOT ? TFS_TREE_ROOT : t->nodes[dir].parent;
+	return tfs_tree_add_after(a, parent, dir, x->n++, NULL);
+}
+
+static size_t name(const struct tfs_tree *t, const struct tfs_node *n, const char *of, size_t of_len,
+		   char *out)
+{
+	if (n->first == TFS_TREE_ROOT) {
+		memcpy(out, ROOT_NAME, strlen(ROOT_NAME));
+		return strlen(ROOT_NAME);
+	}
+	const struct tfs_node *dn = &t->nodes[n->first];
+	const char *suffix = SUFFIX;
+	if (dn->parent == TFS_TREE_ROOT && of_len + strlen(SUFFIX) == strlen(ROOT_NAME) &&
+	    memcmp(of, ROOT_NAME, of_len) == 0)
+		suffix = CLASH_SUFFIX;
+	memcpy(out, of, of_len);
+	memcpy(out + of_len, suffix, strlen(suffix));
+	return of_len + strlen(suffix);
+}
+
+static int notice(const struct tfs_tree *t, const void *state, char *buf, size_t cap)
+{
+	(void)state;
 	char first[200];
-	uint64_t left = t->exports ? tfs_export_left_out(t, first, sizeof first) : 0;
+	uint64_t left = tfs_export_left_out(t, first, sizeof first);
 	/* A GGUF model's model.gguf holds them all: say so, or the warning
 	 * reads as if they were lost. */
 	int gguf = tfs_tree_lookup(t, 1, TFS_GGUF_ROOT, strlen(TFS_GGUF_ROOT)) != 0;
@@ -695,11 +781,19 @@ static int export_notice(const struct tfs_tree *t, char *buf, size_t cap)
 
 const struct tfs_view_ops tfs_view_export = {
 	.name = "export",
-	.flags = TFS_VIEWF_GENERATED,
+	.flags = TFS_VIEWF_GENERATED | TFS_VIEWF_LEAD,
+	.opts = opts,
+	.check = check,
+	.wanted = wanted,
+	.keep_pages = keep_pages,
+	.reserves = reserves,
+	.dir_room = sizeof CLASH_SUFFIX - 1,
+	.state_new = state_new,
+	.state_free = state_free,
+	.per_dir = per_dir,
+	.name_after = name,
+	.notice = notice,
 	.size = tfs_export_size,
 	.pieces = export_pieces,
 	.open = tfs_export_check,
-	.state_new = export_state_new,
-	.state_free = export_state_free,
-	.notice = export_notice,
 };

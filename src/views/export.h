@@ -19,13 +19,13 @@ struct tfs_tree;
 struct tfs_node;
 struct tfs_exports;
 
-/* Its files are named as views/tree.h says (TFS_EXPORT_*). */
+/* -o export of a model whose metadata is typed (GGUF): one GGUF file of
+ * it all at the root (views/gguffile.c). */
+#define TFS_GGUF_ROOT "model.gguf"
+
 /* Headers and orders kept at once, in bytes (the one in use always is);
  * the environment's TENSORFS_EXPORT_BUDGET_MB, when set, instead. */
 #define TFS_EXPORT_BUDGET ((size_t)128 << 20)
-
-struct tfs_exports *tfs_exports_new(uint32_t n);
-void tfs_exports_free(struct tfs_exports *x);
 
 /* Whether a tensor's file goes into the exports: its dtype as the mount
  * shows it is one safetensors has, and its name is UTF-8. */

@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/kv.h"
+#include "views/export.h"
 #include "views/tree.h"
 #include "views/view.h"
 
@@ -304,9 +305,10 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *nd, uint6
 	return e;
 }
 
-static void *state_new(uint32_t count)
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	(void)count;
+	(void)m;
+	(void)o;
 	struct tfs_gguf_out *g = calloc(1, sizeof *g);
 	if (g)
 		pthread_mutex_init(&g->lock, NULL);
@@ -325,12 +327,25 @@ static void state_free(void *state)
 	free(g);
 }
 
-static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
-		   struct tfs_tree_add *a, struct tfs_diag *d)
+/* It comes with -o export (the export view's option). */
+static int wanted(const struct tfs_tree_opts *o)
+{
+	return tfs_opts_get(o->opts, "export") != NULL;
+}
+
+/* Whether or not the model is one it is made for: a root tensor's name
+ * never depends on the model's metadata. */
+static const char *const *reserves(const struct tfs_tree_opts *o)
+{
+	static const char *const names[] = {TFS_GGUF_ROOT, NULL};
+	return o->layout == TFS_LAYOUT_FLAT ? names : NULL;
+}
+
+static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 {
 	(void)state;
 	(void)d;
-	if (!o->export || !offered(m))
+	if (!offered(tfs_tree_add_tree(a)->m))
 		return TFS_OK;
 	return tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_GGUF_ROOT, 0, 0, NULL);
 }
@@ -338,10 +353,12 @@ static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, voi
 const struct tfs_view_ops tfs_view_gguf = {
 	.name = "gguf",
 	.flags = TFS_VIEWF_GENERATED,
+	.wanted = wanted,
+	.reserves = reserves,
+	.state_new = state_new,
+	.state_free = state_free,
+	.at_root = at_root,
 	.size = size,
 	.pieces = pieces,
 	.open = check,
-	.state_new = state_new,
-	.state_free = state_free,
-	.add = add,
 };

@@ -5,8 +5,14 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/mem.h"
+#include "views/tensor.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+/* Every directory's table of its entries (README, "The table in every
+ * directory"). Names of this shape are reserved by the name mapping. */
+#define TABLE_NAME "__tensors__.tsv"
 
 #define LINES_PER_MARK 256
 #define HEADER_LINE "name\tdtype\tshape\tbytes\toffsets\n"
@@ -23,34 +29,20 @@ struct tfs_listing {
 	pthread_mutex_t lock;
 	int sums_done; /* every table's `bytes` is set */
 	uint32_t n;
-	struct table tables[];
+	size_t cap;
+	struct table *tables;
 };
 
-struct tfs_listing *tfs_listing_new(uint32_t ntables)
+static struct tfs_listing *listing_of(const struct tfs_tree *t, const struct tfs_node *table)
 {
-	struct tfs_listing *l = calloc(1, sizeof *l + (size_t)ntables * sizeof l->tables[0]);
-	if (!l)
-		return NULL;
-	pthread_mutex_init(&l->lock, NULL);
-	l->n = ntables;
-	return l;
+	return t->vstate[table->kind];
 }
 
-void tfs_listing_free(struct tfs_listing *l)
-{
-	if (!l)
-		return;
-	for (uint32_t i = 0; i < l->n; i++)
-		free(l->tables[i].marks);
-	pthread_mutex_destroy(&l->lock);
-	free(l);
-}
-
-/* The table of directory `dir`, found through its TFS_TABLE_NAME entry. */
+/* The table of directory `dir`, found through its TABLE_NAME entry. */
 static struct table *table_of(const struct tfs_tree *t, uint32_t dir)
 {
-	uint32_t ti = tfs_tree_lookup(t, dir, TFS_TABLE_NAME, strlen(TFS_TABLE_NAME));
-	return ti ? &t->listing->tables[t->nodes[ti].ref] : NULL;
+	uint32_t ti = tfs_tree_lookup(t, dir, TABLE_NAME, strlen(TABLE_NAME));
+	return ti ? &listing_of(t, &t->nodes[ti])->tables[t->nodes[ti].ref] : NULL;
 }
 
 /* Every directory's tensor bytes in one pass: a child is always created
@@ -165,10 +157,10 @@ static tfs_err work_out(const struct tfs_tree *t, const struct tfs_node *table, 
 	size_t len = 0, cap = 0;
 	uint64_t size = 0;
 	tfs_err e = TFS_OK;
-	if (!t->listing->sums_done) {
+	if (!listing_of(t, table)->sums_done) {
 		if ((e = sum_dirs(t)))
 			return e;
-		t->listing->sums_done = 1;
+		listing_of(t, table)->sums_done = 1;
 	}
 	tb->nmarks = (lines + LINES_PER_MARK - 1) / LINES_PER_MARK;
 	tb->marks = malloc((size_t)tb->nmarks * sizeof *tb->marks);
@@ -195,12 +187,13 @@ static tfs_err work_out(const struct tfs_tree *t, const struct tfs_node *table, 
 
 static struct table *ready(const struct tfs_tree *t, const struct tfs_node *table)
 {
-	struct table *tb = &t->listing->tables[table->ref];
+	struct tfs_listing *l = listing_of(t, table);
+	struct table *tb = &l->tables[table->ref];
 	if (__atomic_load_n(&tb->ready, __ATOMIC_ACQUIRE))
 		return tb;
-	pthread_mutex_lock(&t->listing->lock);
+	pthread_mutex_lock(&l->lock);
 	tfs_err e = tb->ready ? TFS_OK : work_out(t, table, tb);
-	pthread_mutex_unlock(&t->listing->lock);
+	pthread_mutex_unlock(&l->lock);
 	return e ? NULL : tb;
 }
 
@@ -261,20 +254,55 @@ static tfs_err table_pieces(const struct tfs_tree *t, const struct tfs_node *n, 
 	return e ? e : tfs_pieces_mem(out, to, got);
 }
 
-static void *table_state_new(uint32_t count)
+static const struct tfs_opt_spec opts[] = {
+	{"notsv", 0, "no __tensors__.tsv table in each directory", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+/* On unless -o notsv; the tools' own tree (no options) has none. */
+static int wanted(const struct tfs_tree_opts *o)
 {
-	return tfs_listing_new(count);
+	return o->opts && !tfs_opts_get(o->opts, "notsv");
 }
 
-static void table_state_free(void *state)
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	tfs_listing_free(state);
+	(void)m;
+	(void)o;
+	struct tfs_listing *l = calloc(1, sizeof *l);
+	if (l)
+		pthread_mutex_init(&l->lock, NULL);
+	return l;
+}
+
+static void state_free(void *state)
+{
+	struct tfs_listing *l = state;
+	for (uint32_t i = 0; i < l->n; i++)
+		free(l->tables[i].marks);
+	free(l->tables);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+/* A table in every directory, none of them worked out yet. */
+static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
+{
+	struct tfs_listing *l = state;
+	if (tfs_grow((void **)&l->tables, &l->cap, (size_t)l->n + 1, sizeof *l->tables))
+		return TFS_ERR_NOMEM;
+	memset(&l->tables[l->n], 0, sizeof l->tables[l->n]);
+	return tfs_tree_add_node(a, dir, TABLE_NAME, 0, l->n++, NULL);
 }
 
 const struct tfs_view_ops tfs_view_table = {
 	.name = "table",
+	.flags = TFS_VIEWF_LEAD,
+	.opts = opts,
+	.wanted = wanted,
+	.state_new = state_new,
+	.state_free = state_free,
+	.per_dir = per_dir,
 	.size = tfs_listing_size,
 	.pieces = table_pieces,
-	.state_new = table_state_new,
-	.state_free = table_state_free,
 };

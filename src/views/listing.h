@@ -1,4 +1,4 @@
-/* The table in every directory (TFS_TABLE_NAME): one line per entry, for
+/* The table in every directory (__tensors__.tsv): one line per entry, for
  * people (any viewer) and scripts (TSV). README, "The table in every
  * directory", has the columns.
  *
@@ -17,10 +17,6 @@
 struct tfs_tree;
 struct tfs_node;
 struct tfs_listing;
-
-/* State for `ntables` tables, none of them worked out yet. */
-struct tfs_listing *tfs_listing_new(uint32_t ntables);
-void tfs_listing_free(struct tfs_listing *l);
 
 /* The table's size in bytes (0 when out of memory: an empty file). */
 uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table);

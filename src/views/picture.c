@@ -53,6 +53,14 @@ static void layout(const struct tfs_table *h, const struct tfs_tensor *t, struct
 		l->fy = (16 + l->gh - 1) / l->gh;
 	if (l->gw * l->fx < 16)
 		l->fx = (16 + l->gw - 1) / l->gw;
+	/* A long thin matrix (a LoRA factor, [16, 15360]) would be a strip
+	 * that a thumbnail shrinks to a line: its short side is stretched,
+	 * each row (or column) repeated, to at least a quarter of the long. */
+	uint32_t w = l->gw * l->fx, ht = l->gh * l->fy;
+	if (ht * 4 < w)
+		l->fy = (w + 4 * l->gh - 1) / (4 * l->gh);
+	else if (w * 4 < ht)
+		l->fx = (ht + 4 * l->gw - 1) / (4 * l->gw);
 }
 
 void tfs_picture_dims(const struct tfs_table *h, const struct tfs_tensor *t, uint32_t *w, uint32_t *ht)

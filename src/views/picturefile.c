@@ -46,9 +46,10 @@ struct pictures {
 	unsigned nsizes;
 };
 
-static void *state_new(uint32_t count)
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	(void)count;
+	(void)m;
+	(void)o;
 	struct pictures *p = calloc(1, sizeof *p);
 	if (p) {
 		pthread_mutex_init(&p->lock, NULL);

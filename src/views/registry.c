@@ -1,37 +1,53 @@
-/* The registry of views, by node kind (views/tree.h): the one place that
- * names them. */
+/* The registry of views: the one place that names them. A view's index is
+ * its files' node kind (views/tree.h). The order is the order in which
+ * their files are added to a tree, so their inode numbers, and the order
+ * of a directory's listing; --help lists their options in it too. */
 #include "views/view.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "views/tree.h"
 
 extern const struct tfs_view_ops tfs_view_tensor;
 extern const struct tfs_view_ops tfs_view_blob;
 extern const struct tfs_view_ops tfs_view_table;
 extern const struct tfs_view_ops tfs_view_export;
-extern const struct tfs_view_ops tfs_view_original;
 extern const struct tfs_view_ops tfs_view_sums;
 extern const struct tfs_view_ops tfs_view_stats;
+extern const struct tfs_view_ops tfs_view_picture;
+extern const struct tfs_view_ops tfs_view_original;
 extern const struct tfs_view_ops tfs_view_gguf;
 extern const struct tfs_view_ops tfs_view_reshard;
-extern const struct tfs_view_ops tfs_view_picture;
 extern const struct tfs_view_ops tfs_view_zarr;
 
-/* Indexed by enum tfs_node_kind (a directory has none). */
 const struct tfs_view_ops *const tfs_views[] = {
 	NULL,               /* 0: no node */
 	NULL,               /* TFS_NODE_DIR */
-	&tfs_view_tensor,   /* TFS_NODE_TENSOR */
-	&tfs_view_blob,     /* TFS_NODE_BLOB */
-	&tfs_view_table,    /* TFS_NODE_TABLE */
-	&tfs_view_export,   /* TFS_NODE_EXPORT */
-	&tfs_view_original, /* TFS_NODE_ORIGINAL */
-	&tfs_view_sums,     /* TFS_NODE_SUMS */
-	&tfs_view_stats,    /* TFS_NODE_STATS */
-	&tfs_view_gguf,     /* TFS_NODE_GGUF */
-	&tfs_view_reshard,  /* TFS_NODE_RESHARD */
-	&tfs_view_picture,  /* TFS_NODE_PICTURE */
-	&tfs_view_zarr,     /* TFS_NODE_ZARR */
+	&tfs_view_tensor,   /* TFS_NODE_TENSOR: the tensors' files */
+	&tfs_view_blob,     /* __metadata__.json, __index__.json */
+	&tfs_view_table,    /* __tensors__.tsv in every directory */
+	&tfs_view_export,   /* -o export: D.safetensors, model.safetensors */
+	&tfs_view_sums,     /* -o sums: __sha256sums__.txt */
+	&tfs_view_stats,    /* -o stats: NAME.stats.json */
+	&tfs_view_picture,  /* -o pictures: NAME.png */
+	&tfs_view_original, /* -o originals: __files__/ */
+	&tfs_view_gguf,     /* -o export of a GGUF model: model.gguf */
+	&tfs_view_reshard,  /* -o max_shard_size: __shards__/ */
+	&tfs_view_zarr,     /* -o zarr: __zarr__/ */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];
+
+_Static_assert(sizeof tfs_views / sizeof tfs_views[0] <= TFS_VIEWS_MAX, "TFS_VIEWS_MAX is too small");
+
+unsigned tfs_view_kind(const char *name)
+{
+	for (unsigned k = 0; k < tfs_nviews; k++)
+		if (tfs_views[k] && strcmp(tfs_views[k]->name, name) == 0)
+			return k;
+	return 0;
+}
 
 const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
 {
@@ -48,10 +64,29 @@ const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len)
 	return tfs_opt_find(tfs_view_opt_at, name, len);
 }
 
+tfs_err tfs_views_check(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	for (unsigned k = 0; k < tfs_nviews; k++) {
+		tfs_err e = tfs_views[k] && tfs_views[k]->check ? tfs_views[k]->check(o, d) : TFS_OK;
+		if (e)
+			return e;
+	}
+	return TFS_OK;
+}
+
+int tfs_views_keep_pages(const struct tfs_opts *o)
+{
+	for (unsigned k = 0; k < tfs_nviews; k++)
+		if (tfs_views[k] && tfs_views[k]->keep_pages && tfs_views[k]->keep_pages(o))
+			return 1;
+	return 0;
+}
+
 void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx)
 {
 	char buf[400];
-	for (unsigned k = 0; k < tfs_nviews; k++)
-		if (tfs_views[k] && tfs_views[k]->notice && tfs_views[k]->notice(t, buf, sizeof buf))
+	for (unsigned k = 0; k < tfs_nviews && k < TFS_VIEWS_MAX; k++)
+		if (t->vstate[k] && tfs_views[k]->notice &&
+		    tfs_views[k]->notice(t, t->vstate[k], buf, sizeof buf))
 			say(ctx, buf);
 }

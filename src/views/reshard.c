@@ -27,6 +27,9 @@
 #include "views/tree.h"
 #include "views/view.h"
 
+/* The re-sharded set's directory, at the root. */
+#define DIR_NAME "__shards__"
+
 struct item {
 	uint32_t shard, idx; /* the tensor in the model */
 };
@@ -45,6 +48,7 @@ struct rfile {
 struct tfs_reshard {
 	pthread_mutex_t lock;
 	const struct tfs_model *m;
+	uint64_t max; /* -o max_shard_size */
 	struct item *items;
 	uint32_t n;
 	struct rfile *files;
@@ -236,7 +240,7 @@ static struct rfile *ready(const struct tfs_tree *t, const struct tfs_node *nd)
 		f->err = make_file(r, f);
 		f->done = 1;
 		if (f->err)
-			tfs_log("%s/%s: cannot be made: %s", TFS_RESHARD_DIR, f->name,
+			tfs_log("%s/%s: cannot be made: %s", DIR_NAME, f->name,
 				f->err == TFS_ERR_FORMAT ? "its header would be over safetensors' limit"
 							 : "out of memory");
 	}
@@ -249,7 +253,7 @@ static const char *index_of(const struct tfs_tree *t, const struct tfs_node *nd,
 	struct tfs_reshard *r = t->vstate[nd->kind];
 	pthread_mutex_lock(&r->lock);
 	if (!r->index && make_index(r))
-		tfs_log("%s/model.safetensors.index.json: cannot be made: out of memory", TFS_RESHARD_DIR);
+		tfs_log("%s/model.safetensors.index.json: cannot be made: out of memory", DIR_NAME);
 	pthread_mutex_unlock(&r->lock);
 	*len = r->index_len;
 	return r->index;
@@ -313,17 +317,79 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *nd, uint6
 	return e;
 }
 
-static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
-		   struct tfs_tree_add *a, struct tfs_diag *d)
+/* A size as transformers' max_shard_size takes it ("5GB" is 5 x 10^9,
+ * "5GiB" 5 x 2^30; KB, MB, TB alike), or as our other options do (a
+ * number, or with K, M, G or T: powers of 2). 0, or -1. */
+static int parse_size(const char *s, uint64_t *v)
+{
+	size_t n = strlen(s);
+	char num[32];
+	uint64_t mul = 0;
+	static const char units[] = "KMGT";
+	if (n >= 3 && (s[n - 1] | 0x20) == 'b' && (s[n - 2] | 0x20) == 'i' &&
+	    strchr(units, s[n - 3] & ~0x20) && s[n - 3] != 0) {
+		mul = 1ull << (10 * (strchr(units, s[n - 3] & ~0x20) - units + 1));
+		n -= 3;
+	} else if (n >= 2 && (s[n - 1] | 0x20) == 'b' && s[n - 2] != 0 && strchr(units, s[n - 2] & ~0x20)) {
+		mul = 1;
+		for (long k = strchr(units, s[n - 2] & ~0x20) - units + 1; k > 0; k--)
+			mul *= 1000;
+		n -= 2;
+	}
+	if (!mul)
+		return tfs_opt_number(s, 1, UINT64_MAX, v);
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = 0;
+	uint64_t x;
+	if (tfs_opt_number(num, 0, UINT64_MAX / mul, &x))
+		return -1;
+	*v = x * mul;
+	return 0;
+}
+
+static const struct tfs_opt_spec opts[] = {
+	{"max_shard_size", 1,
+	 "the model re-sharded as save_pretrained does it, in\n"
+	 "__shards__/ (5GB: 10^9 bytes; 4GiB, 4G: 2^30)",
+	 "SIZE", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static tfs_err check_opts(const struct tfs_opts *o, struct tfs_diag *d)
+{
+	const char *v = tfs_opts_get(o, "max_shard_size");
+	uint64_t max;
+	if (v && (parse_size(v, &max) || max == 0))
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o max_shard_size= takes a size above 0 such as 5GB (10^9 bytes), "
+				"4GiB or 4G (2^30), or a number of bytes, not '%s'",
+				v);
+	return TFS_OK;
+}
+
+static int wanted(const struct tfs_tree_opts *o)
+{
+	uint64_t max;
+	const char *v = tfs_opts_get(o->opts, "max_shard_size");
+	return v && !parse_size(v, &max) && max;
+}
+
+static const char *const *reserves(const struct tfs_tree_opts *o)
+{
+	static const char *const names[] = {DIR_NAME, NULL};
+	(void)o;
+	return names;
+}
+
+static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 {
 	struct tfs_reshard *r = state;
-	if (!o->max_shard_size)
-		return TFS_OK;
-	r->m = m;
 	uint32_t dir;
-	tfs_err e = plan(r, o->max_shard_size);
+	tfs_err e = plan(r, r->max);
 	if (!e)
-		e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_RESHARD_DIR, 1, 0, &dir);
+		e = tfs_tree_add_node(a, TFS_TREE_ROOT, DIR_NAME, 1, 0, &dir);
 	for (uint32_t k = 0; !e && k < r->nfiles; k++)
 		e = tfs_tree_add_node(a, dir, r->files[k].name, 0, k, NULL);
 	if (!e && r->nfiles > 1)
@@ -331,10 +397,11 @@ static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, voi
 	return e ? tfs_fail(d, e, "out of memory planning -o max_shard_size's files") : TFS_OK;
 }
 
-static int notice(const struct tfs_tree *t, char *buf, size_t cap)
+static int notice(const struct tfs_tree *t, const void *state, char *buf, size_t cap)
 {
-	const struct tfs_reshard *r = t->vstate[TFS_NODE_RESHARD];
-	if (!r || !r->left_out)
+	const struct tfs_reshard *r = state;
+	(void)t;
+	if (!r->left_out)
 		return 0;
 	snprintf(buf, cap, "-o max_shard_size leaves out %llu tensor%s that safetensors cannot hold (%s%s)",
 		 (unsigned long long)r->left_out, r->left_out == 1 ? "" : "s", r->first_left,
@@ -342,12 +409,15 @@ static int notice(const struct tfs_tree *t, char *buf, size_t cap)
 	return 1;
 }
 
-static void *state_new(uint32_t count)
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	(void)count;
 	struct tfs_reshard *r = calloc(1, sizeof *r);
-	if (r)
+	if (r) {
 		pthread_mutex_init(&r->lock, NULL);
+		r->m = m;
+		if (parse_size(tfs_opts_get(o->opts, "max_shard_size"), &r->max))
+			r->max = UINT64_MAX; /* (wanted() parsed it already) */
+	}
 	return r;
 }
 
@@ -372,11 +442,15 @@ static void state_free(void *state)
 const struct tfs_view_ops tfs_view_reshard = {
 	.name = "reshard",
 	.flags = TFS_VIEWF_GENERATED,
+	.opts = opts,
+	.check = check_opts,
+	.wanted = wanted,
+	.reserves = reserves,
+	.state_new = state_new,
+	.state_free = state_free,
+	.at_root = at_root,
+	.notice = notice,
 	.size = size,
 	.pieces = pieces,
 	.open = check,
-	.state_new = state_new,
-	.state_free = state_free,
-	.notice = notice,
-	.add = add,
 };

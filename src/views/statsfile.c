@@ -39,12 +39,19 @@ struct tfs_statsfiles {
 	uint32_t where[]; /* kept[] index + 1 by slot, 0: not kept */
 };
 
-static void *state_new(uint32_t count)
+/* A slot for every tensor's file. */
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	struct tfs_statsfiles *s = calloc(1, sizeof *s + (size_t)count * sizeof s->where[0]);
+	(void)o;
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < m->nshards; k++)
+		n += m->shards[k].h.n;
+	if (n > UINT32_MAX)
+		return NULL;
+	struct tfs_statsfiles *s = calloc(1, sizeof *s + (size_t)n * sizeof s->where[0]);
 	if (s) {
 		pthread_mutex_init(&s->lock, NULL);
-		s->n = count;
+		s->n = (uint32_t)n;
 	}
 	return s;
 }

@@ -1,4 +1,4 @@
-/* -o sums: TFS_SUMS_NAME in every directory holding tensor files, one line
+/* -o sums: __sha256sums__.txt in every directory holding tensor files, one line
  * "HASH  NAME" per file as sha256sum writes it, so that `sha256sum -c` run
  * in the directory checks them. Its size is known from the names alone
  * (listing never hashes); the first read hashes the directory's files, on
@@ -13,6 +13,8 @@
 #include "views/tree.h"
 #include "views/view.h"
 
+#define SUMS_NAME "__sha256sums__.txt"
+
 struct sum {
 	uint64_t size; /* UINT64_MAX until worked out */
 	char *text;    /* once read */
@@ -21,18 +23,17 @@ struct sum {
 struct tfs_sums {
 	pthread_mutex_t lock;
 	uint32_t n;
-	struct sum s[];
+	size_t cap;
+	struct sum *s;
 };
 
-static void *state_new(uint32_t count)
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	struct tfs_sums *st = calloc(1, sizeof *st + (size_t)count * sizeof st->s[0]);
-	if (!st)
-		return NULL;
-	pthread_mutex_init(&st->lock, NULL);
-	st->n = count;
-	for (uint32_t i = 0; i < count; i++)
-		st->s[i].size = UINT64_MAX;
+	(void)m;
+	(void)o;
+	struct tfs_sums *st = calloc(1, sizeof *st);
+	if (st)
+		pthread_mutex_init(&st->lock, NULL);
 	return st;
 }
 
@@ -41,8 +42,21 @@ static void state_free(void *p)
 	struct tfs_sums *st = p;
 	for (uint32_t i = 0; i < st->n; i++)
 		free(st->s[i].text);
+	free(st->s);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
+}
+
+/* A manifest in every directory that holds tensor files. */
+static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
+{
+	struct tfs_sums *st = state;
+	if (!tfs_tree_add_holds_tensors(a, dir))
+		return TFS_OK;
+	if (tfs_grow((void **)&st->s, &st->cap, (size_t)st->n + 1, sizeof *st->s))
+		return TFS_ERR_NOMEM;
+	st->s[st->n] = (struct sum){UINT64_MAX, NULL};
+	return tfs_tree_add_node(a, dir, SUMS_NAME, 0, st->n++, NULL);
 }
 
 static int needs_escape(const char *s, size_t n)
@@ -86,11 +100,11 @@ size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name,
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	struct tfs_sums *st = t->sums;
+	struct tfs_sums *st = t->vstate[n->kind];
 	struct sum *s = &st->s[n->ref];
 	pthread_mutex_lock(&st->lock);
 	if (s->size == UINT64_MAX) {
-		const struct tfs_node *dir = &t->nodes[n->first];
+		const struct tfs_node *dir = &t->nodes[n->parent];
 		uint64_t z = 0;
 		for (uint32_t k = 0; k < dir->count; k++) {
 			const struct tfs_node *c = &t->nodes[t->children[dir->first + k]];
@@ -108,7 +122,7 @@ static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
  * first's hashing rather than doing it again). */
 static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, struct sum *s)
 {
-	const struct tfs_node *dir = &t->nodes[n->first];
+	const struct tfs_node *dir = &t->nodes[n->parent];
 	uint32_t *inos = malloc(((size_t)dir->count + 1) * sizeof *inos);
 	char *text = malloc(size(t, n) + 1);
 	size_t m = 0;
@@ -146,7 +160,7 @@ static pthread_mutex_t making = PTHREAD_MUTEX_INITIALIZER;
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 		      struct tfs_pieces *out)
 {
-	struct sum *s = &t->sums->s[n->ref];
+	struct sum *s = &((struct tfs_sums *)t->vstate[n->kind])->s[n->ref];
 	pthread_mutex_lock(&making);
 	tfs_err e = s->text ? TFS_OK : make(t, n, s);
 	const char *text = s->text;
@@ -154,10 +168,27 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return e ? e : tfs_pieces_mem(out, text + off, len);
 }
 
+static const struct tfs_opt_spec opts[] = {
+	{"sums", 0,
+	 "__sha256sums__.txt in each directory with tensors\n"
+	 "(sha256sum -c reads it; reading it hashes them)",
+	 NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static int wanted(const struct tfs_tree_opts *o)
+{
+	return tfs_opts_get(o->opts, "sums") != NULL;
+}
+
 const struct tfs_view_ops tfs_view_sums = {
 	.name = "sums",
-	.size = size,
-	.pieces = pieces,
+	.flags = TFS_VIEWF_LEAD,
+	.opts = opts,
+	.wanted = wanted,
 	.state_new = state_new,
 	.state_free = state_free,
+	.per_dir = per_dir,
+	.size = size,
+	.pieces = pieces,
 };

@@ -1,5 +1,5 @@
 /* The file names of a tree being built (views/tree_i.h): the mapping
- * of every tensor's and directory's name, the generated files' names, the
+ * of every tensor's and directory's name, the views' files' names, the
  * lookup index, and the names that meet another. */
 #include "views/tree_i.h"
 
@@ -11,6 +11,49 @@
 #include "core/mem.h"
 #include "core/names.h"
 #include "views/view.h"
+
+uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len)
+{
+	if (!t->nslots)
+		return 0;
+	size_t j = tfs_tree_key_hash(parent, name, len) & (t->nslots - 1);
+	while (t->slots[j]) {
+		const struct tfs_node *n = &t->nodes[t->slots[j]];
+		if (n->parent == parent && n->fname_len == len && memcmp(n->fname, name, len) == 0)
+			return t->slots[j];
+		j = (j + 1) & (t->nslots - 1);
+	}
+	return 0;
+}
+
+uint32_t tfs_tree_slot_insert(struct tfs_tree *t, uint32_t ni)
+{
+	const struct tfs_node *n = &t->nodes[ni];
+	size_t j = tfs_tree_key_hash(n->parent, n->fname, n->fname_len) & (t->nslots - 1);
+	while (t->slots[j]) {
+		const struct tfs_node *o = &t->nodes[t->slots[j]];
+		if (o->parent == n->parent && o->fname_len == n->fname_len &&
+		    memcmp(o->fname, n->fname, n->fname_len) == 0)
+			return t->slots[j];
+		j = (j + 1) & (t->nslots - 1);
+	}
+	t->slots[j] = ni;
+	return 0;
+}
+
+/* Whether node ni's kind is a view's with a file beside every tensor's. */
+static int is_beside(const struct tfs_tree *t, uint32_t ni)
+{
+	const struct tfs_view_ops *v = tfs_view_of_kind(t->nodes[ni].kind);
+	return v && v->beside;
+}
+
+/* Whether node ni is named after another by its view. */
+static int named_after(const struct tfs_tree *t, uint32_t ni)
+{
+	const struct tfs_view_ops *v = tfs_view_of_kind(t->nodes[ni].kind);
+	return v && v->name_after;
+}
 
 /* Keeps name[0..len) (NUL-terminated) in t->fnames as node i's. */
 static tfs_err keep_name(struct build *b, uint32_t i, const char *name, size_t len)
@@ -60,78 +103,64 @@ static tfs_err name_one(struct build *b, uint32_t i)
 {
 	struct tfs_tree *t = b->t;
 	struct tfs_node *n = &t->nodes[i];
-	const enum tfs_layout layout = b->o->layout;
+	const enum tfs_layout layout = (b->flags[i] & NODE_TREE_NAME) ? TFS_LAYOUT_TREE : b->o->layout;
 	char buf[TFS_NAME_MAX + 1];
 	int hashed;
 	int file = n->kind == TFS_NODE_TENSOR;
-	/* A generated file or directory of the root could meet a tensor of
-	 * its name (model.safetensors, model.gguf in the flat layout;
-	 * __shards__ in both), or a directory of the tree layout its name
-	 * (__zarr__): the tensor's or directory's first '.' or '_' is
-	 * escaped. */
-	static const char *const root_names[] = {TFS_EXPORT_ROOT, TFS_GGUF_ROOT, TFS_RESHARD_DIR,
-						 TFS_ZARR_DIR};
-	int clash = file ? !b->npy_len && !b->conflict[i] : n->kind == TFS_NODE_DIR;
-	for (unsigned k = 0; clash && n->parent == b->root && k < 4; k++) {
-		const char *r = root_names[k];
+	/* A view's file or directory of the root could meet a tensor of its
+	 * name (model.safetensors, model.gguf in the flat layout; __shards__
+	 * in both), or a directory of the tree layout its name (__zarr__):
+	 * the tensor's or directory's first '.' or '_' is escaped. */
+	int clash = file ? !b->suffix_len && !(b->flags[i] & NODE_CONFLICT) : n->kind == TFS_NODE_DIR;
+	for (unsigned k = 0; clash && n->parent == b->root && k < b->nreserved; k++) {
+		const char *r = b->reserved[k];
 		size_t rl = strlen(r);
-		int on = k < 2   ? b->o->export && layout == TFS_LAYOUT_FLAT
-			 : k < 3 ? b->o->max_shard_size != 0
-				 : tfs_opts_get(b->o->opts, "zarr") != NULL;
-		if (on && b->raw_len[i] == rl && memcmp(b->raw[i], r, rl) == 0) {
+		if (b->raw_len[i] == rl && memcmp(b->raw[i], r, rl) == 0) {
 			size_t at = strcspn(r, "._");
 			snprintf(buf, sizeof buf, "%.*s%%%02X%s", (int)at, r, (unsigned char)r[at],
-				 r + at + 1);
+				 r[at] ? r + at + 1 : "");
 			return keep_name(b, i, buf, strlen(buf));
 		}
 	}
-	if (layout == TFS_LAYOUT_FLAT && file && !b->npy_len && beside_like(b, b->raw[i], b->raw_len[i]))
+	if (layout == TFS_LAYOUT_FLAT && file && !b->suffix_len && beside_like(b, b->raw[i], b->raw_len[i]))
 		return name_beside_like(b, i);
-	if (layout == TFS_LAYOUT_FLAT && !(file && b->npy_len) &&
+	if (layout == TFS_LAYOUT_FLAT && !(file && b->suffix_len) &&
 	    tfs_name_is_plain(b->raw[i], b->raw_len[i])) {
 		n->fname = b->raw[i];
 		n->fname_len = b->raw_len[i];
 		return TFS_OK;
 	}
 	/* Leave room for the suffixes, so a long name is shortened by the
-	 * usual rule rather than cut. A directory keeps room for its
-	 * generated file's suffix whether or not -o export is given: a
-	 * tensor's path must not depend on it. */
-	size_t room = (file && b->conflict[i] ? strlen(TFS_CONFLICT_SUFFIX) : 0) + (file ? b->npy_len : 0) +
-		      (!file ? strlen(TFS_EXPORT_CLASH_SUFFIX) : 0);
+	 * usual rule rather than cut. A directory keeps room for the name of
+	 * a view's file named after it whether or not that view is wanted:
+	 * a tensor's path must not depend on it. */
+	int conflict = file && (b->flags[i] & NODE_CONFLICT);
+	size_t room = (conflict ? strlen(TFS_CONFLICT_SUFFIX) : 0) + (file ? b->suffix_len : 0) +
+		      (!file ? b->dir_room : 0);
 	size_t len = tfs_name_map_max(b->raw[i], b->raw_len[i], buf, TFS_NAME_MAX - room, &hashed);
-	if (file && b->conflict[i]) {
+	if (conflict) {
 		memcpy(buf + len, TFS_CONFLICT_SUFFIX, strlen(TFS_CONFLICT_SUFFIX));
 		len += strlen(TFS_CONFLICT_SUFFIX);
 	}
-	if (file && b->npy_len) {
-		memcpy(buf + len, TFS_NPY_SUFFIX, b->npy_len);
-		len += b->npy_len;
+	if (file && b->suffix_len) {
+		memcpy(buf + len, b->suffix, b->suffix_len);
+		len += b->suffix_len;
 	}
 	buf[len] = 0;
 	return keep_name(b, i, buf, len);
 }
 
-/* A generated file's name: D.safetensors, from D's name. */
-static tfs_err name_export(struct build *b, uint32_t i)
+/* A view's file named after another node (D.safetensors, from D's name),
+ * by the view. */
+static tfs_err name_after(struct build *b, uint32_t i)
 {
 	struct tfs_tree *t = b->t;
 	struct tfs_node *n = &t->nodes[i];
-	if (n->first == b->root) {
-		n->fname = TFS_EXPORT_ROOT;
-		n->fname_len = (uint32_t)strlen(TFS_EXPORT_ROOT);
-		return TFS_OK;
-	}
-	const struct tfs_node *dn = &t->nodes[n->first];
+	const struct tfs_node *of = &t->nodes[n->first];
+	/* Through the offset: an earlier append may have moved the arena. */
+	const char *oname = b->foff[n->first] != UINT64_MAX ? t->fnames + b->foff[n->first] : of->fname;
 	char buf[TFS_NAME_MAX + 1];
-	memcpy(buf, t->fnames + b->foff[n->first], dn->fname_len);
-	size_t len = dn->fname_len;
-	const char *suffix = TFS_EXPORT_SUFFIX;
-	if (dn->parent == b->root && len + strlen(TFS_EXPORT_SUFFIX) == strlen(TFS_EXPORT_ROOT) &&
-	    memcmp(buf, TFS_EXPORT_ROOT, len) == 0)
-		suffix = TFS_EXPORT_CLASH_SUFFIX;
-	memcpy(buf + len, suffix, strlen(suffix));
-	len += strlen(suffix);
+	size_t len = tfs_view_of_kind(n->kind)->name_after(t, n, oname, of->fname_len, buf);
 	return keep_name(b, i, buf, len);
 }
 
@@ -143,17 +172,18 @@ tfs_err tfs_tree_name_files(struct build *b)
 	b->foff = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *b->foff);
 	if (!b->foff)
 		return TFS_ERR_NOMEM;
+	for (uint32_t i = 0; i < b->first_user; i++)
+		b->foff[i] = UINT64_MAX;
 	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
 		const struct tfs_node *n = &t->nodes[i];
 		b->foff[i] = UINT64_MAX;
-		if (n->kind == TFS_NODE_TABLE || n->kind == TFS_NODE_EXPORT || tfs_tree_is_beside(t, i) ||
-		    n->fname)
+		if (n->fname || is_beside(t, i) || named_after(t, i))
 			continue; /* named already, or later */
 		if (name_one(b, i))
 			return TFS_ERR_NOMEM;
 	}
-	for (uint32_t i = b->first_user; i < t->nnodes && b->o->export; i++)
-		if (t->nodes[i].kind == TFS_NODE_EXPORT && name_export(b, i))
+	for (uint32_t i = b->first_user; i < t->nnodes; i++)
+		if (named_after(t, i) && name_after(b, i))
 			return TFS_ERR_NOMEM;
 	for (uint32_t i = b->first_user; i < t->nnodes; i++)
 		if (b->foff[i] != UINT64_MAX)
@@ -174,7 +204,7 @@ tfs_err tfs_tree_index_names(struct build *b, struct tfs_diag *d)
 	if (!t->slots)
 		return TFS_ERR_NOMEM;
 	for (uint32_t ni = 2; ni < t->nnodes; ni++) {
-		if (tfs_tree_is_beside(t, ni))
+		if (is_beside(t, ni))
 			continue; /* named once the tensors are, in name_beside */
 		uint32_t other = tfs_tree_slot_insert(t, ni);
 		if (!other)
@@ -214,12 +244,6 @@ tfs_err tfs_tree_index_names(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-int tfs_tree_is_beside(const struct tfs_tree *t, uint32_t ni)
-{
-	const struct tfs_view_ops *v = tfs_view_of_kind(t->nodes[ni].kind);
-	return v && v->beside;
-}
-
 /* -o stats, -o pictures: NAME.stats.json, NAME.png from each tensor's
  * final file name, or the view's long form when NAME has no room. */
 tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d)
@@ -228,7 +252,7 @@ tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d)
 	int any = 0;
 	for (uint32_t i = b->first_user; i < t->nnodes; i++) {
 		struct tfs_node *n = &t->nodes[i];
-		if (!tfs_tree_is_beside(t, i))
+		if (!is_beside(t, i))
 			continue;
 		const struct tfs_view_ops *v = tfs_view_of_kind(n->kind);
 		const struct tfs_node *tn = &t->nodes[n->first];
@@ -252,7 +276,7 @@ tfs_err tfs_tree_name_beside(struct build *b, struct tfs_diag *d)
 		if (b->foff[i] != UINT64_MAX)
 			t->nodes[i].fname = t->fnames + b->foff[i];
 	for (uint32_t i = b->first_user; i < t->nnodes; i++)
-		if (tfs_tree_is_beside(t, i) && tfs_tree_slot_insert(t, i))
+		if (is_beside(t, i) && tfs_tree_slot_insert(t, i))
 			return tfs_fail(
 				d, TFS_ERR_FORMAT,
 				"a file beside a tensor's has the name of another (a bug in tensorfs)");

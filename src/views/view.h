@@ -1,11 +1,13 @@
-/* Views: how the tensor table is shown as files. Each kind of file of the
- * tree (a tensor's file in its raw, .npy or float32 form, __metadata__.json,
- * a directory's __tensors__.tsv, an -o export file, one of the source's own
- * files) has one view driver that gives the file's size and, for any range
- * of it, the pieces it is made of: memory, or a range of a source. The FUSE
- * side asks the node's view and writes the pieces out (spliced, mapped or
- * copied); it knows no view by name. Adding a view is adding its driver
- * file, a node kind and one line in views/registry.c. */
+/* Views: how the tensor table is shown as files. A view is one whole
+ * plug-in, declared in its own file by a struct tfs_view_ops: its -o
+ * options, whether a mount wants it, the root names it reserves, the files
+ * it adds (at the root, per directory, per tensor, beside each tensor's
+ * file, and directories of its own anywhere, one per tensor if it likes),
+ * each file's size and pieces, its extended attributes, and whether its
+ * files are generated (the page-cache policy follows from that). The tree
+ * (views/tree.h) and the file-system core (fs/) ask the registry
+ * (views/registry.c) and know no view by name: adding a view is its file
+ * and one line there. */
 #ifndef TFS_VIEW_H
 #define TFS_VIEW_H
 
@@ -18,6 +20,8 @@
 struct tfs_tree;
 struct tfs_node;
 struct tfs_model;
+struct tfs_table;
+struct tfs_tensor;
 struct tfs_tree_opts;
 struct tfs_tree_add;
 
@@ -56,61 +60,116 @@ tfs_err tfs_pieces_mem(struct tfs_pieces *p, const void *mem, size_t len);
 tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len,
 		       uint64_t limit);
 
-/* A large generated file: read in 1 MiB blocks, and its pages dropped
- * behind a sequential reader (or direct I/O where it may still be mapped). */
-#define TFS_VIEWF_GENERATED 1u
+/* The view's flags. */
+enum {
+	/* Its files are made from others (a safetensors file of a directory):
+	 * read in 1 MiB blocks, their pages never kept (direct I/O where the
+	 * kernel still lets them be mapped, else dropped behind a sequential
+	 * reader), and any shard changed makes them unreadable. */
+	TFS_VIEWF_GENERATED = 1u,
+	/* Its files are added before the tensors' (their inode numbers never
+	 * move a tensor's): __metadata__.json is always inode 2. */
+	TFS_VIEWF_FIRST = 2u,
+	/* Its files come first in their directory's listing. */
+	TFS_VIEWF_LEAD = 4u,
+};
 
 struct tfs_view_ops {
 	const char *name;
 	unsigned flags; /* TFS_VIEWF_* */
+
+	/* ---- options ---- */
+	/* Optional: its -o options, NULL-terminated by name; the command line
+	 * collects them (tfs_tree_opts, opts) and --help lists them. A view
+	 * may read another's (gguf's model.gguf comes with -o export). */
+	const struct tfs_opt_spec *opts;
+	/* Optional: the options' values checked before anything is opened;
+	 * TFS_ERR_INVAL with one line ("-o format= takes raw or npy..."). */
+	tfs_err (*check)(const struct tfs_opts *o, struct tfs_diag *d);
+	/* Whether a tree with these options has the view's files; NULL:
+	 * always. A tree whose opts is NULL (the tools' own tree) has only
+	 * the views that are always there. */
+	int (*wanted)(const struct tfs_tree_opts *o);
+	/* Optional, for a view whose files are generated: whether the options
+	 * ask that generated files go through the page cache after all
+	 * (-o export_cache): then nothing is direct I/O, and pages are dropped
+	 * behind a sequential reader instead. */
+	int (*keep_pages)(const struct tfs_opts *o);
+	/* Optional, when wanted: names of the root its files take under these
+	 * options (NULL-terminated): a tensor's file of such a name has its
+	 * first '.' or '_' escaped (model.gguf -> model%2Egguf). */
+	const char *const *(*reserves)(const struct tfs_tree_opts *o);
+	/* Bytes every directory's name leaves free for the name of a file
+	 * named after it (D.dir.safetensors), wanted or not: a tensor's path
+	 * never depends on the options. */
+	unsigned dir_room;
+
+	/* ---- its files, added when the tree is built ---- */
+	/* Optional: the view's state for the tree (NULL: out of memory), kept
+	 * in the tree's vstate[kind] (kind: its registry index, its files'
+	 * node kind) and freed with the tree. */
+	void *(*state_new)(const struct tfs_model *m, const struct tfs_tree_opts *o);
+	void (*state_free)(void *state);
+	/* Optional, each in this order, after the tensors' files (before them
+	 * with TFS_VIEWF_FIRST): files and directories of the root; for every
+	 * directory the layout makes (the root first); for every tensor's
+	 * file (views/tree.h: tfs_tree_add_*). A failure says why in d, but
+	 * for memory. */
+	tfs_err (*at_root)(struct tfs_tree_add *a, void *state, struct tfs_diag *d);
+	tfs_err (*per_dir)(struct tfs_tree_add *a, void *state, uint32_t dir);
+	tfs_err (*per_tensor)(struct tfs_tree_add *a, void *state, uint32_t tensor);
+	/* Optional: a file beside every tensor's file NAME: NAME followed by
+	 * `beside` (".png"), or `beside_long` with the tensor's node number
+	 * for its %u when NAME leaves no room. Its node's `first` is the
+	 * tensor's node, `ref` its number among them (0, 1...). In the flat
+	 * layout a tensor whose own name ends so is shown with that '.' as
+	 * %2E. */
+	const char *beside;
+	const char *beside_long;
+	/* Optional: the name of a file added named after another node
+	 * (tfs_tree_add_after: D.safetensors beside directory D), from that
+	 * node's name; its length (at most TFS_NAME_MAX). */
+	size_t (*name_after)(const struct tfs_tree *t, const struct tfs_node *n, const char *of,
+			     size_t of_len, char *out);
+	/* Optional: once the tree is whole (every name final). */
+	tfs_err (*built)(const struct tfs_tree *t, void *state);
+	/* Optional: a warning about the tree to say once at mount (what the
+	 * view cannot show), into buf; 0 when there is none. */
+	int (*notice)(const struct tfs_tree *t, const void *state, char *buf, size_t cap);
+	/* The tensors' files' view only (their nodes are the tree's own):
+	 * what each file's name ends with (".npy"), and its node's `first`
+	 * (the bytes of its own before the tensor's: an NPY header). */
+	const char *(*tensor_suffix)(const void *state);
+	tfs_err (*tensor_first)(const void *state, const struct tfs_table *h, const struct tfs_tensor *ts,
+				uint32_t *first);
+
+	/* ---- reading ---- */
 	uint64_t (*size)(const struct tfs_tree *t, const struct tfs_node *n);
 	/* The pieces of [off, off + len), a range inside the file. */
 	tfs_err (*pieces)(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			  struct tfs_pieces *out);
 	/* Optional: whether the file can be opened now (a generated file
-	 * checks its sources); TFS_OK if so. Each open that succeeds is
+	 * checks it can be made); TFS_OK if so. Each open that succeeds is
 	 * followed by one release (optional) when the file is closed: what a
 	 * reader reads in several requests (a picture) is kept until then. */
 	tfs_err (*open)(const struct tfs_tree *t, const struct tfs_node *n);
 	void (*release)(const struct tfs_tree *t, const struct tfs_node *n);
-	/* Optional: the view's state for the tree, made for `count` nodes of
-	 * its kind when the tree is built, freed with the tree. */
-	void *(*state_new)(uint32_t count);
-	void (*state_free)(void *state);
-	/* Optional: a warning about the tree to say once at mount (what the
-	 * view cannot show), into buf; 0 when there is none. */
-	int (*notice)(const struct tfs_tree *t, char *buf, size_t cap);
-	/* Optional: adds the view's own files to a tree being built, after
-	 * the tensors (views/tree.h, tfs_tree_add_node), or nothing when the
-	 * options or the model do not call for them. `state` is the view's
-	 * (state_new(0)), kept in the tree's vstate[kind]. */
-	tfs_err (*add)(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
-		       struct tfs_tree_add *a, struct tfs_diag *d);
-	/* Optional, for a view with a file beside every tensor file NAME
-	 * when wanted(o): that file is NAME followed by `beside` (".png"),
-	 * or `beside_long` with the tensor's node number for its %u when
-	 * NAME leaves no room (a shape the name mapping reserves). Its node's
-	 * `first` is the tensor's node, `ref` its slot in the view's state
-	 * (state_new(number of tensor files)), kept in the tree's vstate. */
-	const char *beside;
-	const char *beside_long;
-	int (*wanted)(const struct tfs_tree_opts *o);
-	/* Optional: the view's own mount options (-o stats), NULL-terminated
-	 * by name; the command line takes them as it takes the source
-	 * drivers', and the tree's options carry them (tfs_tree_opts, opts). */
-	const struct tfs_opt_spec *opts;
+
+	/* ---- extended attributes (user.* only) ---- */
+	/* Optional: the names the file has, each NUL-terminated, into out (at
+	 * most cap bytes); their length. */
+	size_t (*xattr_list)(const struct tfs_tree *t, const struct tfs_node *n, char *out, size_t cap);
+	/* Optional: attribute `name`'s value into buf (cap bytes), or with buf
+	 * NULL only its length (nothing worked out that the length does not
+	 * need: a hash's length is known). TFS_ERR_NODATA when the file has
+	 * no such attribute, TFS_ERR_TOOBIG when it is over cap. */
+	tfs_err (*xattr_get)(const struct tfs_tree *t, const struct tfs_node *n, const char *name, char *buf,
+			     size_t cap, size_t *len);
 };
 
-/* Whether some view takes mount option `name`; the k-th of every view's
- * options, NULL past the last (for --help). */
-const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len);
-const struct tfs_opt_spec *tfs_view_opt_at(size_t k);
-
-/* Every view's notice about the tree, one call of say() each. */
-void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx);
-
-/* The drivers by node kind (views/registry.c); NULL for a directory.
- * views/tree.h asks them (tfs_node_size, tfs_node_pieces). */
+/* The registry (views/registry.c), indexed by node kind: NULL for kind 0
+ * and for directories (TFS_NODE_DIR), the tensors' files' view at
+ * TFS_NODE_TENSOR, then every other. */
 extern const struct tfs_view_ops *const tfs_views[];
 extern const unsigned tfs_nviews;
 
@@ -118,5 +177,23 @@ static inline const struct tfs_view_ops *tfs_view_of_kind(unsigned kind)
 {
 	return kind < tfs_nviews ? tfs_views[kind] : NULL;
 }
+
+/* The kind of the view named `name`, or 0 (tests, tools). */
+unsigned tfs_view_kind(const char *name);
+
+/* Whether some view takes mount option `name`; the k-th of every view's
+ * options, NULL past the last (for --help). */
+const struct tfs_opt_spec *tfs_view_opt(const char *name, size_t len);
+const struct tfs_opt_spec *tfs_view_opt_at(size_t k);
+
+/* Every view's check of its options' values; the first failure. */
+tfs_err tfs_views_check(const struct tfs_opts *o, struct tfs_diag *d);
+
+/* Whether some view's options ask generated files through the page cache
+ * (keep_pages). */
+int tfs_views_keep_pages(const struct tfs_opts *o);
+
+/* Every view's notice about the tree, one call of say() each. */
+void tfs_views_notice(const struct tfs_tree *t, void (*say)(void *ctx, const char *line), void *ctx);
 
 #endif

@@ -389,12 +389,21 @@ struct tfs_zarr {
 	const struct tfs_model *m;
 };
 
-static void *state_new(uint32_t count)
+/* The option's value (check refuses a bad one before anything is opened). */
+static int parse_target(const char *v, uint64_t *n)
 {
-	(void)count;
+	*n = TFS_ZARR_CHUNK_DEFAULT;
+	return v && (tfs_opt_number(v, 1, 1ull << 40, n) || *n == 0) ? -1 : 0;
+}
+
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
+{
 	struct tfs_zarr *z = calloc(1, sizeof *z);
-	if (z)
+	if (z) {
 		pthread_mutex_init(&z->lock, NULL);
+		z->m = m;
+		parse_target(tfs_opts_get(o->opts, "zarr_chunk_size"), &z->target);
+	}
 	return z;
 }
 
@@ -572,30 +581,35 @@ static tfs_err add_array(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t pa
 	return e;
 }
 
-static uint64_t target_of(const struct tfs_tree_opts *o, struct tfs_diag *d, tfs_err *e)
+static tfs_err check(const struct tfs_opts *o, struct tfs_diag *d)
 {
-	const char *v = tfs_opts_get(o->opts, "zarr_chunk_size");
-	uint64_t n = TFS_ZARR_CHUNK_DEFAULT;
-	*e = TFS_OK;
-	if (v && (tfs_opt_number(v, 1, 1ull << 40, &n) || n == 0))
-		*e = tfs_fail(d, TFS_ERR_INVAL,
-			      "-o zarr_chunk_size=%s: expected a size from 1 to 1T (64M, 256K...)", v);
-	return n;
+	const char *v = tfs_opts_get(o, "zarr_chunk_size");
+	uint64_t n;
+	if (parse_target(v, &n))
+		return tfs_fail(d, TFS_ERR_INVAL,
+				"-o zarr_chunk_size=%s: expected a size from 1 to 1T (64M, 256K...)", v);
+	return TFS_OK;
 }
 
-static tfs_err add(const struct tfs_model *m, const struct tfs_tree_opts *o, void *state,
-		   struct tfs_tree_add *a, struct tfs_diag *d)
+static int wanted(const struct tfs_tree_opts *o)
+{
+	return tfs_opts_get(o->opts, "zarr") != NULL;
+}
+
+static const char *const *reserves(const struct tfs_tree_opts *o)
+{
+	static const char *const names[] = {TFS_ZARR_DIR, NULL};
+	(void)o;
+	return names;
+}
+
+/* The whole store: __zarr__/, its groups and arrays. */
+static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 {
 	struct tfs_zarr *z = state;
-	tfs_err e;
-	z->target = target_of(o, d, &e);
-	if (e)
-		return e;
-	if (!tfs_opts_get(o->opts, "zarr"))
-		return TFS_OK;
-	z->m = m;
+	const struct tfs_model *m = z->m;
 	uint32_t root;
-	e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_ZARR_DIR, 1, 0, &root);
+	tfs_err e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_ZARR_DIR, 1, 0, &root);
 	if (!e)
 		e = add_group_files(z, a, root, 1);
 	/* The groups first, so that an array knows whether a group has its
@@ -817,7 +831,7 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 
 static const struct tfs_opt_spec opts[] = {
 	{"zarr", 0, "__zarr__/: every tensor as an array of a Zarr store (v2 and v3)", NULL, 0},
-	{"zarr_chunk_size", 1, " -o zarr's chunks: slabs of rows this size (64M)", "SIZE", 0},
+	{"zarr_chunk_size", 1, "-o zarr's chunks: slabs of rows this size (64M)", "SIZE", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -827,6 +841,9 @@ const struct tfs_view_ops tfs_view_zarr = {
 	.pieces = pieces,
 	.state_new = state_new,
 	.state_free = state_free,
-	.add = add,
+	.at_root = at_root,
 	.opts = opts,
+	.check = check,
+	.wanted = wanted,
+	.reserves = reserves,
 };

@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/table.h"
 
+#define TFS_ZARR_DIR "__zarr__"
 /* -o zarr_chunk_size's default: a slab of about this many bytes. */
 #define TFS_ZARR_CHUNK_DEFAULT (64ull << 20)
 

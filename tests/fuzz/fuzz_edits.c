@@ -21,6 +21,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "fuzz_check.h"
+#include "views/view.h"
 
 static size_t put(unsigned char *b, size_t at, uint64_t v, unsigned n)
 {
@@ -110,12 +111,14 @@ static void check_generated(const struct tfs_model *m, int gguf)
 {
 	struct tfs_tree tr;
 	struct tfs_diag d;
-	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .export = 1};
+	char *ek[] = {"export"}, *ev[] = {""};
+	struct tfs_opts eo = {ek, ev, 1};
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .opts = &eo};
 	if (tfs_tree_build(m, &to, &tr, &d) != TFS_OK)
 		abort();
 	for (uint32_t i = 2; i < tr.nnodes; i++) {
 		const struct tfs_node *nd = &tr.nodes[i];
-		if (nd->kind != (gguf ? TFS_NODE_GGUF : TFS_NODE_EXPORT))
+		if (nd->kind != (gguf ? tfs_view_kind("gguf") : tfs_view_kind("export")))
 			continue;
 		uint64_t size = tfs_node_size(&tr, nd);
 		if (!size)

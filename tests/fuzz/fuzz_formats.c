@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "views/view.h"
 #include "formats/bintensors.h"
 #include "formats/gguf.h"
 #include "formats/tensorsafe.h"
@@ -31,14 +32,16 @@ static void check_generated_gguf(const uint8_t *data, size_t size)
 		return;
 	if (tfs_gguf_read(src, NULL, &h, &d) != TFS_OK || tfs_model_single(&m, src, &h))
 		abort();
-	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .export = 1};
+	char *ek[] = {"export"}, *ev[] = {""};
+	struct tfs_opts eo = {ek, ev, 1};
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .opts = &eo};
 	if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK) {
 		tfs_model_free(&m);
 		return; /* a name the mapping cannot give (not the view's) */
 	}
 	const struct tfs_node *gn = NULL;
 	for (uint32_t i = 2; i < tr.nnodes; i++)
-		if (tr.nodes[i].kind == TFS_NODE_GGUF)
+		if (tr.nodes[i].kind == tfs_view_kind("gguf"))
 			gn = &tr.nodes[i];
 	const struct tfs_table *sh = &m.shards[0].h;
 	if (!gn)

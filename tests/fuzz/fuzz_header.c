@@ -12,6 +12,7 @@
  * each tensor the shards hold once. */
 #include <json.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,8 @@
 #include "core/names.h"
 #include "views/tree.h"
 #include "views/listing.h"
+#include "views/tensorfiles.h"
+#include "views/view.h"
 
 static void noop_warn(void *ctx, const char *msg)
 {
@@ -320,21 +323,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct tfs_source *keep;
 		if (tfs_source_open_mem(data, size, "fuzz", &keep) || tfs_model_single(&m, keep, &h))
 			abort();
-		/* -o pictures in the tree layout's run */
-		char *pk[] = {"pictures"}, *pv[] = {""};
-		struct tfs_opts pictures = {pk, pv, 1};
+		const unsigned k_table = tfs_view_kind("table"), k_export = tfs_view_kind("export"),
+			       k_reshard = tfs_view_kind("reshard"), k_picture = tfs_view_kind("picture");
 		for (int layout = 0; layout < 2; layout++) {
-			/* The last byte picks the options: it is tensor data
-			 * (or the header's end), free to change. */
+			/* The last byte picks the views' options: it is tensor
+			 * data (or the header's end), free to change; -o pictures
+			 * in the tree layout's run. */
 			uint8_t f = data[size - 1];
-			struct tfs_tree_opts to = {
-				.layout = (enum tfs_layout)layout,
-				.view = f & 3,
-				.tables = (f & 4) != 0,
-				.export = (f & 8) != 0,
-				.max_shard_size = (f & 16) ? 1 + (uint64_t)(f >> 5) * 24 : 0,
-				.opts = layout == 1 ? &pictures : NULL,
-			};
+			char shard[24];
+			snprintf(shard, sizeof shard, "%llu", 1 + (unsigned long long)(f >> 5) * 24);
+			char *ok[6], *ov[6];
+			size_t no = 0;
+			if (f & 1)
+				ok[no] = "format", ov[no++] = "npy";
+			if (f & 2)
+				ok[no] = "convert", ov[no++] = "f32";
+			if (!(f & 4))
+				ok[no] = "notsv", ov[no++] = "";
+			if (f & 8)
+				ok[no] = "export", ov[no++] = "";
+			if (f & 16)
+				ok[no] = "max_shard_size", ov[no++] = shard;
+			if (layout == 1)
+				ok[no] = "pictures", ov[no++] = "";
+			struct tfs_opts opts = {ok, ov, no};
+			struct tfs_tree_opts to = {.layout = (enum tfs_layout)layout, .opts = &opts};
 			uint64_t shard_tensors = 0;
 			int64_t index_tensors = -1;
 			if (tfs_tree_build(&m, &to, &tr, &d) != TFS_OK)
@@ -347,13 +360,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    (nd->fname_len <= 2 && strspn(nd->fname, ".") == nd->fname_len) ||
 				    tfs_tree_lookup(&tr, nd->parent, nd->fname, nd->fname_len) != i)
 					abort();
-				if (nd->kind == TFS_NODE_TABLE)
+				if (nd->kind == k_table)
 					check_table(&tr, nd);
-				if (nd->kind == TFS_NODE_EXPORT)
+				if (nd->kind == k_export)
 					check_export(&tr, nd, data);
-				if (nd->kind == TFS_NODE_RESHARD)
+				if (nd->kind == k_reshard)
 					check_reshard(&tr, nd, data, &shard_tensors, &index_tensors);
-				if (nd->kind == TFS_NODE_PICTURE)
+				if (nd->kind == k_picture)
 					check_picture(&tr, nd);
 			}
 			if (index_tensors >= 0 && (uint64_t)index_tensors != shard_tensors)

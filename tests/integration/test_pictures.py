@@ -61,6 +61,11 @@ def scale(gh, gw):
         fy = -(-16 // gh)
     if gw * fx < 16:
         fx = -(-16 // gw)
+    # at most 4:1: the short side's rows (or columns) repeated
+    if gh * fy * 4 < gw * fx:
+        fy = -(-(gw * fx) // (4 * gh))
+    elif gw * fx * 4 < gh * fy:
+        fx = -(-(gh * fy) // (4 * gw))
     return fy, fx
 
 
@@ -344,7 +349,7 @@ def test_extreme_values_draw_safely(tmp):
         pix, _, _ = load(os.path.join(mnt, "const.png"))
         assert (pix[:-1] != BACKGROUND).any()
         pix, _, _ = load(os.path.join(mnt, "cells.png"))
-        assert pix.shape == (16, 1024) and pix.max() < LEVELS
+        assert pix.shape == (256, 1024) and pix.max() < LEVELS  # 2 rows, at most 4:1
 
 
 def test_concurrent_readers_of_many_pictures(tmp):

@@ -209,7 +209,8 @@ def test_tensor_in_two_shards(tmp):
     make_sharded(d, {"a.safetensors": [("x", "U8", (1,), b"1")],
                      "b.safetensors": [("x", "U8", (1,), b"2")]}, index=False)
     msg = refused(d, tmp)
-    assert msg == f"tensorfs: {d}: tensor 'x' is in two shards, 'a.safetensors' and 'b.safetensors'\n"
+    assert msg == (f"tensorfs: {d}: tensor 'x' is in two shards, 'a.safetensors' and 'b.safetensors': "
+                   "the directory seems to hold more than one model; mount one file\n")
 
 
 def test_several_indexes_refused(tmp):

@@ -289,8 +289,12 @@ def test_make_install_puts_manual_and_completion(tmp):
     import subprocess
     from tfsutil import REPO
     dest = os.path.join(tmp, "root")
-    r = subprocess.run(["make", "-s", "install", f"DESTDIR={dest}", "PREFIX=/usr"], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
+    # -o tensorfs: the binary as make check built it. Without it, make
+    # install (no WERROR=1) saw other flags, rebuilt every object and
+    # relinked ./tensorfs while the tests beside this one ran it (exec
+    # then fails with EACCES until the link ends).
+    r = subprocess.run(["make", "-s", "-o", "tensorfs", "install", f"DESTDIR={dest}", "PREFIX=/usr"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     for p in ("usr/bin/tensorfs", "usr/share/man/man1/tensorfs.1",
               "usr/share/bash-completion/completions/tensorfs"):

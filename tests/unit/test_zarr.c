@@ -401,7 +401,7 @@ static void test_store(void)
 	/* A bad chunk size: one line. */
 	opts.val[1][0] = '0';
 	opts.val[1][1] = 0;
-	CHECK(tfs_tree_build(&m, &o, &tr, &d) == TFS_ERR_INVAL && strstr(d.msg, "zarr_chunk_size"), "0: %s",
+	CHECK(tfs_views_check(&opts, &d) == TFS_ERR_INVAL && strstr(d.msg, "zarr_chunk_size"), "0: %s",
 	      d.msg);
 	/* Without -o zarr, no store, and the tensor __zarr__ keeps its name. */
 	struct tfs_tree_opts plain = {.layout = TFS_LAYOUT_FLAT};

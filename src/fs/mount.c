@@ -1,0 +1,50 @@
+/* The mount pipeline (fs/mount.h). */
+#include "fs/mount.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/names.h"
+#include "model/edits.h"
+
+/* The edits of -o edits= on every shard's table. */
+static tfs_err apply_edits(const char *path, struct tfs_model *m, struct tfs_diag *d)
+{
+	struct tfs_edits *ed = NULL;
+	tfs_err e = tfs_edits_load(path, &ed, d);
+	for (uint32_t k = 0; !e && k < m->nshards; k++)
+		e = tfs_edits_apply(ed, &m->shards[k].h, d);
+	tfs_edits_free(ed);
+	return e;
+}
+
+tfs_err tfs_mount_open(const struct tfs_mount_opts *o, struct tfs_mount *out, char *line, size_t cap)
+{
+	struct tfs_model_diag md;
+	struct tfs_diag d = {{0}};
+	char q[TFS_QPATH_MAX];
+	memset(out, 0, sizeof *out);
+	tfs_err e = tfs_model_open(o->source, o->model, &out->model, &md);
+	if (e) {
+		snprintf(line, cap, "%s: %s", md.where, md.d.msg);
+		return e;
+	}
+	if (o->edits && (e = apply_edits(o->edits, &out->model, &d))) {
+		snprintf(line, cap, "%s", d.msg);
+		tfs_model_free(&out->model);
+		return e;
+	}
+	struct tfs_tree_opts to = {.layout = o->layout, .opts = o->opts};
+	if (o->tree && (e = tfs_tree_build(&out->model, &to, &out->tree, &d))) {
+		snprintf(line, cap, "%s: %s", tfs_quote_path(q, sizeof q, o->shown), d.msg);
+		tfs_model_free(&out->model);
+		return e;
+	}
+	return TFS_OK;
+}
+
+void tfs_mount_close(struct tfs_mount *m)
+{
+	tfs_tree_free(&m->tree);
+	tfs_model_free(&m->model);
+}

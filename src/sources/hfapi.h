@@ -1,0 +1,72 @@
+/* The Hugging Face Hub's HTTP API as the hf:// driver (sources/hf.c)
+ * speaks it: its URLs, HEAD of a file (the redirect to the CDN not
+ * followed: it says where the bytes are), the API's documents and the
+ * repository's listing, each failure as one line; and the token, which
+ * goes to the Hub's own host only. */
+#ifndef TFS_HFAPI_H
+#define TFS_HFAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/opts.h"
+#include "core/source.h"
+#include "sources/httpc.h"
+#include "sources/hub.h"
+
+struct tfs_hf_api {
+	struct tfs_hub_ref ref;
+	char *endpoint;   /* without a trailing '/' */
+	char origin[512]; /* scheme://host[:port] of the endpoint */
+	char *auth;       /* "Authorization: Bearer ...", or NULL */
+	int no_answer;    /* a request got no answer at all (not an HTTP error) */
+};
+
+/* What HEAD of a file at the Hub said. */
+struct tfs_hf_head {
+	long status;
+	char *url; /* where the bytes are: the CDN, or the Hub */
+	char etag[TFS_HTTP_ETAG_MAX + 1];
+	char commit[64];
+	int has_size;
+	uint64_t size;
+	/* X-Linked-Size came (the Hub stores the file with LFS) without an
+	 * X-Linked-Etag: something on the way dropped the latter */
+	int lfs, linked_etag;
+};
+
+/* The Hub's address: -o hf_endpoint=, HF_ENDPOINT, else huggingface.co;
+ * and its origin, the only place the token goes. */
+tfs_err tfs_hf_set_endpoint(struct tfs_hf_api *a, const struct tfs_opts *o, struct tfs_diag *d);
+void tfs_hf_api_free(struct tfs_hf_api *a);
+
+/* Whether url is on the Hub's own host (scheme, host and port). */
+int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url);
+
+/* A tfs_authorize_fn (sources/remote.h) over a struct tfs_hf_api: the
+ * token on requests to the Hub's own host only, never to the CDN. */
+tfs_err tfs_hf_authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d);
+
+/* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path}; NULL: no memory. */
+char *tfs_hf_resolve_url(const struct tfs_hf_api *a, const char *rev, const char *path);
+/* {endpoint}/api/{type}/ORG/REPO/{what}/{rev}[?query]; NULL: no memory. */
+char *tfs_hf_api_url(const struct tfs_hf_api *a, const char *what, const char *rev, const char *query);
+/* The repository as the user names it: datasets keep their "datasets/". */
+const char *tfs_hf_repo_shown(const struct tfs_hf_api *a, char *buf, size_t n);
+
+/* HEAD of the file full at rev, following the Hub's relative redirects (a
+ * renamed repository) but not the one to the CDN. h->url is the caller's
+ * to free (NULL on failure); h->status is the last answer's. */
+tfs_err tfs_hf_head(struct tfs_hf_api *a, const char *rev, const char *full, struct tfs_hf_head *h,
+		    struct tfs_diag *d);
+
+/* GET of an API document, bounded; next (when not NULL) gets the Link
+ * rel="next" URL. *body is the caller's to free. */
+tfs_err tfs_hf_api_get(struct tfs_hf_api *a, const char *url, const char *what, char **body, size_t *len,
+		       char *next, size_t nextsz, struct tfs_diag *d);
+
+/* The whole repository at commit, page after page, into files. */
+tfs_err tfs_hf_list(struct tfs_hf_api *a, const char *commit, struct tfs_dirlist *files, struct tfs_diag *d);
+
+#endif
