@@ -99,7 +99,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources fs readahead
+UNIT_TESTS = format sources fs readahead zarr
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 

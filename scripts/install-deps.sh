@@ -22,6 +22,7 @@ PKGS=(
   aria2                           # the downloader baseline of the stream rows (make bench)
   python3 python3-pytest python3-numpy  # integration tests
   python3-pytest-xdist            # ... on two workers (make check's time budget)
+  python3-zarr python3-dask python3-xarray  # -o zarr's tests read the store with real Zarr readers
   attr                            # getfattr / setfattr for tests and the demo
   bsdextrautils                   # hexdump for the demo and tests
   clang libclang-rt-14-dev        # libFuzzer target and ASan/UBSan runtime

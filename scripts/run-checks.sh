@@ -129,6 +129,7 @@ stage "unit tests (format)" unit build/test_format
 stage "unit tests (sources)" unit build/test_sources
 stage "unit tests (file-system core)" unit build/test_fs
 stage "unit tests (read-ahead)" unit build/test_readahead
+stage "unit tests (zarr)" unit build/test_zarr
 # The long stages overlap: the two runs of the suite spend most of their
 # time waiting (mounts, servers, timeouts), and the sanitizer build (make
 # check hands its command in CHECK_BUILD_REST) and the fuzzers use the
@@ -151,6 +152,7 @@ if [ "$build_ok" -eq 0 ]; then
   stage_start "unit tests (sources, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_sources
   stage_start "unit tests (file-system core, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_fs
   stage_start "unit tests (read-ahead, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_readahead
+  stage_start "unit tests (zarr, ASan+UBSan)" unit env ASAN_OPTIONS=detect_leaks=1 build-san/test_zarr
   stage_start "integration tests (ASan+UBSan)" pytest env "${san_env[@]}" "${pytest[@]}"
   stage_start "fuzz (${FUZZ_SECS}s per target)" fuzz scripts/fuzz.sh "$FUZZ_SECS"
 fi

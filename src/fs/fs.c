@@ -175,6 +175,11 @@ tfs_err tfs_fs_open(const struct tfs_fs_core *c, uint64_t ino, int flags, struct
 	 * read comes back, and the source's own cache is all there is. */
 	if (h->direct_io && n->kind == TFS_NODE_TENSOR)
 		tfs_source_keep(c->m->shards[n->shard].src);
+	else if (h->direct_io && !generated(v))
+		/* A view's file served from the tensors' bytes (a Zarr chunk):
+		 * as for a tensor's, though which shard is the view's to know. */
+		for (uint32_t s = 0; s < c->m->nshards; s++)
+			tfs_source_keep(c->m->shards[s].src);
 	tfs_err e = generated(v) ? open_generated(c, h) : TFS_OK;
 	if (!e && v->open)
 		e = v->open(c->tree, n);

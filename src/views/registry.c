@@ -19,6 +19,7 @@ extern const struct tfs_view_ops tfs_view_picture;
 extern const struct tfs_view_ops tfs_view_original;
 extern const struct tfs_view_ops tfs_view_gguf;
 extern const struct tfs_view_ops tfs_view_reshard;
+extern const struct tfs_view_ops tfs_view_zarr;
 
 const struct tfs_view_ops *const tfs_views[] = {
 	NULL,               /* 0: no node */
@@ -33,6 +34,7 @@ const struct tfs_view_ops *const tfs_views[] = {
 	&tfs_view_original, /* -o originals: __files__/ */
 	&tfs_view_gguf,     /* -o export of a GGUF model: model.gguf */
 	&tfs_view_reshard,  /* -o max_shard_size: __shards__/ */
+	&tfs_view_zarr,     /* -o zarr: __zarr__/ */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];

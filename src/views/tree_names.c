@@ -109,8 +109,10 @@ static tfs_err name_one(struct build *b, uint32_t i)
 	int file = n->kind == TFS_NODE_TENSOR;
 	/* A view's file or directory of the root could meet a tensor of its
 	 * name (model.safetensors, model.gguf in the flat layout; __shards__
-	 * in both): the tensor's first '.' or '_' is escaped. */
-	for (unsigned k = 0; file && !b->suffix_len && n->parent == b->root && k < b->nreserved; k++) {
+	 * in both), or a directory of the tree layout its name (__zarr__):
+	 * the tensor's or directory's first '.' or '_' is escaped. */
+	int clash = file ? !b->suffix_len && !(b->flags[i] & NODE_CONFLICT) : n->kind == TFS_NODE_DIR;
+	for (unsigned k = 0; clash && n->parent == b->root && k < b->nreserved; k++) {
 		const char *r = b->reserved[k];
 		size_t rl = strlen(r);
 		if (b->raw_len[i] == rl && memcmp(b->raw[i], r, rl) == 0) {

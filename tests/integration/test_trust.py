@@ -200,8 +200,11 @@ def limit_memory():
 
 @pytest.mark.parametrize("kind", ["hub", "s3"])
 def test_endless_listing_is_stopped(www, tmp, kind):
-    """A listing whose next page never ends: one line, exit 4, in seconds,
-    with memory bounded (it used to grow by gigabytes a minute)."""
+    """A listing whose next page never ends: one line, exit 4, stopped at
+    the cap of 1,000,000 entries, with memory bounded (it used to grow by
+    gigabytes a minute). No timing is asserted (a loaded machine took 72 s
+    for what a quiet one does in 15); the timeout only keeps a hang from
+    stalling the suite."""
     if kind == "hub":
         www.mode(hub_endless=True)
         env = dict(os.environ, HF_ENDPOINT=www.url()[:-1], HF_HOME=os.path.join(tmp, "hf"))
@@ -211,14 +214,11 @@ def test_endless_listing_is_stopped(www, tmp, kind):
         www.mode(s3_endless=True)
         env = aws_env(tmp)
         argv = [BIN, "--inspect", "-o", f"endpoint={www.url()[:-1]}", "s3://models/dir/"]
-    t0 = time.time()
     # (ASan reserves terabytes of address space: no limit under it)
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
                        preexec_fn=None if SANITIZED else limit_memory)
-    took = time.time() - t0
     assert r.returncode == EXIT_FORMAT, r.stderr
     assert r.stderr.count("\n") == 1 and "goes on past 1,000,000" in r.stderr, r.stderr
-    assert took < 60, took
     # 1,000 entries a page: it stopped at the cap, not at a page limit
     assert 1000 <= len(www.seen()) <= 1003
 

@@ -185,7 +185,9 @@ def alive(pid):
         return False
 
 
-def wait_gone(pid, timeout=20):
+def wait_gone(pid, timeout=60):
+    # A bound on a hang, not a timing: an ASan daemon's leak check on a
+    # loaded machine took over 20 s to exit.
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not alive(pid):

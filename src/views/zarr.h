@@ -1,0 +1,73 @@
+/* -o zarr: __zarr__/ at the root, a Zarr store (formats 2 and 3 from the
+ * same files) of every tensor (views/zarr.c). What is here is the part a
+ * unit test reaches without a tree: how a tensor is cut into chunks, the
+ * metadata documents, and what a chunk's bytes are made of. */
+#ifndef TFS_ZARR_H
+#define TFS_ZARR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/table.h"
+
+#define TFS_ZARR_DIR "__zarr__"
+/* -o zarr_chunk_size's default: a slab of about this many bytes. */
+#define TFS_ZARR_CHUNK_DEFAULT (64ull << 20)
+
+/* How a tensor is shown as a Zarr array: slabs of whole rows along the
+ * first axis, every other axis whole, so that a chunk is one contiguous
+ * range of the bytes the array holds. */
+struct tfs_zarr_geom {
+	unsigned dtype;        /* the stored dtype */
+	int converted;         /* shown as float32 (-o convert=f32's decoding) */
+	int raw;               /* no NumPy type: its bytes, uint8 of shape (n,) */
+	uint32_t itemsize;     /* bytes per element as shown */
+	const char *typestr;   /* v2's dtype: "<f4" */
+	const char *data_type; /* v3's: "float32" */
+	uint32_t ndim;         /* as shown (raw: 1) */
+	uint64_t rows;         /* shape[0] as shown (1 for a scalar) */
+	uint64_t row_bytes;    /* bytes of one row as shown (0: the array is empty) */
+	uint64_t slab_rows;    /* rows per chunk */
+	uint64_t chunk_bytes;  /* bytes of every chunk file, the last one too */
+	uint64_t nchunks;      /* 0 for an empty array */
+	uint64_t bytes;        /* bytes the array holds: rows * row_bytes */
+};
+
+/* The geometry of tensor t for slabs of about `target` bytes (at least one
+ * row, never over target by more than a row: the row count nearest it).
+ * TFS_ERR_UNHANDLED when the tensor has no Zarr form (too large). */
+tfs_err tfs_zarr_geom(const struct tfs_table *h, const struct tfs_tensor *t, uint64_t target,
+		      struct tfs_zarr_geom *g);
+
+/* Dimension k of the array as shown (raw: the byte count). */
+uint64_t tfs_zarr_dim(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
+		      uint32_t k);
+
+/* Chunk c's file name (its key in both formats: "c.0.0", "0" for a
+ * scalar) into out (at least 24 + 2 * ndim bytes); its length. */
+size_t tfs_zarr_chunk_key(const struct tfs_zarr_geom *g, uint64_t c, char *out, size_t cap);
+
+/* What bytes [off, off + len) of chunk c's file are: bytes [*from, *from +
+ * *data) of the array as shown, then *zeros bytes of zeros (the last
+ * slab's rows past the tensor's). off + len is inside the chunk. */
+void tfs_zarr_chunk_span(const struct tfs_zarr_geom *g, uint64_t c, uint64_t off, uint64_t len,
+			 uint64_t *from, uint64_t *data, uint64_t *zeros);
+
+/* The documents, appended to *buf (*len, *cap) as core/json.h does. An
+ * array's: .zarray, .zattrs, zarr.json; `leaf` is its directory's name
+ * (its dimensions are named "leaf.0", "leaf.1"...: no array's name holds a
+ * '.', so they never meet another variable's in xarray). */
+tfs_err tfs_zarr_zarray(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
+			char **buf, size_t *len, size_t *cap);
+tfs_err tfs_zarr_zattrs(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
+			const char *leaf, size_t leaf_len, char **buf, size_t *len, size_t *cap);
+tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_table *h,
+			    const struct tfs_tensor *t, const char *leaf, size_t leaf_len, char **buf,
+			    size_t *len, size_t *cap);
+/* A group's: .zgroup; zarr.json with `attrs` (a JSON object's text, as
+ * its .zattrs holds it). */
+tfs_err tfs_zarr_zgroup(char **buf, size_t *len, size_t *cap);
+tfs_err tfs_zarr_group_json(const char *attrs, size_t attrs_len, char **buf, size_t *len, size_t *cap);
+
+#endif
