@@ -16,19 +16,7 @@
 #include "views/tree.h"
 #include "views/view.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* A safetensors file of four tensors: w (F32 2x3), h (BF16 4), b.c (F16
  * 2, a directory's tensor in the tree layout), z (70000 bytes: spliced). */
@@ -368,6 +356,5 @@ int main(void)
 	test_xattrs();
 	test_changed();
 	unlink(path);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }

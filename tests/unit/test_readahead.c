@@ -10,19 +10,7 @@
 
 #include "sources/readahead.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 #define MiB (1ull << 20)
 #define NSH 4
@@ -288,6 +276,5 @@ int main(void)
 		snprintf(names[i], sizeof names[i], "layers.%d", i);
 	test_orders();
 	test_two_readers();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }

@@ -15,20 +15,7 @@
 #include "views/view.h"
 #include "views/zarr.h"
 
-static int passed, failed;
-static const char *current;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, current ? current : "");    \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* One tensor's table, by hand. */
 struct one {
@@ -524,6 +511,5 @@ int main(void)
 	test_store();
 	test_tree_layout();
 	test_hashed_names();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }
