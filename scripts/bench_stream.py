@@ -55,8 +55,11 @@ PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
 
 
-def fixture(b):
-    d = os.path.join(b.DIR, "stream")
+def fixture(b, sub="stream", width=2):
+    """4 shards of 16 U8 tensors of 16 MiB, made once under b.DIR/sub: the
+    names "model.layers.NN.weight" (width=2, name order is shard order) or
+    "model.layers.N.weight" (width=0)."""
+    d = os.path.join(b.DIR, sub)
     index = os.path.join(d, "model.safetensors.index.json")
     if os.path.exists(index):
         return d
@@ -66,7 +69,7 @@ def fixture(b):
         fn = f"model-{s + 1:05d}-of-00004.safetensors"
         hdr, off = {}, 0
         for t in range(16):
-            name = f"model.layers.{s * 16 + t:02d}.weight"
+            name = f"model.layers.{s * 16 + t:0{width}d}.weight"
             hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
             off += 16 * MiB
             wm[name] = fn
@@ -86,32 +89,7 @@ def fixture(b):
 
 def fixture_name(b):
     """The stream fixture with names whose name order crosses the shards."""
-    d = os.path.join(b.DIR, "stream-name")
-    index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(index):
-        return d
-    os.makedirs(d, exist_ok=True)
-    wm = {}
-    for s in range(4):
-        fn = f"model-{s + 1:05d}-of-00004.safetensors"
-        hdr, off = {}, 0
-        for t in range(16):
-            name = f"model.layers.{s * 16 + t}.weight"
-            hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
-            off += 16 * MiB
-            wm[name] = fn
-        text = json.dumps(hdr).encode()
-        text += b" " * (-len(text) % 8)
-        with open(os.path.join(d, fn), "wb") as f:
-            f.write(len(text).to_bytes(8, "little") + text)
-            for _ in range(16):
-                f.write(os.urandom(16 * MiB))
-    with open(index, "w") as f:
-        json.dump({"metadata": {"total_size": 1 << 30}, "weight_map": wm}, f)
-    os.chmod(d, 0o755)
-    for f in os.listdir(d):
-        os.chmod(os.path.join(d, f), 0o644)
-    return d
+    return fixture(b, "stream-name", 0)
 
 
 def triple(b, reps, base_fn, ours_fn, before_fn):
