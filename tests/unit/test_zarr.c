@@ -308,6 +308,29 @@ static uint32_t walk(const struct tfs_tree *t, const char *path)
 	return at;
 }
 
+/* A model of one safetensors file in memory: the header hdr (hl bytes),
+ * then dlen bytes of data; the file's bytes, to free after the model. */
+static unsigned char *model_of(const char *hdr, size_t hl, const unsigned char *data, size_t dlen,
+			       struct tfs_model *m)
+{
+	size_t len = 8 + hl + dlen;
+	unsigned char *file = calloc(1, len);
+	struct tfs_source *src;
+	struct tfs_table h;
+	struct tfs_diag d;
+	struct tfs_parse_opts po = {0};
+	if (!file)
+		abort();
+	for (int i = 0; i < 8; i++)
+		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	memcpy(file + 8, hdr, hl);
+	memcpy(file + 8 + hl, data, dlen);
+	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
+	    tfs_model_single(m, src, &h))
+		abort();
+	return file;
+}
+
 static void test_store(void)
 {
 	current = "store";
@@ -319,22 +342,12 @@ static void test_store(void)
 			  "\"a.b\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
 			  "\"a.b.c\":{\"dtype\":\"BF16\",\"shape\":[5,2],\"data_offsets\":[24,44]},"
 			  "\"__zarr__\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[44,45]}}");
-	size_t len = 8 + (size_t)hl + 45;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, (size_t)hl);
-	unsigned char *data = file + 8 + hl;
+	unsigned char data[45];
 	for (int i = 0; i < 45; i++)
 		data[i] = (unsigned char)(i * 7 + 1);
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, (size_t)hl, data, sizeof data, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	tfs_opts_add(&opts, "zarr_chunk_size", 15, "18"); /* 8-byte rows: 2.25 -> 2 rows */
@@ -408,19 +421,9 @@ static void test_tree_layout(void)
 	current = "tree layout";
 	const char *hdr = "{\"__zarr__.x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
 			  "\"__zarr__\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}";
-	size_t hl = strlen(hdr), len = 8 + hl + 2;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, hl);
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, strlen(hdr), (const unsigned char *)"\0", 2, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_TREE, .opts = &opts};
@@ -457,21 +460,9 @@ static void test_hashed_names(void)
 			  "{\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
 			  "\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
 			  n1, n2);
-	size_t len = 8 + (size_t)hl + 2;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, (size_t)hl);
-	file[len - 2] = 'A';
-	file[len - 1] = 'B';
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, (size_t)hl, (const unsigned char *)"AB", 2, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_FLAT, .opts = &opts};
