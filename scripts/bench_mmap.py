@@ -16,6 +16,7 @@ import os
 import threading
 import time
 
+from bench_stream import read_files
 from servers import Nginx
 
 MiB = 1 << 20
@@ -48,18 +49,6 @@ def load_mmap(files):
                     n += len(mm[start + a:start + b])
             finally:
                 mm.close()
-    return n
-
-
-def read_whole(files):
-    n = 0
-    for p in files:
-        with open(p, "rb", buffering=0) as f:
-            while True:
-                got = f.read(MiB)
-                if not got:
-                    break
-                n += len(got)
     return n
 
 
@@ -110,7 +99,7 @@ def rows(b, reps, want, d, triple):
             def base():
                 with b.Mount(url, "-o", "originals") as m:
                     t0 = time.perf_counter()
-                    read_whole(files(m))
+                    read_files(files(m))
                     return time.perf_counter() - t0
 
             def ours(binary):

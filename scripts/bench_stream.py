@@ -138,12 +138,13 @@ def tensors(mnt):
     return sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
 
 
-def aria2c(ng, d):
+def aria2c(ng, d, prefix=""):
+    """aria2c's time to fetch the shards of d from ng's capped server (under prefix)."""
     out = tempfile.mkdtemp(dir="/dev/shm")
     urls = os.path.join(out, "urls")
     with open(urls, "w") as f:
         for s in shards(d):
-            f.write(ng.url("capped", s) + "\n")
+            f.write(ng.url("capped", prefix + s) + "\n")
     t0 = time.perf_counter()
     subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
                     "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
@@ -344,19 +345,7 @@ def s3_capped(b, reps, d, total):
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
 
-            def base():
-                out = tempfile.mkdtemp(dir="/dev/shm")
-                urls = os.path.join(out, "urls")
-                with open(urls, "w") as f:
-                    for s in shards(d):
-                        f.write(ng.url("capped", f"models/stream/{s}") + "\n")
-                t0 = time.perf_counter()
-                subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
-                                "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
-                t = time.perf_counter() - t0
-                shutil.rmtree(out)
-                return t
-            bt, ot, r, bf = triple(b, reps, base, ours, lambda x: load(
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d, "models/stream/"), ours, lambda x: load(
                 "s3://models/stream/model.safetensors.index.json", x, "before"))
         finally:
             os.environ.clear()
