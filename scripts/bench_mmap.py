@@ -16,7 +16,7 @@ import os
 import threading
 import time
 
-from bench_stream import read_files
+from bench_stream import read_files, timed
 from servers import Nginx
 
 MiB = 1 << 20
@@ -73,12 +73,7 @@ def eight(path, use_mmap, waits):
             assert len(got) == k
             off += k
     th = [threading.Thread(target=one, args=(i,)) for i in range(8)]
-    t0 = time.perf_counter()
-    for t in th:
-        t.start()
-    for t in th:
-        t.join()
-    t = time.perf_counter() - t0
+    t = timed(th)
     if mm is not None:
         mm.close()
     os.close(fd)

@@ -122,6 +122,16 @@ def shards(d):
     return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
 
 
+def timed(threads):
+    """Seconds the threads take, all started at once, to their end."""
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def read_files(paths):
     n = 0
     for p in paths:
@@ -191,12 +201,7 @@ def rows(b, reps, want):
                 names = tensors(m.mnt)
                 groups = [[os.path.join(m.mnt, x) for x in names[i * 16:(i + 1) * 16]] for i in range(4)]
                 th = [threading.Thread(target=read_files, args=(g,)) for g in groups]
-                t1 = time.perf_counter()
-                for t in th:
-                    t.start()
-                for t in th:
-                    t.join()
-                t = time.perf_counter() - t1
+                t = timed(th)
                 if binary in (None, b.BIN):
                     peaks.append(b.vm_hwm_kb(m.pid))
                 return t
