@@ -172,6 +172,22 @@ static int is_int(json_object *o, const char *path, int64_t v)
 	return x && json_object_is_type(x, json_type_int) && json_object_get_int64(x) == v;
 }
 
+/* zarr.json of a one-dimensional tensor named `name` (its first dim of
+ * dims), parsed. */
+static json_object *array_json(const char *name, unsigned dtype, const uint64_t *dims, uint64_t bytes)
+{
+	struct one o;
+	struct tfs_zarr_geom g;
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	one(&o, name, strlen(name), dtype, 1, dims, bytes);
+	tfs_zarr_geom(&o.h, &o.t, 64, &g);
+	tfs_zarr_array_json(&g, &o.h, &o.t, name, strlen(name), &b, &n, &cap);
+	json_object *j = parse(b, n);
+	free(b);
+	return j;
+}
+
 static void test_documents(void)
 {
 	current = "documents";
@@ -237,19 +253,11 @@ static void test_documents(void)
 	json_object_put(j);
 
 	/* Complex and bool fill values, in each format's form. */
-	one(&o, "z", 1, TFS_DT_C64, 1, d, 40);
-	tfs_zarr_geom(&o.h, &o.t, 64, &g);
-	n = 0;
-	tfs_zarr_array_json(&g, &o.h, &o.t, "z", 1, &b, &n, &cap);
-	j = parse(b, n);
+	j = array_json("z", TFS_DT_C64, d, 40);
 	CHECK(j && json_object_array_length(get(j, "fill_value")) == 2 && is_str(j, "data_type", "complex64"),
 	      "complex fill");
 	json_object_put(j);
-	one(&o, "t", 1, TFS_DT_BOOL, 1, d, 5);
-	tfs_zarr_geom(&o.h, &o.t, 64, &g);
-	n = 0;
-	tfs_zarr_array_json(&g, &o.h, &o.t, "t", 1, &b, &n, &cap);
-	j = parse(b, n);
+	j = array_json("t", TFS_DT_BOOL, d, 5);
 	CHECK(j && json_object_is_type(get(j, "fill_value"), json_type_boolean) &&
 		      get(j, "codecs/0/configuration") == NULL,
 	      "bool: no byte order");
