@@ -94,12 +94,7 @@ def rows(b, reps, want):
                           self_cpu())
                     th = [threading.Thread(target=bench_stream.read_files,
                                            args=([os.path.join(m.mnt, x) for x in names],)) for m in mounts]
-                    t0 = time.perf_counter()
-                    for t in th:
-                        t.start()
-                    for t in th:
-                        t.join()
-                    t = time.perf_counter() - t0
+                    t = bench_stream.timed(th)
                     c1 = (sum(cpu(m.pid) for m in mounts), nginx_cpu(cache.proc.pid), nginx_cpu(ng.proc.pid),
                           self_cpu())
                     cpus["fleet"].append(({"daemons": c1[0] - c0[0], "cache": c1[1] - c0[1],

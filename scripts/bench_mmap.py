@@ -16,6 +16,7 @@ import os
 import threading
 import time
 
+from bench_stream import read_files, timed
 from servers import Nginx
 
 MiB = 1 << 20
@@ -51,18 +52,6 @@ def load_mmap(files):
     return n
 
 
-def read_whole(files):
-    n = 0
-    for p in files:
-        with open(p, "rb", buffering=0) as f:
-            while True:
-                got = f.read(MiB)
-                if not got:
-                    break
-                n += len(got)
-    return n
-
-
 def eight(path, use_mmap, waits):
     """8 threads, each one of 8 tensors of the shard, in MiB pieces; the
     longest wait of any piece goes to waits."""
@@ -84,12 +73,7 @@ def eight(path, use_mmap, waits):
             assert len(got) == k
             off += k
     th = [threading.Thread(target=one, args=(i,)) for i in range(8)]
-    t0 = time.perf_counter()
-    for t in th:
-        t.start()
-    for t in th:
-        t.join()
-    t = time.perf_counter() - t0
+    t = timed(th)
     if mm is not None:
         mm.close()
     os.close(fd)
@@ -110,7 +94,7 @@ def rows(b, reps, want, d, triple):
             def base():
                 with b.Mount(url, "-o", "originals") as m:
                     t0 = time.perf_counter()
-                    read_whole(files(m))
+                    read_files(files(m))
                     return time.perf_counter() - t0
 
             def ours(binary):

@@ -55,8 +55,11 @@ PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
 
 
-def fixture(b):
-    d = os.path.join(b.DIR, "stream")
+def fixture(b, sub="stream", width=2):
+    """4 shards of 16 U8 tensors of 16 MiB, made once under b.DIR/sub: the
+    names "model.layers.NN.weight" (width=2, name order is shard order) or
+    "model.layers.N.weight" (width=0)."""
+    d = os.path.join(b.DIR, sub)
     index = os.path.join(d, "model.safetensors.index.json")
     if os.path.exists(index):
         return d
@@ -66,7 +69,7 @@ def fixture(b):
         fn = f"model-{s + 1:05d}-of-00004.safetensors"
         hdr, off = {}, 0
         for t in range(16):
-            name = f"model.layers.{s * 16 + t:02d}.weight"
+            name = f"model.layers.{s * 16 + t:0{width}d}.weight"
             hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
             off += 16 * MiB
             wm[name] = fn
@@ -86,32 +89,7 @@ def fixture(b):
 
 def fixture_name(b):
     """The stream fixture with names whose name order crosses the shards."""
-    d = os.path.join(b.DIR, "stream-name")
-    index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(index):
-        return d
-    os.makedirs(d, exist_ok=True)
-    wm = {}
-    for s in range(4):
-        fn = f"model-{s + 1:05d}-of-00004.safetensors"
-        hdr, off = {}, 0
-        for t in range(16):
-            name = f"model.layers.{s * 16 + t}.weight"
-            hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
-            off += 16 * MiB
-            wm[name] = fn
-        text = json.dumps(hdr).encode()
-        text += b" " * (-len(text) % 8)
-        with open(os.path.join(d, fn), "wb") as f:
-            f.write(len(text).to_bytes(8, "little") + text)
-            for _ in range(16):
-                f.write(os.urandom(16 * MiB))
-    with open(index, "w") as f:
-        json.dump({"metadata": {"total_size": 1 << 30}, "weight_map": wm}, f)
-    os.chmod(d, 0o755)
-    for f in os.listdir(d):
-        os.chmod(os.path.join(d, f), 0o644)
-    return d
+    return fixture(b, "stream-name", 0)
 
 
 def triple(b, reps, base_fn, ours_fn, before_fn):
@@ -144,6 +122,16 @@ def shards(d):
     return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
 
 
+def timed(threads):
+    """Seconds the threads take, all started at once, to their end."""
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def read_files(paths):
     n = 0
     for p in paths:
@@ -160,12 +148,13 @@ def tensors(mnt):
     return sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
 
 
-def aria2c(ng, d):
+def aria2c(ng, d, prefix=""):
+    """aria2c's time to fetch the shards of d from ng's capped server (under prefix)."""
     out = tempfile.mkdtemp(dir="/dev/shm")
     urls = os.path.join(out, "urls")
     with open(urls, "w") as f:
         for s in shards(d):
-            f.write(ng.url("capped", s) + "\n")
+            f.write(ng.url("capped", prefix + s) + "\n")
     t0 = time.perf_counter()
     subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
                     "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
@@ -212,12 +201,7 @@ def rows(b, reps, want):
                 names = tensors(m.mnt)
                 groups = [[os.path.join(m.mnt, x) for x in names[i * 16:(i + 1) * 16]] for i in range(4)]
                 th = [threading.Thread(target=read_files, args=(g,)) for g in groups]
-                t1 = time.perf_counter()
-                for t in th:
-                    t.start()
-                for t in th:
-                    t.join()
-                t = time.perf_counter() - t1
+                t = timed(th)
                 if binary in (None, b.BIN):
                     peaks.append(b.vm_hwm_kb(m.pid))
                 return t
@@ -366,19 +350,7 @@ def s3_capped(b, reps, d, total):
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
 
-            def base():
-                out = tempfile.mkdtemp(dir="/dev/shm")
-                urls = os.path.join(out, "urls")
-                with open(urls, "w") as f:
-                    for s in shards(d):
-                        f.write(ng.url("capped", f"models/stream/{s}") + "\n")
-                t0 = time.perf_counter()
-                subprocess.run(["aria2c", "-q", "-x16", "-s16", "-k1M", "-j1", "--file-allocation=none",
-                                "--allow-overwrite=true", "-d", out, "-i", urls], check=True)
-                t = time.perf_counter() - t0
-                shutil.rmtree(out)
-                return t
-            bt, ot, r, bf = triple(b, reps, base, ours, lambda x: load(
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d, "models/stream/"), ours, lambda x: load(
                 "s3://models/stream/model.safetensors.index.json", x, "before"))
         finally:
             os.environ.clear()

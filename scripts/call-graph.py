@@ -21,6 +21,8 @@ import os
 import subprocess
 import sys
 
+from graphs import circles
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOW = os.path.join(ROOT, "scripts", "callgraph-allow.txt")
 DEFINED = set("TDBRVWGS")
@@ -59,40 +61,6 @@ def graph(build):
             if d and d != m:
                 g[m].setdefault(d, set()).add(s)
     return g
-
-
-def circles(g):
-    """Strongly connected components of more than one file (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(g.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    sys.setrecursionlimit(10000)
-    for v in sorted(g):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def allowed():

@@ -186,6 +186,23 @@ static void usage_opt(FILE *f, const struct tfs_opt_spec *o)
 	}
 }
 
+/* Appends every source driver's usage (env: its environment help) to
+ * text from `at` on, the first after a space, the others after sep, then
+ * end; what does not fit is cut. */
+static void drivers_text(char *text, size_t cap, size_t at, int env, const char *sep, const char *end)
+{
+	const char *s = " ";
+	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
+		const char *v = env ? (*d)->env_help : (*d)->usage;
+		if (v && at < cap) {
+			at += (size_t)snprintf(text + at, cap - at, "%s%s", s, v);
+			s = sep;
+		}
+	}
+	if (at < cap)
+		snprintf(text + at, cap - at, "%s", end);
+}
+
 void tfs_cli_usage(FILE *f)
 {
 	fprintf(f, "usage: tensorfs [options] SOURCE MOUNTPOINT\n"
@@ -212,14 +229,7 @@ void tfs_cli_usage(FILE *f)
 		"__metadata__.json. SOURCE is a checkpoint file, an index (*.index.json), a directory holding "
 		"one index, or a directory of checkpoint files (all of them, as one model), "
 		"on disk or remote:");
-	const char *sep = " ";
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
-		if ((*d)->usage && at < sizeof text) {
-			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->usage);
-			sep = ", ";
-		}
-	if (at < sizeof text)
-		snprintf(text + at, sizeof text - at, ".");
+	drivers_text(text, sizeof text, at, 0, ", ", ".");
 	wrap(f, text);
 	/* On one line: the bash completion reads the formats from it. */
 	fprintf(f, "Formats: %s.\n", tfs_format_names());
@@ -255,14 +265,7 @@ void tfs_cli_usage(FILE *f)
 		usage_opt(f, o);
 	fprintf(f, "       allow_other, ...   standard FUSE mount options pass through\n\n");
 	at = (size_t)snprintf(text, sizeof text, "environment:");
-	sep = " ";
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
-		if ((*d)->env_help && at < sizeof text) {
-			at += (size_t)snprintf(text + at, sizeof text - at, "%s%s", sep, (*d)->env_help);
-			sep = "; ";
-		}
-	if (at < sizeof text)
-		snprintf(text + at, sizeof text - at, ". See man tensorfs.");
+	drivers_text(text, sizeof text, at, 1, "; ", ". See man tensorfs.");
 	wrap(f, text);
 	fprintf(f, "\n"
 		   "exit status: 0 mounted, 1 internal error, 2 usage, 3 source unreadable,\n"

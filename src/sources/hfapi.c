@@ -34,21 +34,6 @@ tfs_err tfs_hf_authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
 
 /* ---- URLs ---- */
 
-static tfs_err put_path(char **u, size_t *len, size_t *cap, const char *path)
-{
-	tfs_err e = TFS_OK;
-	for (const char *p = path; !e && *p;) {
-		size_t seg = strcspn(p, "/");
-		e = tfs_http_escape(p, seg, u, len, cap);
-		p += seg;
-		if (!e && *p == '/') {
-			e = tfs_json_put(u, len, cap, "/", 1);
-			p++;
-		}
-	}
-	return e;
-}
-
 /* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path} */
 char *tfs_hf_resolve_url(const struct tfs_hf_api *a, const char *rev, const char *path)
 {
@@ -59,7 +44,7 @@ char *tfs_hf_resolve_url(const struct tfs_hf_api *a, const char *rev, const char
 	    tfs_json_puts(&u, &len, &cap, ds ? "/datasets/" : "/") ||
 	    tfs_json_puts(&u, &len, &cap, a->ref.repo) || tfs_json_puts(&u, &len, &cap, "/resolve/") ||
 	    tfs_http_escape(rev, strlen(rev), &u, &len, &cap) || tfs_json_put(&u, &len, &cap, "/", 1) ||
-	    put_path(&u, &len, &cap, path)) {
+	    tfs_http_escape_path(path, &u, &len, &cap)) {
 		free(u);
 		return NULL;
 	}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "core/json.h"
 #include "core/table.h"
 #include "core/url.h"
 
@@ -178,6 +179,21 @@ tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t
 		(*out)[*len] = 0;
 	}
 	return TFS_OK;
+}
+
+tfs_err tfs_http_escape_path(const char *path, char **out, size_t *len, size_t *cap)
+{
+	tfs_err e = TFS_OK;
+	for (const char *p = path; !e && *p;) {
+		size_t seg = strcspn(p, "/");
+		e = tfs_http_escape(p, seg, out, len, cap);
+		p += seg;
+		if (!e && *p == '/') {
+			e = tfs_json_put(out, len, cap, "/", 1);
+			p++;
+		}
+	}
+	return e;
 }
 
 /* ---- one transfer ---- */

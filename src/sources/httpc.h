@@ -120,5 +120,8 @@ uint64_t tfs_http_bytes(void);
 
 /* Appends one path segment, percent-encoded (RFC 3986 unreserved kept). */
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap);
+/* Appends a path (an S3 key, a file in a Hub repository): each segment
+ * percent-encoded as above, its '/' kept. */
+tfs_err tfs_http_escape_path(const char *path, char **out, size_t *len, size_t *cap);
 
 #endif

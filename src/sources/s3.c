@@ -36,21 +36,6 @@ struct s3_store {
 
 /* ---- URLs ---- */
 
-static tfs_err put_key(char **u, size_t *len, size_t *cap, const char *key)
-{
-	tfs_err e = TFS_OK;
-	for (const char *p = key; !e && *p;) {
-		size_t seg = strcspn(p, "/");
-		e = tfs_http_escape(p, seg, u, len, cap);
-		p += seg;
-		if (!e && *p == '/') {
-			e = tfs_json_put(u, len, cap, "/", 1);
-			p++;
-		}
-	}
-	return e;
-}
-
 /* The bucket's URL, with a trailing '/'. */
 static tfs_err bucket_url(const struct s3_store *st, char **u, size_t *len, size_t *cap)
 {
@@ -263,7 +248,8 @@ static tfs_err store_open(struct tfs_store *base, const char *name, struct tfs_s
 	}
 	snprintf(key, kl, "%s%s", st->root, name);
 	sprintf(loc, "s3://%s/%s", st->bucket, key);
-	tfs_err e = put_key(&u, &len, &cap, key) ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory") : TFS_OK;
+	tfs_err e = tfs_http_escape_path(key, &u, &len, &cap) ? tfs_fail(d, TFS_ERR_NOMEM, "out of memory")
+							      : TFS_OK;
 	/* What the listing said (when this file's directory was listed):
 	 * its ETag is then pinned from the first request on. */
 	struct tfs_remote_spec s = {

@@ -26,11 +26,8 @@ struct table {
 };
 
 struct tfs_listing {
-	pthread_mutex_t lock;
-	int sums_done; /* every table's `bytes` is set */
-	uint32_t n;
-	size_t cap;
-	struct table *tables;
+	struct tfs_dir_files f; /* of struct table */
+	int sums_done;          /* every table's `bytes` is set */
 };
 
 static struct tfs_listing *listing_of(const struct tfs_tree *t, const struct tfs_node *table)
@@ -42,7 +39,7 @@ static struct tfs_listing *listing_of(const struct tfs_tree *t, const struct tfs
 static struct table *table_of(const struct tfs_tree *t, uint32_t dir)
 {
 	uint32_t ti = tfs_tree_lookup(t, dir, TABLE_NAME, strlen(TABLE_NAME));
-	return ti ? &listing_of(t, &t->nodes[ti])->tables[t->nodes[ti].ref] : NULL;
+	return ti ? tfs_dir_file(&listing_of(t, &t->nodes[ti])->f, t->nodes[ti].ref) : NULL;
 }
 
 /* Every directory's tensor bytes in one pass: a child is always created
@@ -188,12 +185,12 @@ static tfs_err work_out(const struct tfs_tree *t, const struct tfs_node *table, 
 static struct table *ready(const struct tfs_tree *t, const struct tfs_node *table)
 {
 	struct tfs_listing *l = listing_of(t, table);
-	struct table *tb = &l->tables[table->ref];
+	struct table *tb = tfs_dir_file(&l->f, table->ref);
 	if (__atomic_load_n(&tb->ready, __ATOMIC_ACQUIRE))
 		return tb;
-	pthread_mutex_lock(&l->lock);
+	pthread_mutex_lock(&l->f.lock);
 	tfs_err e = tb->ready ? TFS_OK : work_out(t, table, tb);
-	pthread_mutex_unlock(&l->lock);
+	pthread_mutex_unlock(&l->f.lock);
 	return e ? NULL : tb;
 }
 
@@ -269,30 +266,23 @@ static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
 	(void)m;
 	(void)o;
-	struct tfs_listing *l = calloc(1, sizeof *l);
-	if (l)
-		pthread_mutex_init(&l->lock, NULL);
-	return l;
+	return tfs_dir_files_new(sizeof(struct tfs_listing), sizeof(struct table));
+}
+
+static void free_marks(void *slot)
+{
+	free(((struct table *)slot)->marks);
 }
 
 static void state_free(void *state)
 {
-	struct tfs_listing *l = state;
-	for (uint32_t i = 0; i < l->n; i++)
-		free(l->tables[i].marks);
-	free(l->tables);
-	pthread_mutex_destroy(&l->lock);
-	free(l);
+	tfs_dir_files_free(state, free_marks);
 }
 
 /* A table in every directory, none of them worked out yet. */
 static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
 {
-	struct tfs_listing *l = state;
-	if (tfs_grow((void **)&l->tables, &l->cap, (size_t)l->n + 1, sizeof *l->tables))
-		return TFS_ERR_NOMEM;
-	memset(&l->tables[l->n], 0, sizeof l->tables[l->n]);
-	return tfs_tree_add_node(a, dir, TABLE_NAME, 0, l->n++, NULL);
+	return tfs_dir_files_add(state, a, dir, TABLE_NAME, NULL);
 }
 
 const struct tfs_view_ops tfs_view_table = {

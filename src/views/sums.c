@@ -20,43 +20,33 @@ struct sum {
 	char *text;    /* once read */
 };
 
-struct tfs_sums {
-	pthread_mutex_t lock;
-	uint32_t n;
-	size_t cap;
-	struct sum *s;
-};
-
 static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
 	(void)m;
 	(void)o;
-	struct tfs_sums *st = calloc(1, sizeof *st);
-	if (st)
-		pthread_mutex_init(&st->lock, NULL);
-	return st;
+	return tfs_dir_files_new(sizeof(struct tfs_dir_files), sizeof(struct sum));
+}
+
+static void free_text(void *slot)
+{
+	free(((struct sum *)slot)->text);
 }
 
 static void state_free(void *p)
 {
-	struct tfs_sums *st = p;
-	for (uint32_t i = 0; i < st->n; i++)
-		free(st->s[i].text);
-	free(st->s);
-	pthread_mutex_destroy(&st->lock);
-	free(st);
+	tfs_dir_files_free(p, free_text);
 }
 
 /* A manifest in every directory that holds tensor files. */
 static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
 {
-	struct tfs_sums *st = state;
+	struct sum *s = NULL;
 	if (!tfs_tree_add_holds_tensors(a, dir))
 		return TFS_OK;
-	if (tfs_grow((void **)&st->s, &st->cap, (size_t)st->n + 1, sizeof *st->s))
-		return TFS_ERR_NOMEM;
-	st->s[st->n] = (struct sum){UINT64_MAX, NULL};
-	return tfs_tree_add_node(a, dir, SUMS_NAME, 0, st->n++, NULL);
+	tfs_err e = tfs_dir_files_add(state, a, dir, SUMS_NAME, (void **)&s);
+	if (s)
+		s->size = UINT64_MAX;
+	return e;
 }
 
 static int needs_escape(const char *s, size_t n)
@@ -100,8 +90,8 @@ size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name,
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	struct tfs_sums *st = t->vstate[n->kind];
-	struct sum *s = &st->s[n->ref];
+	struct tfs_dir_files *st = t->vstate[n->kind];
+	struct sum *s = tfs_dir_file(st, n->ref);
 	pthread_mutex_lock(&st->lock);
 	if (s->size == UINT64_MAX) {
 		const struct tfs_node *dir = &t->nodes[n->parent];
@@ -160,7 +150,7 @@ static pthread_mutex_t making = PTHREAD_MUTEX_INITIALIZER;
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 		      struct tfs_pieces *out)
 {
-	struct sum *s = &((struct tfs_sums *)t->vstate[n->kind])->s[n->ref];
+	struct sum *s = tfs_dir_file(t->vstate[n->kind], n->ref);
 	pthread_mutex_lock(&making);
 	tfs_err e = s->text ? TFS_OK : make(t, n, s);
 	const char *text = s->text;

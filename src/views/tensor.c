@@ -11,29 +11,6 @@
 #include "views/digest.h"
 #include "views/hashes.h"
 
-/* Decoded float32 bytes [o, o + len) of a converted tensor: only the
- * elements the range touches are read (into scratch) and decoded. */
-static tfs_err converted(const struct tfs_shard *sh, const struct tfs_tensor *t, uint64_t o, size_t len,
-			 struct tfs_pieces *out)
-{
-	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
-	tfs_stored_range(t->dtype, first, n, &b, &e);
-	size_t raw_len = (size_t)(e - b), dec_at = (raw_len + 7) & ~(size_t)7;
-	unsigned char *raw = (unsigned char *)tfs_pieces_scratch(out, dec_at + (size_t)n * 4);
-	if (!raw)
-		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_serve(sh->src, raw, raw_len, t->begin + b, t->end);
-	if (err)
-		return err;
-	uint32_t *dec = (uint32_t *)(void *)(raw + dec_at);
-	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
-	char *to = tfs_pieces_room(out, len);
-	if (!to)
-		return TFS_ERR_NOMEM;
-	memcpy(to, (char *)dec + (o - first * 4), len);
-	return tfs_pieces_mem(out, to, len);
-}
-
 static unsigned view_of(const struct tfs_tree *t)
 {
 	return tfs_tensor_files(t)->view;
@@ -73,7 +50,7 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	if (!len)
 		return TFS_OK;
 	if ((view & TFS_VIEW_F32) && tfs_converts(ts->dtype))
-		return converted(sh, ts, off - hl, len, out);
+		return tfs_f32_pieces(sh->src, ts, off - hl, len, out);
 	return tfs_pieces_src(out, sh->src, ts->begin + (off - hl), len, ts->end);
 }
 

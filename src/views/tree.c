@@ -146,6 +146,36 @@ struct tfs_tree_add {
 	uint8_t kind;
 };
 
+void *tfs_dir_files_new(size_t state_size, size_t slot_size)
+{
+	struct tfs_dir_files *f = calloc(1, state_size);
+	if (f) {
+		pthread_mutex_init(&f->lock, NULL);
+		f->size = slot_size;
+	}
+	return f;
+}
+
+void tfs_dir_files_free(struct tfs_dir_files *f, void (*each)(void *slot))
+{
+	for (uint32_t i = 0; each && i < f->n; i++)
+		each(tfs_dir_file(f, i));
+	free(f->slots);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+tfs_err tfs_dir_files_add(struct tfs_dir_files *f, struct tfs_tree_add *a, uint32_t dir, const char *name,
+			  void **slot)
+{
+	if (tfs_grow(&f->slots, &f->cap, (size_t)f->n + 1, f->size))
+		return TFS_ERR_NOMEM;
+	memset(tfs_dir_file(f, f->n), 0, f->size);
+	if (slot)
+		*slot = tfs_dir_file(f, f->n);
+	return tfs_tree_add_node(a, dir, name, 0, f->n++, NULL);
+}
+
 tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *name, int dir, uint32_t ref,
 			  uint32_t *out)
 {

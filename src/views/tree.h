@@ -8,6 +8,7 @@
 #ifndef TFS_TREE_H
 #define TFS_TREE_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -78,6 +79,28 @@ struct tfs_tree_add;
  * a literal, or held by the view's state). */
 tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *name, int dir, uint32_t ref,
 			  uint32_t *out);
+
+/* The state of a view with one file in some directories (the tables, the
+ * sums), first member of the view's own: a lock and one slot of `size`
+ * bytes per file, indexed by the file's ref. */
+struct tfs_dir_files {
+	pthread_mutex_t lock;
+	uint32_t n;
+	size_t cap, size;
+	void *slots;
+};
+/* A zeroed state of state_size bytes (struct tfs_dir_files first), its
+ * slots of slot_size bytes; NULL when out of memory. */
+void *tfs_dir_files_new(size_t state_size, size_t slot_size);
+/* Frees the state, calling each (if not NULL) on every slot first. */
+void tfs_dir_files_free(struct tfs_dir_files *f, void (*each)(void *slot));
+/* The file `name` in `dir` with a new zeroed slot (*slot, if slot). */
+tfs_err tfs_dir_files_add(struct tfs_dir_files *f, struct tfs_tree_add *a, uint32_t dir, const char *name,
+			  void **slot);
+static inline void *tfs_dir_file(const struct tfs_dir_files *f, uint32_t ref)
+{
+	return (char *)f->slots + (size_t)ref * f->size;
+}
 /* A directory under `parent` named after raw[0..len) (any bytes, alive
  * until the tree is built) as the tree layout names its directories
  * (core/names.h); one per (parent, raw): asked again, the same one. */

@@ -200,27 +200,17 @@ static void put_str(struct out *o, const char *s, size_t n)
 		o->e = tfs_json_str(o->buf, o->len, o->cap, s, n);
 }
 
-static void put_shape(struct out *o, const struct tfs_zarr_geom *g, const struct tfs_table *h,
-		      const struct tfs_tensor *t)
+/* The array's shape, or (chunks) a chunk's: every axis whole but the
+ * first, in slabs; a chunk is never 0 along an axis (an empty array's
+ * chunks are still shapes of at least 1). */
+static void put_dims(struct out *o, const struct tfs_zarr_geom *g, const struct tfs_table *h,
+		     const struct tfs_tensor *t, int chunks)
 {
 	put(o, "[");
 	for (uint32_t k = 0; k < g->ndim; k++) {
+		uint64_t d = chunks && !k ? g->slab_rows : tfs_zarr_dim(g, h, t, k);
 		put(o, k ? ", " : "");
-		put_u64(o, tfs_zarr_dim(g, h, t, k));
-	}
-	put(o, "]");
-}
-
-/* Every axis whole but the first, in slabs; a chunk is never 0 along an
- * axis (an empty array's chunks are still shapes of at least 1). */
-static void put_chunks(struct out *o, const struct tfs_zarr_geom *g, const struct tfs_table *h,
-		       const struct tfs_tensor *t)
-{
-	put(o, "[");
-	for (uint32_t k = 0; k < g->ndim; k++) {
-		uint64_t d = k ? tfs_zarr_dim(g, h, t, k) : g->slab_rows;
-		put(o, k ? ", " : "");
-		put_u64(o, d ? d : 1);
+		put_u64(o, chunks && !d ? 1 : d);
 	}
 	put(o, "]");
 }
@@ -278,13 +268,13 @@ tfs_err tfs_zarr_zarray(const struct tfs_zarr_geom *g, const struct tfs_table *h
 {
 	struct out o = {buf, len, cap, TFS_OK};
 	put(&o, "{\n    \"chunks\": ");
-	put_chunks(&o, g, h, t);
+	put_dims(&o, g, h, t, 1);
 	put(&o, ",\n    \"compressor\": null,\n    \"dimension_separator\": \".\",\n    \"dtype\": \"");
 	put(&o, g->typestr);
 	put(&o, "\",\n    \"fill_value\": ");
 	put_fill(&o, g);
 	put(&o, ",\n    \"filters\": null,\n    \"order\": \"C\",\n    \"shape\": ");
-	put_shape(&o, g, h, t);
+	put_dims(&o, g, h, t, 0);
 	put(&o, ",\n    \"zarr_format\": 2\n}\n");
 	return o.e;
 }
@@ -310,11 +300,11 @@ tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_tabl
 	struct out o = {buf, len, cap, TFS_OK};
 	size_t from = *len;
 	put(&o, "{\n    \"zarr_format\": 3,\n    \"node_type\": \"array\",\n    \"shape\": ");
-	put_shape(&o, g, h, t);
+	put_dims(&o, g, h, t, 0);
 	put(&o, ",\n    \"data_type\": \"");
 	put(&o, g->data_type);
 	put(&o, "\",\n    \"chunk_grid\": {\"name\": \"regular\", \"configuration\": {\"chunk_shape\": ");
-	put_chunks(&o, g, h, t);
+	put_dims(&o, g, h, t, 1);
 	put(&o, "}},\n    \"chunk_key_encoding\": {\"name\": \"v2\", \"configuration\": {\"separator\": "
 		"\".\"}},\n    \"fill_value\": ");
 	put_fill(&o, g);
@@ -377,7 +367,8 @@ struct zmap {
 struct tfs_zarr {
 	uint64_t target;
 	struct zfile *files;
-	uint32_t nfiles, fcap;
+	uint32_t nfiles;
+	size_t fcap;
 	struct zblock *names;
 	struct zmap groups, hashed;
 	/* The root's attributes (the checkpoint's __metadata__), made when
@@ -413,14 +404,11 @@ static void map_free(struct zmap *m)
 	free(m->node);
 	free(m->key);
 	free(m->klen);
-	memset(m, 0, sizeof *m);
 }
 
 static void state_free(void *state)
 {
 	struct tfs_zarr *z = state;
-	if (!z)
-		return;
 	for (struct zblock *b = z->names, *nx; b; b = nx) {
 		nx = b->next;
 		free(b);
@@ -504,27 +492,22 @@ static tfs_err map_put(struct zmap *m, uint32_t parent, const char *k, size_t n,
 static tfs_err add_file(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t dir, const char *name,
 			uint32_t shard, uint32_t ref, uint64_t what)
 {
-	if (z->nfiles == z->fcap) {
-		if (z->fcap >= UINT32_MAX / 2)
-			return TFS_ERR_NOMEM;
-		uint32_t nc = z->fcap ? z->fcap * 2 : 1024;
-		struct zfile *f = realloc(z->files, (size_t)nc * sizeof *f);
-		if (!f)
-			return TFS_ERR_NOMEM;
-		z->files = f;
-		z->fcap = nc;
-	}
+	if (z->nfiles == UINT32_MAX ||
+	    tfs_grow((void **)&z->files, &z->fcap, (size_t)z->nfiles + 1, sizeof *z->files))
+		return TFS_ERR_NOMEM;
 	z->files[z->nfiles] = (struct zfile){shard, ref, what};
 	return tfs_tree_add_node(a, dir, name, 0, z->nfiles++, NULL);
 }
 
-static tfs_err add_group_files(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t dir, int root)
+/* A group's three documents (from F_ZGROUP) or an array's (from F_ZARRAY). */
+static tfs_err add_docs(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t dir, uint32_t shard,
+			uint32_t ref, uint64_t first)
 {
-	tfs_err e = add_file(z, a, dir, ".zgroup", 0, (uint32_t)root, F_ZGROUP);
-	if (!e)
-		e = add_file(z, a, dir, ".zattrs", 0, (uint32_t)root, F_GROUP_ZATTRS);
-	if (!e)
-		e = add_file(z, a, dir, "zarr.json", 0, (uint32_t)root, F_GROUP_JSON);
+	static const char *const names[] = {".zgroup", ".zattrs", "zarr.json",
+					    ".zarray", ".zattrs", "zarr.json"};
+	tfs_err e = TFS_OK;
+	for (uint64_t k = first; !e && k < first + 3; k++)
+		e = add_file(z, a, dir, names[k], shard, ref, k);
 	return e;
 }
 
@@ -565,11 +548,7 @@ static tfs_err add_array(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t pa
 	tfs_err e = add_dir(z, a, parent, raw, len, conflict ? strlen(TFS_CONFLICT_SUFFIX) : 0,
 			    conflict ? TFS_CONFLICT_SUFFIX : "", &dir);
 	if (!e)
-		e = add_file(z, a, dir, ".zarray", shard, ref, F_ZARRAY);
-	if (!e)
-		e = add_file(z, a, dir, ".zattrs", shard, ref, F_ZATTRS);
-	if (!e)
-		e = add_file(z, a, dir, "zarr.json", shard, ref, F_ARRAY_JSON);
+		e = add_docs(z, a, dir, shard, ref, F_ZARRAY);
 	const char *name = NULL;
 	for (uint64_t c = 0; !e && c < g->nchunks; c++) {
 		char key[64];
@@ -611,7 +590,7 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 	uint32_t root;
 	tfs_err e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_ZARR_DIR, 1, 0, &root);
 	if (!e)
-		e = add_group_files(z, a, root, 1);
+		e = add_docs(z, a, root, 0, 1, F_ZGROUP);
 	/* The groups first, so that an array knows whether a group has its
 	 * name (tensors "a.b" and "a.b.c": the array "b.tensor"); each
 	 * tensor's group kept for the second pass. Names mostly come sorted:
@@ -648,7 +627,7 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 					if (!e)
 						e = map_put(&z->groups, parent, name + start, k - start, dir);
 					if (!e)
-						e = add_group_files(z, a, dir, 0);
+						e = add_docs(z, a, dir, 0, 0, F_ZGROUP);
 				}
 				parent = dir;
 				start = k + 1;
@@ -706,37 +685,33 @@ static tfs_err doc(const struct tfs_tree *t, const struct tfs_node *n, const cha
 	struct tfs_zarr *z = t->vstate[n->kind];
 	const struct zfile *f = &z->files[n->ref];
 	size_t cap = 0;
-	*buf = NULL;
+	tfs_err e = TFS_OK;
+	*text = *buf = NULL;
 	*len = 0;
-	if (f->what == F_ZGROUP) {
-		tfs_err e = tfs_zarr_zgroup(buf, len, &cap);
-		*text = *buf;
-		return e;
+	if ((f->what == F_GROUP_ZATTRS || f->what == F_GROUP_JSON) && f->ref) {
+		if ((e = root_docs(t, z)))
+			return e;
+		*text = f->what == F_GROUP_ZATTRS ? z->root_attrs : z->root_json;
+		*len = f->what == F_GROUP_ZATTRS ? z->root_attrs_len : z->root_json_len;
+		return TFS_OK;
 	}
-	if (f->what == F_GROUP_ZATTRS || f->what == F_GROUP_JSON) {
-		if (f->ref) {
-			tfs_err e = root_docs(t, z);
-			if (e)
-				return e;
-			*text = f->what == F_GROUP_ZATTRS ? z->root_attrs : z->root_json;
-			*len = f->what == F_GROUP_ZATTRS ? z->root_attrs_len : z->root_json_len;
-			return TFS_OK;
-		}
-		tfs_err e = f->what == F_GROUP_ZATTRS ? tfs_json_puts(buf, len, &cap, "{}\n")
-						      : tfs_zarr_group_json("{}", 2, buf, len, &cap);
-		*text = *buf;
-		return e;
-	}
-	const struct tfs_table *h = &t->m->shards[f->shard].h;
-	const struct tfs_tensor *ts = &h->t[f->ref];
 	const struct tfs_node *dir = &t->nodes[n->parent];
 	struct tfs_zarr_geom g;
-	tfs_err e = tfs_zarr_geom(h, ts, z->target, &g);
-	if (!e && f->what == F_ZARRAY)
+	const struct tfs_table *h = f->what >= F_ZARRAY ? &t->m->shards[f->shard].h : NULL;
+	const struct tfs_tensor *ts = h ? &h->t[f->ref] : NULL;
+	if (h && (e = tfs_zarr_geom(h, ts, z->target, &g)))
+		return e; /* (no such tensor passes the formats' checks) */
+	if (f->what == F_ZGROUP)
+		e = tfs_zarr_zgroup(buf, len, &cap);
+	else if (f->what == F_GROUP_ZATTRS)
+		e = tfs_json_puts(buf, len, &cap, "{}\n");
+	else if (f->what == F_GROUP_JSON)
+		e = tfs_zarr_group_json("{}", 2, buf, len, &cap);
+	else if (f->what == F_ZARRAY)
 		e = tfs_zarr_zarray(&g, h, ts, buf, len, &cap);
-	else if (!e && f->what == F_ZATTRS)
+	else if (f->what == F_ZATTRS)
 		e = tfs_zarr_zattrs(&g, h, ts, dir->fname, dir->fname_len, buf, len, &cap);
-	else if (!e)
+	else
 		e = tfs_zarr_array_json(&g, h, ts, dir->fname, dir->fname_len, buf, len, &cap);
 	*text = *buf;
 	return e;
@@ -762,29 +737,6 @@ static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 /* Never written: the zeros after a last slab's rows. */
 static char zeros[256 << 10];
 
-/* Bytes [from, from + len) of the tensor as float32, decoded from the
- * stored units that hold them (read into scratch). */
-static tfs_err converted(const struct tfs_shard *sh, const struct tfs_tensor *t, uint64_t o, size_t len,
-			 struct tfs_pieces *out)
-{
-	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
-	tfs_stored_range(t->dtype, first, n, &b, &e);
-	size_t raw_len = (size_t)(e - b), dec_at = (raw_len + 7) & ~(size_t)7;
-	unsigned char *raw = (unsigned char *)tfs_pieces_scratch(out, dec_at + (size_t)n * 4);
-	if (!raw)
-		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_serve(sh->src, raw, raw_len, t->begin + b, t->end);
-	if (err)
-		return err;
-	uint32_t *dec = (uint32_t *)(void *)(raw + dec_at);
-	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
-	char *to = tfs_pieces_room(out, len);
-	if (!to)
-		return TFS_ERR_NOMEM;
-	memcpy(to, (char *)dec + (o - first * 4), len);
-	return tfs_pieces_mem(out, to, len);
-}
-
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 		      struct tfs_pieces *out)
 {
@@ -794,16 +746,14 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 		const char *text;
 		size_t tl;
 		char *buf;
+		char *to = NULL;
 		tfs_err e = doc(t, n, &text, &tl, &buf);
 		if (!e && (off > tl || len > tl - off))
 			e = TFS_ERR_IO; /* (its size was asked for before: it cannot change) */
-		char *to = e ? NULL : tfs_pieces_room(out, len);
-		if (!e && !to)
+		else if (!e && !(to = tfs_pieces_room(out, len)))
 			e = TFS_ERR_NOMEM;
-		if (!e) {
-			memcpy(to, text + off, len);
-			e = tfs_pieces_mem(out, to, len);
-		}
+		else if (!e)
+			e = tfs_pieces_mem(out, memcpy(to, text + off, len), len);
 		free(buf);
 		return e;
 	}
@@ -818,7 +768,7 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 		return TFS_ERR_IO;
 	tfs_zarr_chunk_span(&g, f->what - F_CHUNK, off, len, &from, &data, &nzero);
 	if (data && g.converted)
-		e = converted(sh, ts, from, (size_t)data, out);
+		e = tfs_f32_pieces(sh->src, ts, from, (size_t)data, out);
 	else if (data)
 		e = tfs_pieces_src(out, sh->src, ts->begin + from, (size_t)data, ts->end);
 	while (!e && nzero) {

@@ -13,20 +13,7 @@
 #include "core/names.h"
 #include "views/tree.h"
 
-static int passed, failed;
-static const char *current;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, current ? current : "");    \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* ---- building files in memory ---- */
 
@@ -927,6 +914,5 @@ int main(void)
 	test_tree();
 	test_index_scan();
 	test_quote();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }

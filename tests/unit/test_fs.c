@@ -16,19 +16,7 @@
 #include "views/tree.h"
 #include "views/view.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* A safetensors file of four tensors: w (F32 2x3), h (BF16 4), b.c (F16
  * 2, a directory's tensor in the tree layout), z (70000 bytes: spliced). */
@@ -272,6 +260,15 @@ static void test_reads(void)
 	}
 }
 
+/* Whether attribute `name` of node ino is exactly `want`. */
+static int xattr_is(struct mount *mt, uint64_t ino, const char *name, const char *want)
+{
+	char v[256];
+	size_t len;
+	return tfs_fs_getxattr(&mt->c, ino, name, v, sizeof v, &len) == TFS_OK && len == strlen(want) &&
+	       memcmp(v, want, len) == 0;
+}
+
 static void test_xattrs(void)
 {
 	struct mount mt;
@@ -282,12 +279,8 @@ static void test_xattrs(void)
 	char v[256];
 	size_t len;
 	uint64_t w = walk(&mt, "w"), h = walk(&mt, "h");
-	CHECK(tfs_fs_getxattr(&mt.c, w, "user.dtype", v, sizeof v, &len) == TFS_OK && len == 3 &&
-		      memcmp(v, "F32", 3) == 0,
-	      "user.dtype");
-	CHECK(tfs_fs_getxattr(&mt.c, w, "user.shape", v, sizeof v, &len) == TFS_OK && len == 5 &&
-		      memcmp(v, "[2,3]", 5) == 0,
-	      "user.shape");
+	CHECK(xattr_is(&mt, w, "user.dtype", "F32"), "user.dtype");
+	CHECK(xattr_is(&mt, w, "user.shape", "[2,3]"), "user.shape");
 	CHECK(tfs_fs_getxattr(&mt.c, w, "user.shape", NULL, 0, &len) == TFS_OK && len == 5, "length only");
 	CHECK(tfs_fs_getxattr(&mt.c, w, "user.shape", v, 2, &len) == TFS_ERR_RANGE, "too small a room");
 	CHECK(tfs_fs_getxattr(&mt.c, w, "user.nothing", v, sizeof v, &len) == TFS_ERR_NODATA, "no such");
@@ -295,12 +288,8 @@ static void test_xattrs(void)
 	      "not user.");
 	CHECK(tfs_fs_getxattr(&mt.c, w, "user.source_dtype", v, sizeof v, &len) == TFS_ERR_NODATA,
 	      "w is not converted");
-	CHECK(tfs_fs_getxattr(&mt.c, h, "user.source_dtype", v, sizeof v, &len) == TFS_OK && len == 4 &&
-		      memcmp(v, "BF16", 4) == 0,
-	      "h is converted from BF16");
-	CHECK(tfs_fs_getxattr(&mt.c, h, "user.dtype", v, sizeof v, &len) == TFS_OK && len == 3 &&
-		      memcmp(v, "F32", 3) == 0,
-	      "h is served as F32");
+	CHECK(xattr_is(&mt, h, "user.source_dtype", "BF16"), "h is converted from BF16");
+	CHECK(xattr_is(&mt, h, "user.dtype", "F32"), "h is served as F32");
 	CHECK(tfs_fs_getxattr(&mt.c, w, "user.offsets", v, sizeof v, &len) == TFS_OK && len > 4, "offsets");
 	/* A hash is listed once known, and its length needs no reading. */
 	CHECK(tfs_fs_listxattr(&mt.c, w, v, sizeof v, &len) == TFS_OK && !memmem(v, len, "user.hash", 9) &&
@@ -368,6 +357,5 @@ int main(void)
 	test_xattrs();
 	test_changed();
 	unlink(path);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }

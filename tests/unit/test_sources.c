@@ -12,19 +12,7 @@
 #include "sources/hub.h"
 #include "core/url.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* ---- INI ---- */
 
@@ -362,6 +350,5 @@ int main(void)
 	test_s3_listing();
 	test_hub_and_http();
 	test_url_secrets();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed != 0;
+	return check_report();
 }

@@ -15,20 +15,7 @@
 #include "views/view.h"
 #include "views/zarr.h"
 
-static int passed, failed;
-static const char *current;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (cond) {                                                                                  \
-			passed++;                                                                            \
-		} else {                                                                                     \
-			failed++;                                                                            \
-			fprintf(stderr, "FAIL %s:%d [%s]: ", __FILE__, __LINE__, current ? current : "");    \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 /* One tensor's table, by hand. */
 struct one {
@@ -185,6 +172,22 @@ static int is_int(json_object *o, const char *path, int64_t v)
 	return x && json_object_is_type(x, json_type_int) && json_object_get_int64(x) == v;
 }
 
+/* zarr.json of a one-dimensional tensor named `name` (its first dim of
+ * dims), parsed. */
+static json_object *array_json(const char *name, unsigned dtype, const uint64_t *dims, uint64_t bytes)
+{
+	struct one o;
+	struct tfs_zarr_geom g;
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	one(&o, name, strlen(name), dtype, 1, dims, bytes);
+	tfs_zarr_geom(&o.h, &o.t, 64, &g);
+	tfs_zarr_array_json(&g, &o.h, &o.t, name, strlen(name), &b, &n, &cap);
+	json_object *j = parse(b, n);
+	free(b);
+	return j;
+}
+
 static void test_documents(void)
 {
 	current = "documents";
@@ -250,19 +253,11 @@ static void test_documents(void)
 	json_object_put(j);
 
 	/* Complex and bool fill values, in each format's form. */
-	one(&o, "z", 1, TFS_DT_C64, 1, d, 40);
-	tfs_zarr_geom(&o.h, &o.t, 64, &g);
-	n = 0;
-	tfs_zarr_array_json(&g, &o.h, &o.t, "z", 1, &b, &n, &cap);
-	j = parse(b, n);
+	j = array_json("z", TFS_DT_C64, d, 40);
 	CHECK(j && json_object_array_length(get(j, "fill_value")) == 2 && is_str(j, "data_type", "complex64"),
 	      "complex fill");
 	json_object_put(j);
-	one(&o, "t", 1, TFS_DT_BOOL, 1, d, 5);
-	tfs_zarr_geom(&o.h, &o.t, 64, &g);
-	n = 0;
-	tfs_zarr_array_json(&g, &o.h, &o.t, "t", 1, &b, &n, &cap);
-	j = parse(b, n);
+	j = array_json("t", TFS_DT_BOOL, d, 5);
 	CHECK(j && json_object_is_type(get(j, "fill_value"), json_type_boolean) &&
 		      get(j, "codecs/0/configuration") == NULL,
 	      "bool: no byte order");
@@ -321,6 +316,29 @@ static uint32_t walk(const struct tfs_tree *t, const char *path)
 	return at;
 }
 
+/* A model of one safetensors file in memory: the header hdr (hl bytes),
+ * then dlen bytes of data; the file's bytes, to free after the model. */
+static unsigned char *model_of(const char *hdr, size_t hl, const unsigned char *data, size_t dlen,
+			       struct tfs_model *m)
+{
+	size_t len = 8 + hl + dlen;
+	unsigned char *file = calloc(1, len);
+	struct tfs_source *src;
+	struct tfs_table h;
+	struct tfs_diag d;
+	struct tfs_parse_opts po = {0};
+	if (!file)
+		abort();
+	for (int i = 0; i < 8; i++)
+		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	memcpy(file + 8, hdr, hl);
+	memcpy(file + 8 + hl, data, dlen);
+	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
+	    tfs_model_single(m, src, &h))
+		abort();
+	return file;
+}
+
 static void test_store(void)
 {
 	current = "store";
@@ -332,22 +350,12 @@ static void test_store(void)
 			  "\"a.b\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]},"
 			  "\"a.b.c\":{\"dtype\":\"BF16\",\"shape\":[5,2],\"data_offsets\":[24,44]},"
 			  "\"__zarr__\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[44,45]}}");
-	size_t len = 8 + (size_t)hl + 45;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, (size_t)hl);
-	unsigned char *data = file + 8 + hl;
+	unsigned char data[45];
 	for (int i = 0; i < 45; i++)
 		data[i] = (unsigned char)(i * 7 + 1);
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, (size_t)hl, data, sizeof data, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	tfs_opts_add(&opts, "zarr_chunk_size", 15, "18"); /* 8-byte rows: 2.25 -> 2 rows */
@@ -421,19 +429,9 @@ static void test_tree_layout(void)
 	current = "tree layout";
 	const char *hdr = "{\"__zarr__.x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
 			  "\"__zarr__\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}";
-	size_t hl = strlen(hdr), len = 8 + hl + 2;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, hl);
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, strlen(hdr), (const unsigned char *)"\0", 2, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_TREE, .opts = &opts};
@@ -470,21 +468,9 @@ static void test_hashed_names(void)
 			  "{\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
 			  "\"g.%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
 			  n1, n2);
-	size_t len = 8 + (size_t)hl + 2;
-	unsigned char *file = calloc(1, len);
-	for (int i = 0; i < 8; i++)
-		file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-	memcpy(file + 8, hdr, (size_t)hl);
-	file[len - 2] = 'A';
-	file[len - 1] = 'B';
-	struct tfs_source *src;
-	struct tfs_table h;
 	struct tfs_diag d;
-	struct tfs_parse_opts po = {0};
 	struct tfs_model m;
-	if (tfs_source_open_mem(file, len, "mem", &src) || tfs_st_read(src, &po, &h, &d) ||
-	    tfs_model_single(&m, src, &h))
-		abort();
+	unsigned char *file = model_of(hdr, (size_t)hl, (const unsigned char *)"AB", 2, &m);
 	struct tfs_opts opts = {0};
 	tfs_opts_add(&opts, "zarr", 4, "");
 	struct tfs_tree_opts o = {.layout = TFS_LAYOUT_FLAT, .opts = &opts};
@@ -524,6 +510,5 @@ int main(void)
 	test_store();
 	test_tree_layout();
 	test_hashed_names();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_report();
 }
