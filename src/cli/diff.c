@@ -243,17 +243,25 @@ static void add_pairs(struct figures *f, const double *x, const double *y, size_
 	f->d2 = d2, f->a2 = a2, f->b2 = b2, f->ab = ab, f->max_abs = mx;
 }
 
+/* Both sides' value streams, or neither. */
+static tfs_err open_pair(const struct ref *a, const struct ref *b, struct tfs_values *va,
+			 struct tfs_values *vb)
+{
+	tfs_err e = tfs_values_open(va, a->sh, a->t);
+	if (e)
+		return e;
+	if ((e = tfs_values_open(vb, b->sh, b->t)))
+		tfs_values_close(va);
+	return e;
+}
+
 static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
 {
 	struct tfs_values va, vb;
 	figures_init(f);
-	tfs_err e = tfs_values_open(&va, a->sh, a->t);
+	tfs_err e = open_pair(a, b, &va, &vb);
 	if (e)
 		return e;
-	if ((e = tfs_values_open(&vb, b->sh, b->t))) {
-		tfs_values_close(&va);
-		return e;
-	}
 	const double *x, *y;
 	size_t nx, ny;
 	while (!(e = tfs_values_next(&va, &x, &nx)) && !(e = tfs_values_next(&vb, &y, &ny)) && nx)
@@ -272,13 +280,9 @@ static tfs_err by_int(struct run *r, const struct ref *a, const struct ref *b, s
 	struct tfs_values va, vb;
 	figures_init(f);
 	f->exact = 1;
-	tfs_err e = tfs_values_open(&va, a->sh, a->t);
+	tfs_err e = open_pair(a, b, &va, &vb);
 	if (e)
 		return e;
-	if ((e = tfs_values_open(&vb, b->sh, b->t))) {
-		tfs_values_close(&va);
-		return e;
-	}
 	const tfs_int128 *x, *y;
 	size_t nx, ny;
 	while (!(e = tfs_values_next_int(&va, &x, &nx)) && !(e = tfs_values_next_int(&vb, &y, &ny)) && nx) {
