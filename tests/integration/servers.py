@@ -109,6 +109,16 @@ SERVERS = {
 }
 
 
+def stop_proc(proc):
+    """SIGTERM, then SIGKILL after 10 s: a server never outlives its test."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Nginx:
     """nginx serving `root` on several ports (SERVERS), with a latency
     server (echo_sleep) when the echo module is there; its access log
@@ -227,12 +237,7 @@ class Proc:
         return self
 
     def __exit__(self, *a):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_proc(self.proc)
 
     def get(self, path):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
@@ -307,12 +312,7 @@ class FleetCache:
         self.port = free_port()
 
     def __exit__(self, *a):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_proc(self.proc)
         self.err.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -370,12 +370,7 @@ class S3rver:
         self.port = free_port()
 
     def __exit__(self, *a):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_proc(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @property
