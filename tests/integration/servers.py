@@ -23,9 +23,21 @@ ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n):
+    """n different free ports: each socket is held until all are picked,
+    or the kernel may give one port twice, and one nginx would then put
+    two of its servers on one socket (the first answering for both)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _listener_inode(port):
@@ -139,9 +151,8 @@ class Nginx:
         os.chmod(self.dir, 0o755)
 
     def pick_ports(self):
-        self.ports = {name: free_port() for name in self.servers}
-        if self.has_echo:
-            self.ports["latency"] = free_port()
+        names = list(self.servers) + (["latency"] if self.has_echo else [])
+        self.ports = dict(zip(names, free_ports(len(names))))
 
     def config(self):
         lines = []
