@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from servers import HubDouble, Nginx, S3Double
-from tfsutil import (BIN, EXIT_SOURCE, EXIT_USAGE, daemon_pids, fuse_ok, is_mounted, missing, run,
+from tfsutil import (BIN, EXIT_SOURCE, EXIT_USAGE, daemon_pids, fuse_ok, hf_cache, is_mounted, missing, run,
                      unmount, write_st)
 
 NOBODY = 65534
@@ -71,24 +71,6 @@ def clean_env(tmp, **set_):
     env["HOME"] = tmp
     env.update(set_)
     return env
-
-
-def hf_cache(hub_dir, repo, commit, files):
-    """The Hugging Face cache's layout under hub_dir (HF_HUB_CACHE): blobs
-    by hash, snapshots/COMMIT/NAME -> ../../blobs/HASH, refs/main."""
-    base = os.path.join(hub_dir, "models--" + repo.replace("/", "--"))
-    os.makedirs(os.path.join(base, "blobs"), exist_ok=True)
-    os.makedirs(os.path.join(base, "refs"), exist_ok=True)
-    with open(os.path.join(base, "refs", "main"), "w") as f:
-        f.write(commit)
-    for name, data in files.items():
-        blob = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(base, "blobs", blob), "wb") as f:
-            f.write(data)
-        link = os.path.join(base, "snapshots", commit, name)
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(os.path.relpath(os.path.join(base, "blobs", blob), os.path.dirname(link)), link)
-    return base
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 from servers import HubDouble, Nginx
-from tfsutil import (EXIT_FORMAT, EXIT_SOURCE, EXIT_USAGE, REAL, fname, mounted, need_real, run,
+from tfsutil import (EXIT_FORMAT, EXIT_SOURCE, EXIT_USAGE, REAL, fname, hf_cache, mounted, need_real, run,
                      sha256, write_st)
 
 C1 = "1" * 40
@@ -231,30 +231,11 @@ def test_bad_references(env, tmp, spec):
     assert r.returncode == EXIT_USAGE and r.stderr.count("\n") == 1, (spec, r.stderr)
 
 
-def hf_cache(root, repo, commit, files, ref="main"):
-    """A Hugging Face cache as huggingface_hub lays it out: blobs named by
-    ETag, snapshots/<commit>/<path> links to them, refs/<branch>."""
-    base = os.path.join(root, "hub", "models--" + repo.replace("/", "--"))
-    os.makedirs(os.path.join(base, "blobs"), exist_ok=True)
-    os.makedirs(os.path.join(base, "refs"), exist_ok=True)
-    with open(os.path.join(base, "refs", ref), "w") as f:
-        f.write(commit)
-    for rel, src in files.items():
-        data = open(src, "rb").read()
-        blob = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(base, "blobs", blob), "wb") as f:
-            f.write(data)
-        link = os.path.join(base, "snapshots", commit, rel)
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(os.path.relpath(os.path.join(base, "blobs", blob), os.path.dirname(link)), link)
-    return base
-
-
 def test_cache_serves_what_it_holds(hub, env, tmp):
     """Files already in the Hugging Face cache for the pinned commit are
     read from it: the CDN sees no request for them."""
-    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
-             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    hf_cache(os.path.join(os.environ["HF_HOME"], "hub"), "org/versions", C2,
+             {"model.safetensors": open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read()})
     hub.cdn.clear_log()
     with mounted("hf://org/versions/model.safetensors") as m:
         assert read(m, "w") == b"v2"
@@ -267,8 +248,8 @@ def test_cache_serves_what_it_holds(hub, env, tmp):
 def test_offline(hub, env, tmp):
     """HF_HUB_OFFLINE=1: only the cache, no request at all, and a clear
     error for what it lacks."""
-    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
-             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    hf_cache(os.path.join(os.environ["HF_HOME"], "hub"), "org/versions", C2,
+             {"model.safetensors": open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read()})
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing there
     def hub_requests():
@@ -359,8 +340,8 @@ def test_unreachable_hub_falls_back_to_the_cache(hub, env, tmp):
     naming why, by branch and by full commit hash, as huggingface_hub does;
     without the snapshot it fails with the real cause. HF_HUB_OFFLINE=1
     is unchanged (test_offline)."""
-    hf_cache(os.environ["HF_HOME"], "org/versions", C2,
-             {"model.safetensors": os.path.join(hub.root, "v2", "model.safetensors")})
+    hf_cache(os.path.join(os.environ["HF_HOME"], "hub"), "org/versions", C2,
+             {"model.safetensors": open(os.path.join(hub.root, "v2", "model.safetensors"), "rb").read()})
     os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing there
     for ref in ("hf://org/versions", f"hf://org/versions@{C2}", f"hf://org/versions@{C2}/model.safetensors"):
         mnt = os.path.join(tmp, "m")

@@ -96,6 +96,25 @@ def sha256(path):
     return h.hexdigest()
 
 
+def hf_cache(hub_dir, repo, commit, files, ref="main"):
+    """The Hugging Face cache's layout under hub_dir (HF_HUB_CACHE), as
+    huggingface_hub writes it: blobs named by hash, snapshots/COMMIT/NAME
+    -> ../../blobs/HASH, refs/REF; files: {name: bytes}."""
+    base = os.path.join(hub_dir, "models--" + repo.replace("/", "--"))
+    os.makedirs(os.path.join(base, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(base, "refs"), exist_ok=True)
+    with open(os.path.join(base, "refs", ref), "w") as f:
+        f.write(commit)
+    for name, data in files.items():
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(base, "blobs", blob), "wb") as f:
+            f.write(data)
+        link = os.path.join(base, "snapshots", commit, name)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(base, "blobs", blob), os.path.dirname(link)), link)
+    return base
+
+
 def missing(what):
     """A component the test needs is absent: a failure in CI (CI=true),
     where everything must be there, and elsewhere a skip that says what."""
