@@ -1,6 +1,10 @@
 # tensorfs: `make` builds ./tensorfs; `make check` installs what is missing,
 # builds, and runs every test; `make demo` mounts a small example.
 
+# A plain `make` builds ./tensorfs, whatever rule comes first below (the
+# flag stamps' rules, made by $(eval), would otherwise be the default).
+.DEFAULT_GOAL := all
+
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR = $(PREFIX)/bin

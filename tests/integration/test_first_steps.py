@@ -408,3 +408,16 @@ def test_pictures_of_lora_factors_keep_a_visible_aspect(tmp, shape, want):
             from PIL import Image
             with Image.open(thumb) as im:
                 assert min(im.size) >= 128 // 4, im.size
+
+
+def test_plain_make_builds_tensorfs_without_werror():
+    """`make` alone links ./tensorfs (the first rule of the Makefile once
+    was a flag stamp's, and a plain make rebuilt nothing), and never with
+    -Werror, which only make check and CI ask for (WERROR=1)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WERROR", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    r = subprocess.run(["make", "-n", "-B"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    links = [line for line in r.stdout.splitlines() if re.search(r"(^|\s)-o tensorfs(\s|$)", line)]
+    assert len(links) == 1, r.stdout[-2000:]
+    assert "-Werror" not in r.stdout
+
