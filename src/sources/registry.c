@@ -122,12 +122,46 @@ const struct tfs_opt_spec *tfs_source_env_at(size_t k)
 
 /* ---- drivers ---- */
 
+static int owns(const struct tfs_source_driver *drv, const struct tfs_opt_spec *s)
+{
+	const struct tfs_opt_spec *t[2] = {drv->opts, drv->shared_opts};
+	for (int h = 0; h < 2; h++)
+		for (const struct tfs_opt_spec *x = t[h]; x && x->name; x++)
+			if (x == s)
+				return 1;
+	return 0;
+}
+
+/* An option of other sources than the one given (-o cache_dir= for a
+ * local file) would be accepted and do nothing: a user of sshfs expects
+ * to hear that it does nothing, and which sources it is for, once. */
+static void say_foreign(const struct tfs_source_driver *drv, const char *spec, const struct tfs_opts *o)
+{
+	for (size_t i = 0; o && i < o->n; i++) {
+		const struct tfs_opt_spec *s = tfs_source_opt(o->key[i], strlen(o->key[i]));
+		if (!s || owns(drv, s))
+			continue;
+		char whose[256], shown[TFS_SPEC_SHOWN_MAX], q[TFS_QPATH_MAX];
+		size_t k = 0;
+		whose[0] = 0;
+		for (size_t j = 0; tfs_source_drivers[j] && k < sizeof whose; j++)
+			if (tfs_source_drivers[j]->schemes && owns(tfs_source_drivers[j], s))
+				k += (size_t)snprintf(whose + k, sizeof whose - k, "%s%s", k ? ", " : "",
+						      tfs_source_drivers[j]->schemes);
+		tfs_source_redact(spec, shown, sizeof shown);
+		tfs_log("%s: warning: -o %s is an option of %s sources, not of this one: it does nothing here",
+			tfs_quote_path(q, sizeof q, shown), s->name, whose);
+	}
+}
+
 tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
 			   struct tfs_diag *d)
 {
 	for (size_t i = 0; tfs_source_drivers[i]; i++)
-		if (tfs_source_drivers[i]->claims(spec))
+		if (tfs_source_drivers[i]->claims(spec)) {
+			say_foreign(tfs_source_drivers[i], spec, o);
 			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
+		}
 	size_t sl = tfs_spec_scheme(spec);
 	if (!sl)
 		return tfs_fail(d, TFS_ERR_INVAL, "no source driver takes this");

@@ -421,3 +421,35 @@ def test_plain_make_builds_tensorfs_without_werror():
     assert len(links) == 1, r.stdout[-2000:]
     assert "-Werror" not in r.stdout
 
+
+def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F811
+    """-o cache_size= (remote sources) or -o path_style (S3) with a local
+    file is accepted, as sshfs accepts what does not apply, but said once
+    each, naming the sources it is for; the remote source's own options
+    say nothing."""
+    fuse_ok()
+    src = os.path.join(tmp, "m.safetensors")
+    write_st(src, [("w", "U8", [4], b"abcd")])
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    try:
+        r = run(["-o", "cache_size=8M,path_style,retries=2", src, mnt])
+        assert r.returncode == 0, r.stderr
+        assert open(os.path.join(mnt, "w"), "rb").read() == b"abcd"
+        lines = r.stderr.splitlines()
+        assert len(lines) == 3, r.stderr
+        for line, opt, whose in zip(lines, ("cache_size", "path_style", "retries"),
+                                    ("http://", "s3://", "http://")):
+            assert line.startswith(f"tensorfs: {src}: warning: -o {opt} is an option of "), line
+            assert whose in line.split(" sources")[0] and line.endswith("it does nothing here"), line
+        assert "s3://" in lines[0] and "http://" not in lines[1], lines
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+    r = run(["--inspect", "-o", "warm", src])
+    assert r.returncode == 0 and r.stderr.count("\n") == 1 and "-o warm is an option of" in r.stderr, r.stderr
+    gen(web, "foreign/one.safetensors", [("w", "U8", [4], b"abcd")])
+    url = web.url(path="gen/foreign/one.safetensors")
+    r = run(["--inspect", "-o", "cache_size=8M,retries=2", url], env=dict(os.environ, NO_PROXY="*"))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    r = run(["--inspect", "-o", "path_style", url], env=dict(os.environ, NO_PROXY="*"))
+    assert r.returncode == 0 and "-o path_style is an option of s3:// sources" in r.stderr, r.stderr
