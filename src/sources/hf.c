@@ -31,6 +31,7 @@ struct hf_store {
 	char commit[41];
 	int offline;
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
+	char *tree;               /* the repository's cache directory, resolved */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
@@ -107,7 +108,17 @@ static tfs_err relocate(void *ctx, char **url, struct tfs_diag *d)
 static tfs_err open_cached(struct hf_store *hs, const char *local, const char *loc, struct tfs_source **out,
 			   struct tfs_diag *d)
 {
-	tfs_err e = tfs_source_open_path(local, out, d);
+	/* A cached file is a link into the repository's blobs/: one that
+	 * leads out of the repository's cache directory (planted there, or
+	 * in a copied tree) is refused, as -o originals refuses one out of a
+	 * local source's tree, so a root mount never serves what it points at. */
+	if (!hs->tree)
+		return tfs_fail(d, TFS_ERR_OPEN,
+				"the Hugging Face cache's directory of %s cannot be resolved",
+				hs->api.ref.repo);
+	tfs_err e = tfs_source_open_within(local, hs->tree, out, d);
+	if (e == TFS_ERR_INVAL)
+		e = TFS_ERR_OPEN; /* the source unreadable (exit 3), its message kept */
 	if (e)
 		return e;
 	char target[4096];
@@ -280,6 +291,7 @@ static void store_close(struct tfs_store *st)
 	pthread_mutex_destroy(&hs->lock);
 	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
+	free(hs->tree);
 	free(hs->root);
 	tfs_dirlist_free(&hs->files);
 	free(hs->base.prefix);
@@ -462,6 +474,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
+	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

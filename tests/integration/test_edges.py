@@ -8,6 +8,7 @@ of the source's tree, a token is never trimmed or cut); the user:password@
 of every URL kept out of every message and masked in argv."""
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -628,3 +629,38 @@ def check_daemon(mnt, pids, err):
     for name in os.listxattr(os.path.join(mnt, "w")):
         assert PASSWORD.encode() not in os.getxattr(os.path.join(mnt, "w"), name), name
     assert PASSWORD not in err
+
+
+def test_hugging_face_cache_link_out_of_the_repository(tmp):
+    """hf:// from the Hugging Face cache: a snapshot's file that links out
+    of the repository's cache directory (to a file of root's, say) is
+    refused in one line, exit 3, and never read; a companion file that does
+    fails to read (EIO, and a line in the log) under -o originals, whose
+    list of files is the snapshot's or the Hub's; the files that link into
+    blobs/ are read."""
+    hub_dir = os.path.join(tmp, "hub")
+    secret = model(tmp, "secret.safetensors", b"sEcR")
+    good = open(model(tmp, "good.safetensors", b"good"), "rb").read()
+    base = hf_cache(hub_dir, "org/out", C1, {"ok/model.safetensors": good, "config.json": b"{}\n"})
+    snap = os.path.join(base, "snapshots", C1)
+    os.makedirs(os.path.join(snap, "bad"))
+    os.symlink(secret, os.path.join(snap, "bad", "model.safetensors"))
+    os.symlink(secret, os.path.join(snap, "ok", "tokenizer.json"))
+    env = clean_env(tmp, HF_HUB_CACHE=hub_dir, HF_HUB_OFFLINE="1")
+    r = subprocess.run([BIN, "--inspect", "hf://org/out/bad/model.safetensors"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+    assert "refused: a symbolic link out of " + os.path.realpath(base) in r.stderr, r.stderr
+    assert "sEcR" not in r.stdout
+    mp = mountpoint(tmp)
+    log = os.path.join(tmp, "log")
+    with background(["-o", f"originals,logfile={log}", "hf://org/out/ok", mp], cwd=tmp, env=env) as (mnt, _, err):
+        files = os.path.join(mnt, "__files__")
+        assert sorted(os.listdir(files)) == ["model.safetensors", "tokenizer.json"]
+        assert open(os.path.join(files, "model.safetensors"), "rb").read() == good
+        assert open(os.path.join(mnt, "w"), "rb").read() == b"good"
+        with pytest.raises(OSError) as e:
+            open(os.path.join(files, "tokenizer.json"), "rb").read()
+        assert e.value.errno == errno.EIO
+    said = open(log).read()
+    assert "tokenizer.json: cannot open it" in said and "refused: a symbolic link out of" in said, said
