@@ -139,7 +139,10 @@ static void say_foreign(const struct tfs_source_driver *drv, const char *spec, c
 {
 	for (size_t i = 0; o && i < o->n; i++) {
 		const struct tfs_opt_spec *s = tfs_source_opt(o->key[i], strlen(o->key[i]));
-		if (!s || owns(drv, s))
+		int again = 0; /* -o cache_size=1M -o cache_size=2M: said once */
+		for (size_t j = 0; j < i; j++)
+			again |= strcmp(o->key[j], o->key[i]) == 0;
+		if (!s || again || owns(drv, s))
 			continue;
 		char whose[256], shown[TFS_SPEC_SHOWN_MAX], q[TFS_QPATH_MAX];
 		size_t k = 0;

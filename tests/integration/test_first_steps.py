@@ -433,7 +433,7 @@ def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F81
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
     try:
-        r = run(["-o", "cache_size=8M,path_style,retries=2", src, mnt])
+        r = run(["-o", "cache_size=8M,path_style,retries=2", "-o", "cache_size=9M", src, mnt])
         assert r.returncode == 0, r.stderr
         assert open(os.path.join(mnt, "w"), "rb").read() == b"abcd"
         lines = r.stderr.splitlines()
