@@ -56,6 +56,10 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
  * (retries=, timeout=, cache_size=, cache_dir=, cache_max=). */
 tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d);
 
+/* The block cache of every remote file of the process, once a configure
+ * made it (NULL before). */
+struct tfs_cache *tfs_remote_cache(void);
+
 /* The options every remote driver takes. */
 extern const struct tfs_opt_spec tfs_remote_opts[];
 
