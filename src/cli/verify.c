@@ -190,6 +190,90 @@ static uint32_t resolve(void *ctx, const char *name, size_t nl)
 	return x->slot[slot_of(x, name, nl)];
 }
 
+/* -o layout=tree,sums writes a __sha256sums__.txt in each directory that
+ * names that directory's files alone, so that sha256sum -c checks them
+ * there. Such a manifest is read against the directory of the checkpoint's
+ * tree layout that the manifest's own path ends in (.../model/layers/0/ is
+ * model/layers/0, the longest such end), when that finds more of its names
+ * than reading them as a flat mount's. */
+struct in_dir {
+	const struct index *x;    /* the flat tree's, whose nodes are hashed */
+	const struct tfs_tree *t; /* the tree layout */
+	uint32_t dir;
+};
+
+static uint32_t resolve_in_dir(void *ctx, const char *name, size_t nl)
+{
+	const struct in_dir *r = ctx;
+	uint32_t i = tfs_tree_lookup(r->t, r->dir, name, nl);
+	if (!i || r->t->nodes[i].kind != TFS_NODE_TENSOR)
+		return 0;
+	size_t l;
+	const char *tn = tensor_name(r->t, i, &l);
+	return r->x->slot[slot_of(r->x, tn, l)];
+}
+
+/* The directory (not the root) of t that the longest end of path's own
+ * directory names, or 0. */
+static uint32_t dir_of(const struct tfs_tree *t, const char *path)
+{
+	const char *end = strrchr(path, '/');
+	for (const char *start = path; end && start < end;) {
+		uint32_t dir = TFS_TREE_ROOT;
+		for (const char *p = start; dir && p < end;) {
+			const char *q = memchr(p, '/', (size_t)(end - p));
+			if (!q)
+				q = end;
+			if (q > p) {
+				uint32_t c = tfs_tree_lookup(t, dir, p, (size_t)(q - p));
+				dir = c && t->nodes[c].kind == TFS_NODE_DIR ? c : 0;
+			}
+			p = q + 1;
+		}
+		if (dir && dir != TFS_TREE_ROOT)
+			return dir;
+		const char *next = memchr(start + 1, '/', (size_t)(end - start - 1));
+		start = next ? next + 1 : end;
+	}
+	return 0;
+}
+
+static size_t missing_names(const struct tfs_manifest *man)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < man->n; i++)
+		k += !man->e[i].node;
+	return k;
+}
+
+/* *man read again as a tree-layout directory's manifest, when its path
+ * names such a directory and that finds more of its names. */
+static tfs_err try_tree_dir(const struct tfs_model *m, const char *path, const struct index *x,
+			    struct tfs_manifest *man, struct tfs_diag *d)
+{
+	struct tfs_tree t;
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_TREE};
+	struct tfs_diag td;
+	if (tfs_tree_build(m, &to, &t, &td))
+		return TFS_OK; /* (out of memory: the manifest stays as it was read) */
+	struct in_dir r = {.x = x, .t = &t, .dir = dir_of(&t, path)};
+	tfs_err e = TFS_OK;
+	if (r.dir) {
+		struct tfs_manifest again = {.resolve = resolve_in_dir, .ctx = &r};
+		e = read_manifest(path, &again, d);
+		if (!e && missing_names(&again) < missing_names(man)) {
+			tfs_manifest_free(man);
+			*man = again;
+			man->resolve = NULL;
+			man->ctx = NULL;
+		} else {
+			tfs_manifest_free(&again);
+		}
+	}
+	tfs_tree_free(&t);
+	return e;
+}
+
 static void put_name(FILE *f, const char *s, size_t n, int json)
 {
 	if (json) {
@@ -304,9 +388,7 @@ static void compare(struct run *r, const struct tfs_manifest *man)
  * another model (or of another checkpoint of it). */
 static void other_model(const struct tfs_manifest *man, const char *manifest_path, const char *shown)
 {
-	size_t missing = 0;
-	for (size_t k = 0; k < man->n; k++)
-		missing += !man->e[k].node;
+	size_t missing = missing_names(man);
 	if (man->n < 2 || missing * 2 <= man->n)
 		return;
 	char qm[TFS_QPATH_MAX];
@@ -369,7 +451,10 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 	if (!e && manifest_path) {
 		man.resolve = resolve;
 		man.ctx = &ix;
-		if ((e = read_manifest(manifest_path, &man, &d))) {
+		e = read_manifest(manifest_path, &man, &d);
+		if (!e && missing_names(&man))
+			e = try_tree_dir(m, manifest_path, &ix, &man, &d);
+		if (e) {
 			fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(qm, sizeof qm, manifest_path),
 				d.msg);
 			free(ix.slot);

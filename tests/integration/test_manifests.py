@@ -92,6 +92,51 @@ def test_verify_output_round_trips(tmp):
                                                                                 "__tensors__.tsv"])
 
 
+TREE = ["model.layers.0.w", "model.layers.0.b", "model.layers.1.w", "model.layers.1.b", "model.norm", "lm_head",
+        "model.layers.10.w"]
+
+
+def test_a_tree_mounts_directory_manifests_round_trip(tmp):
+    """-o layout=tree,sums writes __sha256sums__.txt in each directory,
+    naming that directory's files alone (w, b: the same names in every
+    layer). sha256sum -c checks each where it is, and --verify reads each
+    against the directory its own path ends in: in the mount, and copied
+    under the same directories elsewhere (they were all reported missing,
+    exit 6, and layers/0's 'w' could only be ambiguous). A copy with no such
+    directories reports its names missing; a changed byte is caught, naming
+    the tensor."""
+    rng = np.random.default_rng(9)
+    src = os.path.join(tmp, "t.safetensors")
+    write_st(src, [(n, "F32", (2, 3), rng.standard_normal((2, 3)).astype(np.float32).tobytes()) for n in TREE])
+    copies = os.path.join(tmp, "copies")
+    seen = {}
+    with mounted(src, "-o", "layout=tree,sums") as mnt:
+        for d, _, files in os.walk(mnt):
+            if "__sha256sums__.txt" not in files:
+                continue
+            rel = os.path.relpath(d, mnt)
+            text = open(os.path.join(d, "__sha256sums__.txt"), "rb").read()
+            seen[rel] = text.count(b"\n")
+            r = subprocess.run(["sha256sum", "--strict", "-c", "__sha256sums__.txt"], cwd=d, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0 and r.stdout.count(": OK") == seen[rel], (rel, r.stdout + r.stderr)
+            rc, out, err = verify(src, os.path.join(d, "__sha256sums__.txt"))
+            assert rc == 0 and not out and f"{seen[rel]} checked, 0 mismatched" in err, (rel, out, err)
+            os.makedirs(os.path.join(copies, "x", rel))
+            open(os.path.join(copies, "x", rel, "__sha256sums__.txt"), "wb").write(text)
+    assert seen == {".": 1, "model": 1, "model/layers/0": 2, "model/layers/1": 2, "model/layers/10": 1}, seen
+    for rel, n in seen.items():
+        rc, out, err = verify(src, os.path.join(copies, "x", rel, "__sha256sums__.txt"))
+        assert rc == 0 and f"{n} checked, 0 mismatched" in err, (rel, out, err)
+    lone = os.path.join(tmp, "lone.sha256")
+    open(lone, "wb").write(open(os.path.join(copies, "x", "model/layers/1", "__sha256sums__.txt"), "rb").read())
+    rc, out, err = verify(src, lone)
+    assert rc == 6 and "'w': in the manifest, not in the checkpoint" in out, (out, err)
+    rc, out, err = verify(flip_tensor(src, tmp, "model.layers.1.b"),
+                          os.path.join(copies, "x", "model/layers/1", "__sha256sums__.txt"))
+    assert rc == 6 and out.startswith("'model.layers.1.b': sha256 differs") and out.count("\n") == 1, (out, err)
+
+
 def test_older_manifests_still_read(tmp):
     """Tensor names as they are (llama-gguf-hash's, a list made by hand,
     tensorfs's own before the rule) are still found; and an empty name
