@@ -191,7 +191,7 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 	}
 	if (c->verify) {
 		tfs_sources_start(); /* read-ahead for remote sources */
-		rc = tfs_verify(model, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
+		rc = tfs_verify(model, &c->driver_opts, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
 		tfs_sources_stop();
 		if (fflush(stdout) != 0 && rc == EXIT_OK)
 			rc = EXIT_INTERNAL;

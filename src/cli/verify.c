@@ -248,11 +248,11 @@ static size_t missing_names(const struct tfs_manifest *man)
 
 /* *man read again as a tree-layout directory's manifest, when its path
  * names such a directory and that finds more of its names. */
-static tfs_err try_tree_dir(const struct tfs_model *m, const char *path, const struct index *x,
-			    struct tfs_manifest *man, struct tfs_diag *d)
+static tfs_err try_tree_dir(const struct tfs_model *m, const struct tfs_opts *opts, const char *path,
+			    const struct index *x, struct tfs_manifest *man, struct tfs_diag *d)
 {
 	struct tfs_tree t;
-	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_TREE};
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_TREE, .opts = opts};
 	struct tfs_diag td;
 	if (tfs_tree_build(m, &to, &t, &td))
 		return TFS_OK; /* (out of memory: the manifest stays as it was read) */
@@ -429,13 +429,13 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 	}
 }
 
-int tfs_verify(const struct tfs_model *m, const char *source, const char *manifest_path, int xxh64, int json,
-	       FILE *out)
+int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const char *source,
+	       const char *manifest_path, int xxh64, int json, FILE *out)
 {
 	struct tfs_manifest man = {0};
 	struct tfs_diag d = {{0}};
 	struct tfs_tree t;
-	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT};
+	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .opts = opts};
 	char qs[TFS_QPATH_MAX], qm[TFS_QPATH_MAX];
 	const char *shown = tfs_quote_path(qs, sizeof qs, source);
 	if (tfs_tree_build(m, &to, &t, &d)) {
@@ -453,7 +453,7 @@ int tfs_verify(const struct tfs_model *m, const char *source, const char *manife
 		man.ctx = &ix;
 		e = read_manifest(manifest_path, &man, &d);
 		if (!e && missing_names(&man))
-			e = try_tree_dir(m, manifest_path, &ix, &man, &d);
+			e = try_tree_dir(m, opts, manifest_path, &ix, &man, &d);
 		if (e) {
 			fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(qm, sizeof qm, manifest_path),
 				d.msg);

@@ -11,6 +11,7 @@ import struct
 import subprocess
 
 import numpy as np
+import pytest
 
 from tfsutil import fname, mounted, run, write_st
 
@@ -135,6 +136,33 @@ def test_a_tree_mounts_directory_manifests_round_trip(tmp):
     rc, out, err = verify(flip_tensor(src, tmp, "model.layers.1.b"),
                           os.path.join(copies, "x", "model/layers/1", "__sha256sums__.txt"))
     assert rc == 6 and out.startswith("'model.layers.1.b': sha256 differs") and out.count("\n") == 1, (out, err)
+
+
+@pytest.mark.parametrize("views", ["format=npy", "convert=f32", "format=npy,convert=f32,layout=tree"])
+def test_a_manifest_of_npy_and_f32_files_round_trips(tmp, views):
+    """-o sums with format=npy or convert=f32 hashes the files the mount
+    shows (x.npy, the float32 values): --verify with the same -o reads each
+    such manifest back and checks every line (it hashed the raw bytes and
+    found none of the names, exit 6), and prints the same manifest itself."""
+    rng = np.random.default_rng(10)
+    src = os.path.join(tmp, "v.safetensors")
+    write_st(src, [(n, "BF16", (2, 3), rng.integers(0, 1 << 16, 6, dtype=np.uint16).tobytes()) for n in TREE])
+    opts = views.split(",")
+    with mounted(src, "-o", ",".join(["sums"] + opts)) as mnt:
+        mans = [os.path.join(d, "__sha256sums__.txt") for d, _, fs in os.walk(mnt) if "__sha256sums__.txt" in fs]
+        assert mans
+        for man in mans:
+            lines = open(man, "rb").read().count(b"\n")
+            r = subprocess.run(["sha256sum", "--strict", "-c", "__sha256sums__.txt"], cwd=os.path.dirname(man),
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0 and r.stdout.count(": OK") == lines, r.stdout + r.stderr
+            r = run(["--verify", "-o", views, src, man])
+            assert r.returncode == 0 and f"{lines} checked, 0 mismatched" in r.stderr, (man, r.stdout, r.stderr)
+            r = run(["--verify", src, man])
+            assert r.returncode == 6, (man, r.stderr)
+        if "layout=tree" not in opts:
+            printed = run(["--verify", "-o", views, src])
+            assert printed.returncode == 0 and printed.stdout == open(mans[0]).read(), printed.stdout
 
 
 def test_older_manifests_still_read(tmp):
