@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -299,16 +300,19 @@ static void disk_evict(struct disk_store *s)
 /* A block a reader fetched is written without waiting for the disk (its
  * reply must not wait for an fdatasync), so until it is durable every read
  * of it from a later mount checks its data: a tenth of a disk cache hit's
- * time. One thread makes such blocks durable in the background, a batch at
- * a time: one syncfs for up to SYNC_FDS blocks queued (an fdatasync each
- * kept up with a fifth of a fast reader's blocks, and the queue dropped
- * the rest),
- * then DURABLE set in each header, through a descriptor of that block's
- * file: a block renamed over meanwhile is another inode, written after the
- * syncfs, and keeps its own flag. The header is written after the data
- * reached the disk, so a crash leaves either flag with data that matches
- * it; a header torn by a crash fails its own hash and the block is fetched
- * again. The queue is bounded (16 384 blocks, 4 GiB of them, about 1.5 MB
+ * time. One thread makes such blocks durable in the background, a batch of
+ * up to SYNC_FDS at a time: one syncfs writes the batch's data out together
+ * (an fdatasync each, one after the other, kept up with a fifth of a fast
+ * reader's blocks, and the queue dropped the rest), and vouches for them
+ * when it returns 0 (it reports a failed write since Linux 5.8); on a FUSE
+ * file system, where it does not reach the server, or when it fails, each
+ * block's own fdatasync does (after a syncfs each still costs the disk a
+ * flush: a fifth of the blocks again). Only then DURABLE is set in a
+ * header, through a descriptor of that block's file: a block renamed over
+ * meanwhile is another inode, queued on its own. The header is written
+ * after the data reached the disk, so a crash leaves either flag with data
+ * that matches it; a header torn by a crash fails its own hash and the
+ * block is fetched again. The queue is bounded (16 384 blocks, 4 GiB of them, about 1.5 MB
  * of names): a block that does not fit, or is still queued when the mount
  * ends, stays checked. */
 #define SYNC_QUEUE 16384
@@ -337,10 +341,13 @@ static void mark_durable(int fd)
 	}
 }
 
-/* A batch's files are opened before its syncfs: what the descriptors name
- * is what reached the disk. At most SYNC_FDS at a time, far below the
- * process's limit of descriptors, which the mount's own files need. */
-#define SYNC_FDS 128
+/* At most SYNC_FDS descriptors at a time: a few beside the half of the
+ * process's limit that the cache gives its blocks (sources/cache.c). */
+#define SYNC_FDS 32
+/* (linux/magic.h) */
+#ifndef FUSE_SUPER_MAGIC
+#define FUSE_SUPER_MAGIC 0x65735546
+#endif
 static void make_durable(char **path, unsigned n)
 {
 	for (unsigned at = 0; at < n; at += SYNC_FDS) {
@@ -349,11 +356,14 @@ static void make_durable(char **path, unsigned n)
 		for (unsigned i = at; i < n && i < at + SYNC_FDS; i++)
 			if ((fd[k] = open(path[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW)) >= 0)
 				k++;
-		if (k && syncfs(fd[0]) == 0)
-			for (unsigned i = 0; i < k; i++)
+		struct statfs sf;
+		int whole =
+			k && fstatfs(fd[0], &sf) == 0 && sf.f_type != FUSE_SUPER_MAGIC && syncfs(fd[0]) == 0;
+		for (unsigned i = 0; i < k; i++) {
+			if (whole || fdatasync(fd[i]) == 0)
 				mark_durable(fd[i]);
-		for (unsigned i = 0; i < k; i++)
 			close(fd[i]);
+		}
 	}
 }
 

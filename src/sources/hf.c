@@ -32,6 +32,7 @@ struct hf_store {
 	int offline;
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *tree;               /* the repository's cache directory, resolved */
+	char *blobs;              /* its blobs/, resolved, when that is elsewhere */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
@@ -111,12 +112,17 @@ static tfs_err open_cached(struct hf_store *hs, const char *local, const char *l
 	/* A cached file is a link into the repository's blobs/: one that
 	 * leads out of the repository's cache directory (planted there, or
 	 * in a copied tree) is refused, as -o originals refuses one out of a
-	 * local source's tree, so a root mount never serves what it points at. */
+	 * local source's tree, so a root mount never serves what it points at.
+	 * A blobs/ that is itself a link (moved to a larger disk) is the
+	 * repository's too. */
 	if (!hs->tree)
 		return tfs_fail(d, TFS_ERR_OPEN,
 				"the Hugging Face cache's directory of %s cannot be resolved",
 				hs->api.ref.repo);
 	tfs_err e = tfs_source_open_within(local, hs->tree, out, d);
+	struct tfs_diag bd;
+	if (e == TFS_ERR_INVAL && hs->blobs && tfs_source_open_within(local, hs->blobs, out, &bd) == TFS_OK)
+		e = TFS_OK;
 	if (e == TFS_ERR_INVAL)
 		e = TFS_ERR_OPEN; /* the source unreadable (exit 3), its message kept */
 	if (e)
@@ -292,6 +298,7 @@ static void store_close(struct tfs_store *st)
 	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
 	free(hs->tree);
+	free(hs->blobs);
 	free(hs->root);
 	tfs_dirlist_free(&hs->files);
 	free(hs->base.prefix);
@@ -436,6 +443,21 @@ static char *snapshot(const char *repo_dir, const char *commit)
 	return NULL;
 }
 
+/* REPO/blobs resolved, when it is not inside REPO (tree): a link to a
+ * directory elsewhere; else NULL. */
+static char *blobs_elsewhere(const char *repo_dir, const char *tree)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/blobs", repo_dir);
+	char *b = realpath(p, NULL);
+	size_t tl = strlen(tree);
+	if (b && strncmp(b, tree, tl) == 0 && (b[tl] == '/' || !b[tl])) {
+		free(b);
+		b = NULL;
+	}
+	return b;
+}
+
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
 		       struct tfs_diag *d)
 {
@@ -475,6 +497,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
 	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
+	hs->blobs = hs->tree ? blobs_elsewhere(repo_dir, hs->tree) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

@@ -637,7 +637,7 @@ def test_hugging_face_cache_link_out_of_the_repository(tmp):
     refused in one line, exit 3, and never read; a companion file that does
     fails to read (EIO, and a line in the log) under -o originals, whose
     list of files is the snapshot's or the Hub's; the files that link into
-    blobs/ are read."""
+    blobs/ are read, also where blobs/ itself is a link to another disk."""
     hub_dir = os.path.join(tmp, "hub")
     secret = model(tmp, "secret.safetensors", b"sEcR")
     good = open(model(tmp, "good.safetensors", b"good"), "rb").read()
@@ -664,3 +664,12 @@ def test_hugging_face_cache_link_out_of_the_repository(tmp):
         assert e.value.errno == errno.EIO
     said = open(log).read()
     assert "tokenizer.json: cannot open it" in said and "refused: a symbolic link out of" in said, said
+    # blobs/ moved to a larger disk, and linked back: still the repository's
+    moved = hf_cache(hub_dir, "org/moved", C1, {"model.safetensors": good})
+    disk2 = os.path.join(tmp, "disk2")
+    os.makedirs(disk2)
+    shutil.move(os.path.join(moved, "blobs"), os.path.join(disk2, "blobs"))
+    os.symlink(os.path.join(disk2, "blobs"), os.path.join(moved, "blobs"))
+    r = subprocess.run([BIN, "--inspect", "hf://org/moved/model.safetensors"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and "w " in r.stdout, r.stderr
