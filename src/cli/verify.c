@@ -256,7 +256,17 @@ static tfs_err try_tree_dir(const struct tfs_model *m, const struct tfs_opts *op
 	struct tfs_diag td;
 	if (tfs_tree_build(m, &to, &t, &td))
 		return TFS_OK; /* (out of memory: the manifest stays as it was read) */
-	struct in_dir r = {.x = x, .t = &t, .dir = dir_of(&t, path)};
+	/* The manifest's directory resolved, its own name kept (no "." or ".."
+	 * in the walk; a manifest that is a link is read where it is named). */
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : NULL;
+	char *real = dir ? realpath(dir, NULL) : NULL, *at = NULL;
+	if (real && asprintf(&at, "%s/", real) < 0)
+		at = NULL;
+	struct in_dir r = {.x = x, .t = &t, .dir = dir_of(&t, at ? at : path)};
+	free(at);
+	free(real);
+	free(dir);
 	tfs_err e = TFS_OK;
 	if (r.dir) {
 		struct tfs_manifest again = {.resolve = resolve_in_dir, .ctx = &r};

@@ -125,6 +125,9 @@ def test_a_tree_mounts_directory_manifests_round_trip(tmp):
             assert rc == 0 and not out and f"{seen[rel]} checked, 0 mismatched" in err, (rel, out, err)
             os.makedirs(os.path.join(copies, "x", rel))
             open(os.path.join(copies, "x", rel, "__sha256sums__.txt"), "wb").write(text)
+        # a path with "." and ".." in it names the same directory
+        rc, out, err = verify(src, os.path.join(mnt, "model", "layers", "1", "..", ".", "0", "__sha256sums__.txt"))
+        assert rc == 0 and "2 checked, 0 mismatched" in err, (out, err)
     assert seen == {".": 1, "model": 1, "model/layers/0": 2, "model/layers/1": 2, "model/layers/10": 1}, seen
     for rel, n in seen.items():
         rc, out, err = verify(src, os.path.join(copies, "x", rel, "__sha256sums__.txt"))
