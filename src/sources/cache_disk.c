@@ -312,9 +312,9 @@ static void disk_evict(struct disk_store *s)
  * meanwhile is another inode, queued on its own. The header is written
  * after the data reached the disk, so a crash leaves either flag with data
  * that matches it; a header torn by a crash fails its own hash and the
- * block is fetched again. The queue is bounded (16 384 blocks, 4 GiB of them, about 1.5 MB
- * of names): a block that does not fit, or is still queued when the mount
- * ends, stays checked. */
+ * block is fetched again. The queue is bounded (16 384 blocks, 4 GiB of
+ * them, about 1.5 MB of names): a block that does not fit, or is still
+ * queued when the mount ends, stays checked. */
 #define SYNC_QUEUE 16384
 static struct {
 	pthread_mutex_t lock;
@@ -350,33 +350,30 @@ static void mark_durable(int fd)
 #endif
 static void make_durable(char **path, unsigned n)
 {
-	for (unsigned at = 0; at < n; at += SYNC_FDS) {
-		int fd[SYNC_FDS];
-		unsigned k = 0;
-		for (unsigned i = at; i < n && i < at + SYNC_FDS; i++)
-			if ((fd[k] = open(path[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW)) >= 0)
-				k++;
-		struct statfs sf;
-		int whole =
-			k && fstatfs(fd[0], &sf) == 0 && sf.f_type != FUSE_SUPER_MAGIC && syncfs(fd[0]) == 0;
-		for (unsigned i = 0; i < k; i++) {
-			if (whole || fdatasync(fd[i]) == 0)
-				mark_durable(fd[i]);
-			close(fd[i]);
-		}
+	int fd[SYNC_FDS];
+	unsigned k = 0;
+	for (unsigned i = 0; i < n; i++)
+		if ((fd[k] = open(path[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW)) >= 0)
+			k++;
+	struct statfs sf;
+	int whole = k && fstatfs(fd[0], &sf) == 0 && sf.f_type != FUSE_SUPER_MAGIC && syncfs(fd[0]) == 0;
+	for (unsigned i = 0; i < k; i++) {
+		if (whole || fdatasync(fd[i]) == 0)
+			mark_durable(fd[i]);
+		close(fd[i]);
 	}
 }
 
 static void *syncer(void *arg)
 {
-	static char *batch[SYNC_QUEUE];
 	(void)arg;
 	for (;;) {
+		char *batch[SYNC_FDS];
+		unsigned n = 0;
 		pthread_mutex_lock(&S.lock);
 		while (!S.n)
 			pthread_cond_wait(&S.more, &S.lock);
-		unsigned n = 0;
-		for (; S.n; S.n--, S.head = (S.head + 1) % SYNC_QUEUE)
+		for (; S.n && n < SYNC_FDS; S.n--, S.head = (S.head + 1) % SYNC_QUEUE)
 			batch[n++] = S.path[S.head];
 		pthread_mutex_unlock(&S.lock);
 		make_durable(batch, n);

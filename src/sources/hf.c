@@ -32,7 +32,7 @@ struct hf_store {
 	int offline;
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *tree;               /* the repository's cache directory, resolved */
-	char *blobs;              /* its blobs/, resolved, when that is elsewhere */
+	char *blobs;              /* its blobs/, resolved (a link: elsewhere) */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
@@ -114,7 +114,7 @@ static tfs_err open_cached(struct hf_store *hs, const char *local, const char *l
 	 * in a copied tree) is refused, as -o originals refuses one out of a
 	 * local source's tree, so a root mount never serves what it points at.
 	 * A blobs/ that is itself a link (moved to a larger disk) is the
-	 * repository's too. */
+	 * repository's too (one inside the tree refuses what the tree does). */
 	if (!hs->tree)
 		return tfs_fail(d, TFS_ERR_OPEN,
 				"the Hugging Face cache's directory of %s cannot be resolved",
@@ -443,19 +443,13 @@ static char *snapshot(const char *repo_dir, const char *commit)
 	return NULL;
 }
 
-/* REPO/blobs resolved, when it is not inside REPO (tree): a link to a
- * directory elsewhere; else NULL. */
-static char *blobs_elsewhere(const char *repo_dir, const char *tree)
+/* REPO/blobs resolved (where it is a link, the directory elsewhere), or
+ * NULL. */
+static char *blobs_of(const char *repo_dir)
 {
 	char p[4200];
 	snprintf(p, sizeof p, "%s/blobs", repo_dir);
-	char *b = realpath(p, NULL);
-	size_t tl = strlen(tree);
-	if (b && strncmp(b, tree, tl) == 0 && (b[tl] == '/' || !b[tl])) {
-		free(b);
-		b = NULL;
-	}
-	return b;
+	return realpath(p, NULL);
 }
 
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
@@ -497,7 +491,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
 	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
-	hs->blobs = hs->tree ? blobs_elsewhere(repo_dir, hs->tree) : NULL;
+	hs->blobs = hs->tree ? blobs_of(repo_dir) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {
