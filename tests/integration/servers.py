@@ -294,17 +294,18 @@ class HubDouble(Proc):
 class FleetCache:
     """The shipped fleet cache (contrib/fleet-cache/run) in front of
     `origin`, on a free port of 127.0.0.1, its slices in a temporary
-    directory; env: its FLEET_CACHE_* knobs. Stopped with SIGTERM, as the
-    recipe says."""
+    directory (or cache_dir, its CACHE_DIR); env: its FLEET_CACHE_* knobs.
+    Stopped with SIGTERM, as the recipe says."""
 
     RUN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "contrib", "fleet-cache", "run")
 
-    def __init__(self, origin, **env):
+    def __init__(self, origin, cache_dir=None, **env):
         if not os.path.exists(NGINX):
             missing("nginx (Debian's nginx-light)")
         self.origin = origin
         self.env = {"FLEET_CACHE_USER": "root", **env}
         self.dir = tempfile.mkdtemp(prefix="tfs-fleet-")
+        self.cache_dir = cache_dir or os.path.join(self.dir, "c")
         self.port = free_port()
 
     def __enter__(self):
@@ -312,7 +313,7 @@ class FleetCache:
 
     def _start(self):
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
-        self.proc = subprocess.Popen([self.RUN, self.origin, f"127.0.0.1:{self.port}", os.path.join(self.dir, "c")],
+        self.proc = subprocess.Popen([self.RUN, self.origin, f"127.0.0.1:{self.port}", self.cache_dir],
                                      env=dict(os.environ, **self.env), stdout=subprocess.DEVNULL, stderr=self.err)
         wait_port(self.port, self.proc)
         return self

@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -19,8 +20,8 @@ import urllib.request
 
 import pytest
 
-from servers import FaultProxy, FleetCache as ShippedCache, FwdProxy, HubDouble, Nginx, S3Double
-from tfsutil import EXIT_SOURCE, EXIT_USAGE, daemon_pids, mounted, run, write_st
+from servers import FaultProxy, FleetCache as ShippedCache, FwdProxy, HubDouble, Nginx, S3Double, free_port, stop_proc
+from tfsutil import EXIT_SOURCE, EXIT_USAGE, daemon_pids, missing, mounted, run, write_st
 
 MiB = 1 << 20
 COMMIT = "c" * 40
@@ -370,6 +371,102 @@ def test_the_recipe_refuses_what_it_cannot_serve(tmp):
     r = subprocess.run([run_, "http://h/", "1", tmp], capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, FLEET_CACHE_AUTH="open"))
     assert r.returncode == 2 and "FLEET_CACHE_AUTH" in r.stderr
+
+
+# ---- the recipe's own checks: what it writes, where, and when it says ready ----
+
+def recipe(args, **env):
+    """Runs the recipe, which should refuse: (exit status, stderr). One
+    that starts nginx instead is stopped after 20 s."""
+    p = subprocess.Popen([ShippedCache.RUN] + args, env=dict(os.environ, **{"FLEET_CACHE_USER": "root", **env}),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        err = p.communicate(timeout=20)[1]
+    except subprocess.TimeoutExpired:
+        stop_proc(p)
+        err = p.communicate()[1]
+    return p.returncode, err
+
+
+def refused(args, code=2, **env):
+    """The recipe refuses with one line and exit status `code`: the line."""
+    rc, err = recipe(args, **env)
+    assert rc == code and len(err.strip().splitlines()) == 1, (args, env, rc, err)
+    assert "ready" not in err, err
+    return err
+
+
+def origin_dir(tmp):
+    d = os.path.join(tmp, "www")
+    os.makedirs(d)
+    with open(os.path.join(d, "f.bin"), "wb") as f:
+        f.write(os.urandom(3 * MiB))
+    return d
+
+
+def served(cache, d, name="f.bin"):
+    """The cache serves a range of `name` as the origin (directory d) has it."""
+    with open(os.path.join(d, name), "rb") as f:
+        want = f.read()[:100]
+    return http_status(cache.url(name)) == (206, want)
+
+
+# A directory name nginx would cut at ; and { and # unquoted
+ODD = "a b;c{d}#e'f\"g\\h"
+
+
+def test_the_recipe_quotes_what_it_writes_into_nginx_conf(tmp):
+    r"""Issue 44, 4: CACHE_DIR, FLEET_CACHE_CA and FLEET_CACHE_ACCESS_LOG with
+    a space, ; { } # ' " or \ are written quoted and work; a value nginx
+    cannot take as it is ($, a control character, a : in CACHE_DIR) or that
+    is not what its variable takes is refused, and nothing is injected."""
+    d = origin_dir(tmp)
+    inj = os.path.join(tmp, "injected.log")
+    ca_src = "/etc/ssl/certs/ca-certificates.crt"
+    if not os.path.exists(ca_src):
+        missing("ca-certificates")
+    ca = os.path.join(tmp, f"ca {ODD}.pem")
+    shutil.copy(ca_src, ca)
+    log = os.path.join(tmp, f"access {ODD}.log")
+    cdir = os.path.join(tmp, ODD, "c")
+    with Nginx(d) as ng:
+        origin = ng.url("plain").rstrip("/")
+        with FleetCache(origin, cache_dir=cdir, FLEET_CACHE_CA=ca, FLEET_CACHE_ACCESS_LOG=log) as cache:
+            assert served(cache, d)
+            assert any(fs for _, _, fs in os.walk(os.path.join(cdir, "slices")))
+        with open(log) as f:
+            assert "GET /f.bin" in f.read()
+        listen = f"127.0.0.1:{free_port()}"
+        for args, env, words in [
+                ([origin, listen, os.path.join(tmp, "x$y", "c")], {}, ["CACHE_DIR", "'$'"]),
+                ([origin, listen, os.path.join(tmp, "x:y", "c")], {}, ["CACHE_DIR", "':'"]),
+                ([origin, listen, os.path.join(tmp, "x\ny", "c")], {}, ["CACHE_DIR", "control character"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_ACCESS_LOG": f"{tmp}/a.log; error_log {inj}; access_log {tmp}/b.log"},
+                 ["FLEET_CACHE_ACCESS_LOG", "no directory"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_ACCESS_LOG": f"{tmp}/$host.log"}, ["FLEET_CACHE_ACCESS_LOG", "'$'"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_CA": f"{tmp}/$ca.pem"}, ["FLEET_CACHE_CA", "'$'"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_RESOLVER": f"127.0.0.1 valid=1s; error_log {inj};#"},
+                 ["FLEET_CACHE_RESOLVER", "'valid=1s;'"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_VALID": f"60s\n; error_log {inj}"},
+                 ["FLEET_CACHE_VALID", "control character"]),
+                ([origin, listen, cdir], {"FLEET_CACHE_USER": "root; error_log"}, ["FLEET_CACHE_USER"])]:
+            err = refused(args, **env)
+            assert all(w in err for w in words), (args, env, err)
+            assert not os.path.exists(inj), (args, env, err)
+
+
+def test_the_recipe_never_echoes_an_origins_credentials(tmp):
+    """Issue 44, 4: a URL's user:password@ or TOKEN@ is left out of every
+    message, whatever the scheme and its case; the scheme's case is not
+    the recipe's business."""
+    for origin, words in [("HTTP://user:pw-secret@h/", "credentials"), ("hTTps://pw-secret@h", "credentials"),
+                          ("ftp://user:pw-secret@h/", "not 'ftp://h/'"), ("FTP://pw-secret@h/x", "not 'FTP://h/x'"),
+                          ("user:pw-secret@h/x", "not 'h/x'")]:
+        err = refused([origin, "1", tmp])
+        assert words in err and "pw-secret" not in err, err
+    # an upper-case scheme passes (the next check speaks)
+    assert "LISTEN_PORT" in refused(["HTTP://h/", "x y", tmp])
+
 
 
 # ---- -o proxy= ----
