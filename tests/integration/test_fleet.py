@@ -9,8 +9,10 @@ import errno
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -375,6 +377,9 @@ def test_the_recipe_refuses_what_it_cannot_serve(tmp):
 
 # ---- the recipe's own checks: what it writes, where, and when it says ready ----
 
+WORKERS = "www-data"  # the recipe's FLEET_CACHE_USER by default
+
+
 def recipe(args, **env):
     """Runs the recipe, which should refuse: (exit status, stderr). One
     that starts nginx instead is stopped after 20 s."""
@@ -396,6 +401,33 @@ def refused(args, code=2, **env):
     return err
 
 
+def plant(user, target, link):
+    """`user` puts a symbolic link to target in place of link."""
+    return as_user(user, "sh", "-c", 'rm -rf "$2" && ln -s "$1" "$2"', "sh", target, link)
+
+
+def as_user(user, *cmd):
+    pw = pwd.getpwnam(user)
+    return subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", *cmd],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def as_root():
+    """For the recipe started as root with its workers as www-data: a
+    directory those workers can reach (pytest's tmp is 0700)."""
+    if os.getuid() != 0 or not shutil.which("setpriv"):
+        missing("root and setpriv (the recipe started as root, its workers' user acting)")
+    try:
+        pwd.getpwnam(WORKERS)
+    except KeyError:
+        missing(f"the user {WORKERS}")
+    d = tempfile.mkdtemp(prefix="tfs-fleet-root-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def origin_dir(tmp):
     d = os.path.join(tmp, "www")
     os.makedirs(d)
@@ -409,6 +441,87 @@ def served(cache, d, name="f.bin"):
     with open(os.path.join(d, name), "rb") as f:
         want = f.read()[:100]
     return http_status(cache.url(name)) == (206, want)
+
+
+def test_the_recipe_started_as_root_gives_the_workers_only_their_slices(tmp, as_root):
+    """Issue 44, 1: CACHE_DIR and its run/ (config, pid, socket, nginx's
+    temporary directories) stay root's, and the workers' user owns only
+    slices/. That user cannot plant a link where root writes at the next
+    start, and the links it could plant in a CACHE_DIR of the recipe before
+    (all of it theirs) are not followed."""
+    d = origin_dir(tmp)
+    cdir = os.path.join(as_root, "cache")
+    conf, pid, private = (os.path.join(as_root, n) for n in ("conf", "pid", "private"))
+    for p in (conf, pid):
+        with open(p, "w") as f:
+            f.write("root's\n")
+    os.mkdir(private, 0o700)
+    www = pwd.getpwnam(WORKERS).pw_uid
+
+    def untouched():
+        for p in (conf, pid):
+            assert open(p).read() == "root's\n" and os.stat(p).st_uid == 0, p
+        st = os.lstat(private)
+        assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o700 and os.listdir(private) == []
+
+    def layout():
+        for p in (cdir, os.path.join(cdir, "run")):
+            st = os.lstat(p)
+            assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022, p
+        st = os.lstat(os.path.join(cdir, "slices"))
+        assert stat.S_ISDIR(st.st_mode) and st.st_uid == www and stat.S_IMODE(st.st_mode) == 0o700
+
+    plants = {"run/nginx.conf.tmp": conf, "run/nginx.conf": conf, "run/nginx.pid": pid, "run/body": private}
+    with Nginx(d) as ng:
+        origin = ng.url("plain").rstrip("/")
+        with FleetCache(origin, cache_dir=cdir, FLEET_CACHE_USER=WORKERS) as cache:
+            assert served(cache, d)
+        planted = [plant(WORKERS, target, os.path.join(cdir, name)) for name, target in plants.items()]
+        with FleetCache(origin, cache_dir=cdir, FLEET_CACHE_USER=WORKERS) as cache:
+            assert served(cache, d)
+        untouched()
+        assert all(r.returncode != 0 and "Permission denied" in r.stderr for r in planted), planted
+        assert as_user(WORKERS, "test", "-w", os.path.join(cdir, "run")).returncode != 0
+        layout()
+        # what the recipe left before: all of CACHE_DIR the workers'
+        for where in (plants, {"run": private}):
+            subprocess.run(["chown", "-R", WORKERS, cdir], check=True)
+            for name, target in where.items():
+                r = plant(WORKERS, target, os.path.join(cdir, name))
+                assert r.returncode == 0, r.stderr
+            with FleetCache(origin, cache_dir=cdir, FLEET_CACHE_USER=WORKERS) as cache:
+                assert served(cache, d)
+            untouched()
+            layout()
+        # a slices/ that is a link: refused, never given to the workers
+        subprocess.run(["chown", WORKERS, cdir], check=True)
+        assert as_user(WORKERS, "mv", os.path.join(cdir, "slices"), os.path.join(cdir, "old")).returncode == 0
+        assert plant(WORKERS, private, os.path.join(cdir, "slices")).returncode == 0
+        err = refused([origin, f"127.0.0.1:{free_port()}", cdir], FLEET_CACHE_USER=WORKERS)
+        assert f"{cdir}/slices" in err and "symbolic link" in err, err
+        untouched()
+
+
+def test_the_recipe_refuses_a_link_planted_for_its_access_log(tmp, as_root):
+    """nginx's master opens FLEET_CACHE_ACCESS_LOG as root: a log in a
+    directory another user can write (a link could be planted there) is
+    refused, and so is a log that is a link."""
+    victim = os.path.join(as_root, "victim")
+    with open(victim, "w") as f:
+        f.write("root's\n")
+    shared = os.path.join(as_root, "shared")
+    os.mkdir(shared)
+    os.chown(shared, pwd.getpwnam(WORKERS).pw_uid, -1)
+    assert plant(WORKERS, victim, os.path.join(shared, "access.log")).returncode == 0
+    cdir = os.path.join(as_root, "c")
+    err = refused(["http://127.0.0.1:9/", f"127.0.0.1:{free_port()}", cdir],
+                  FLEET_CACHE_ACCESS_LOG=os.path.join(shared, "access.log"))
+    assert "FLEET_CACHE_ACCESS_LOG" in err and shared in err and WORKERS in err, err
+    os.symlink(victim, os.path.join(as_root, "access.log"))
+    err = refused(["http://127.0.0.1:9/", f"127.0.0.1:{free_port()}", cdir],
+                  FLEET_CACHE_ACCESS_LOG=os.path.join(as_root, "access.log"))
+    assert "FLEET_CACHE_ACCESS_LOG" in err and "symbolic link" in err, err
+    assert open(victim).read() == "root's\n"
 
 
 # A directory name nginx would cut at ; and { and # unquoted
@@ -466,7 +579,6 @@ def test_the_recipe_never_echoes_an_origins_credentials(tmp):
         assert words in err and "pw-secret" not in err, err
     # an upper-case scheme passes (the next check speaks)
     assert "LISTEN_PORT" in refused(["HTTP://h/", "x y", tmp])
-
 
 
 # ---- -o proxy= ----
