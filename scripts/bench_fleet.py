@@ -47,10 +47,15 @@ def cpu(pid):
         return 0.0
 
 
-def nginx_cpu(master):
-    """The CPU seconds of an nginx master and its workers."""
-    kids = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True).stdout.split()
-    return cpu(master) + sum(cpu(int(k)) for k in kids)
+def nginx_cpu(top):
+    """The CPU seconds of an nginx master and its workers, and of the
+    process above them if any (contrib/fleet-cache/run, which waits)."""
+    total, todo = 0.0, [top]
+    while todo:
+        p = todo.pop()
+        total += cpu(p)
+        todo += map(int, subprocess.run(["pgrep", "-P", str(p)], capture_output=True, text=True).stdout.split())
+    return total
 
 
 def self_cpu():

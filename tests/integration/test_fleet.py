@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import pwd
+import select
 import shutil
 import socket
 import stat
@@ -397,7 +398,7 @@ def refused(args, code=2, **env):
     """The recipe refuses with one line and exit status `code`: the line."""
     rc, err = recipe(args, **env)
     assert rc == code and len(err.strip().splitlines()) == 1, (args, env, rc, err)
-    assert "ready" not in err, err
+    assert "fleet-cache: ready" not in err, err
     return err
 
 
@@ -579,6 +580,59 @@ def test_the_recipe_never_echoes_an_origins_credentials(tmp):
         assert words in err and "pw-secret" not in err, err
     # an upper-case scheme passes (the next check speaks)
     assert "LISTEN_PORT" in refused(["HTTP://h/", "x y", tmp])
+
+
+def test_the_recipe_says_ready_only_once_nginx_answers(tmp, as_root):
+    """Issue 44, 15: what would keep nginx from serving is found before the
+    recipe says it is ready, and it says so once nginx answers."""
+    d = origin_dir(tmp)
+    www = pwd.getpwnam(WORKERS).pw_uid
+    with Nginx(d) as ng:
+        origin = ng.url("plain").rstrip("/")
+        # a CACHE_DIR below a directory the workers cannot enter
+        closed = os.path.join(as_root, "closed")
+        os.mkdir(closed, 0o700)
+        err = refused([origin, f"127.0.0.1:{free_port()}", os.path.join(closed, "c")], FLEET_CACHE_USER=WORKERS)
+        assert f"{WORKERS} cannot enter {closed}" in err, err
+        # a CACHE_DIR that is a symbolic link: the directory it names is the cache's
+        real, link = os.path.join(as_root, "real"), os.path.join(as_root, "link")
+        os.mkdir(real)
+        os.symlink(real, link)
+        with FleetCache(origin, cache_dir=link, FLEET_CACHE_USER=WORKERS) as cache:
+            assert served(cache, d)
+            assert os.lstat(os.path.join(real, "slices")).st_uid == www
+        # a port already taken
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            port = s.getsockname()[1]
+            err = refused([origin, f"127.0.0.1:{port}", os.path.join(tmp, "c")], code=3)
+            assert f"127.0.0.1:{port}" in err and "taken" in err, err
+        # nginx refusing to start (a CA file that is none): its own message, then one line of the recipe's
+        bad_ca = os.path.join(tmp, "ca.pem")
+        with open(bad_ca, "w") as f:
+            f.write("not a certificate\n")
+        rc, err = recipe([origin, f"127.0.0.1:{free_port()}", os.path.join(tmp, "c")], FLEET_CACHE_CA=bad_ca)
+        assert rc == 3 and "fleet-cache: ready" not in err, err
+        assert err.strip().splitlines()[-1].startswith("fleet-cache: nginx exited"), err
+        # ready: said once nginx answers, and not before
+        port = free_port()
+        p = subprocess.Popen([ShippedCache.RUN, origin, f"127.0.0.1:{port}", os.path.join(tmp, "c")],
+                             env=dict(os.environ, FLEET_CACHE_USER="root"), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            deadline, line = time.time() + 20, ""
+            while "fleet-cache: ready" not in line and time.time() < deadline:
+                if select.select([p.stderr], [], [], 0.5)[0]:
+                    line = p.stderr.readline()
+                    if not line:
+                        break
+            assert line.startswith(f"fleet-cache: ready on 127.0.0.1:{port}: {origin} "), line
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+        finally:
+            stop_proc(p)
+        assert p.returncode == 0
 
 
 # ---- -o proxy= ----
