@@ -503,6 +503,17 @@ def test_the_recipe_started_as_root_gives_the_workers_only_their_slices(tmp, as_
         untouched()
 
 
+def test_the_recipe_runs_its_workers_as_nobody(tmp, as_root):
+    """FLEET_CACHE_USER=nobody: nginx's user line names nobody's group
+    (nogroup; nginx would look for a group named after the user), and the
+    slices are nobody's."""
+    d = origin_dir(tmp)
+    cdir = os.path.join(as_root, "cache")
+    with Nginx(d) as ng, FleetCache(ng.url("plain").rstrip("/"), cache_dir=cdir, FLEET_CACHE_USER="nobody") as cache:
+        assert served(cache, d)
+        assert os.lstat(os.path.join(cdir, "slices")).st_uid == pwd.getpwnam("nobody").pw_uid
+
+
 def test_the_recipe_refuses_a_link_planted_for_its_access_log(tmp, as_root):
     """nginx's master opens FLEET_CACHE_ACCESS_LOG as root: a log in a
     directory another user can write (a link could be planted there) is
