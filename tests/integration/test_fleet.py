@@ -414,19 +414,27 @@ def as_user(user, *cmd):
 
 
 @pytest.fixture
-def as_root():
+def short():
+    """A directory whose path is short enough for the inner server's socket
+    below a CACHE_DIR in it (pytest's tmp may not be), and that the workers
+    can reach (pytest's tmp is 0700)."""
+    d = tempfile.mkdtemp(prefix="tfs-fleet-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def as_root(short):
     """For the recipe started as root with its workers as www-data: a
-    directory those workers can reach (pytest's tmp is 0700)."""
+    directory those workers can reach."""
     if os.getuid() != 0 or not shutil.which("setpriv"):
         missing("root and setpriv (the recipe started as root, its workers' user acting)")
     try:
         pwd.getpwnam(WORKERS)
     except KeyError:
         missing(f"the user {WORKERS}")
-    d = tempfile.mkdtemp(prefix="tfs-fleet-root-")
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    return short
 
 
 def origin_dir(tmp):
@@ -540,7 +548,7 @@ def test_the_recipe_refuses_a_link_planted_for_its_access_log(tmp, as_root):
 ODD = "a b;c{d}#e'f\"g\\h"
 
 
-def test_the_recipe_quotes_what_it_writes_into_nginx_conf(tmp):
+def test_the_recipe_quotes_what_it_writes_into_nginx_conf(tmp, short):
     r"""Issue 44, 4: CACHE_DIR, FLEET_CACHE_CA and FLEET_CACHE_ACCESS_LOG with
     a space, ; { } # ' " or \ are written quoted and work; a value nginx
     cannot take as it is ($, a control character, a : in CACHE_DIR) or that
@@ -553,7 +561,7 @@ def test_the_recipe_quotes_what_it_writes_into_nginx_conf(tmp):
     ca = os.path.join(tmp, f"ca {ODD}.pem")
     shutil.copy(ca_src, ca)
     log = os.path.join(tmp, f"access {ODD}.log")
-    cdir = os.path.join(tmp, ODD, "c")
+    cdir = os.path.join(short, ODD, "c")
     with Nginx(d) as ng:
         origin = ng.url("plain").rstrip("/")
         with FleetCache(origin, cache_dir=cdir, FLEET_CACHE_CA=ca, FLEET_CACHE_ACCESS_LOG=log) as cache:
@@ -617,18 +625,18 @@ def test_the_recipe_says_ready_only_once_nginx_answers(tmp, as_root):
             s.bind(("127.0.0.1", 0))
             s.listen(1)
             port = s.getsockname()[1]
-            err = refused([origin, f"127.0.0.1:{port}", os.path.join(tmp, "c")], code=3)
+            err = refused([origin, f"127.0.0.1:{port}", os.path.join(as_root, "c")], code=3)
             assert f"127.0.0.1:{port}" in err and "taken" in err, err
         # nginx refusing to start (a CA file that is none): its own message, then one line of the recipe's
         bad_ca = os.path.join(tmp, "ca.pem")
         with open(bad_ca, "w") as f:
             f.write("not a certificate\n")
-        rc, err = recipe([origin, f"127.0.0.1:{free_port()}", os.path.join(tmp, "c")], FLEET_CACHE_CA=bad_ca)
+        rc, err = recipe([origin, f"127.0.0.1:{free_port()}", os.path.join(as_root, "c")], FLEET_CACHE_CA=bad_ca)
         assert rc == 3 and "fleet-cache: ready" not in err, err
         assert err.strip().splitlines()[-1].startswith("fleet-cache: nginx exited"), err
         # ready: said once nginx answers, and not before
         port = free_port()
-        p = subprocess.Popen([ShippedCache.RUN, origin, f"127.0.0.1:{port}", os.path.join(tmp, "c")],
+        p = subprocess.Popen([ShippedCache.RUN, origin, f"127.0.0.1:{port}", os.path.join(as_root, "c")],
                              env=dict(os.environ, FLEET_CACHE_USER="root"), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         try:
