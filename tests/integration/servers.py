@@ -309,7 +309,16 @@ class FleetCache:
         self.port = free_port()
 
     def __enter__(self):
-        return start_retrying(self._start, self._again)
+        try:
+            return start_retrying(self._start, self._again)
+        except BaseException:
+            # a start that failed for good leaves no directory behind
+            if getattr(self, "proc", None) is not None:
+                stop_proc(self.proc)
+            if getattr(self, "err", None) is not None:
+                self.err.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def _start(self):
         self.err = open(os.path.join(self.dir, "stderr"), "w+")
