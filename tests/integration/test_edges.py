@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from servers import HubDouble, Nginx, S3Double
+from servers import FwdProxy, HubDouble, Nginx, S3Double
 from tfsutil import (BIN, EXIT_SOURCE, EXIT_USAGE, daemon_pids, fuse_ok, hf_cache, is_mounted, missing, run,
                      unmount, write_st)
 
@@ -601,7 +601,7 @@ def test_url_password_in_no_message(tmp, how):
 @pytest.mark.parametrize("how", ["hf_endpoint", "endpoint"])
 def test_url_password_masked_in_the_daemons_argv(hub, tmp, how):
     """-o hf_endpoint= and -o endpoint= with user:PASSWORD@: the daemon's
-    /proc/PID/cmdline shows user:****@, as for SOURCE, and no xattr nor
+    /proc/PID/cmdline shows ****@ (the whole user:password), as for SOURCE, and no xattr nor
     log line holds the password."""
     log = os.path.join(tmp, "t.log")
     if how == "hf_endpoint":
@@ -625,10 +625,54 @@ def check_daemon(mnt, pids, err):
     assert open(os.path.join(mnt, "w"), "rb").read() == b"v1"
     for pid in pids:
         cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
-        assert PASSWORD.encode() not in cmdline and b"user:" + b"*" * len(PASSWORD) + b"@" in cmdline, cmdline
+        assert PASSWORD.encode() not in cmdline and b"://" + b"*" * len("user:" + PASSWORD) + b"@" in cmdline, cmdline
     for name in os.listxattr(os.path.join(mnt, "w")):
         assert PASSWORD.encode() not in os.getxattr(os.path.join(mnt, "w"), name), name
     assert PASSWORD not in err
+
+
+USER_TOKEN = "hf_userTOKEN1"
+PROXY_TOKEN = "pxTOKEN2"
+
+
+def test_token_as_the_urls_user_name_is_masked_everywhere(tmp):
+    """http://TOKEN@host/... (a token given as the URL's user name, with no
+    ':'), as SOURCE and as -o proxy=: masked whole in the daemon's
+    /proc/PID/cmdline (only what followed a ':' was), so in --list's
+    options too, and in no mount table, attribute, message or log line."""
+    root = www(tmp)
+    log = os.path.join(tmp, "t.log")
+    with Nginx(root) as ng, FwdProxy() as px:
+        url = ng.url("plain", "a.safetensors").replace("http://", f"http://{USER_TOKEN}@")
+        proxy = px.url(PROXY_TOKEN)
+        mp = mountpoint(tmp)
+        argv = ["-o", f"ro,proxy={proxy},logfile={log},verbose", url, mp]
+        with background(argv, cwd=tmp, env=clean_env(tmp)) as (mnt, pids, err):
+            data = open(os.path.join(root, "a.safetensors"), "rb").read()[-300000:]
+            assert open(os.path.join(mnt, "w"), "rb").read() == data
+            for pid in pids:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                assert USER_TOKEN.encode() not in cmdline and PROXY_TOKEN.encode() not in cmdline, cmdline
+                assert b"http://" + b"*" * len(USER_TOKEN) + b"@127.0.0.1:" in cmdline, cmdline
+                assert b"proxy=http://" + b"*" * len(PROXY_TOKEN) + b"@127.0.0.1:" in cmdline, cmdline
+            listed = run(["--list"])
+            assert listed.returncode == 0 and mnt in listed.stdout, listed
+            assert USER_TOKEN not in listed.stdout and PROXY_TOKEN not in listed.stdout, listed.stdout
+            assert "proxy=http://" + "*" * len(PROXY_TOKEN) + "@" in listed.stdout, listed.stdout
+            for name in os.listxattr(os.path.join(mnt, "w")):
+                v = os.getxattr(os.path.join(mnt, "w"), name)
+                assert USER_TOKEN.encode() not in v and PROXY_TOKEN.encode() not in v, name
+            assert open("/proc/self/mountinfo").read().count(USER_TOKEN) == 0
+            assert USER_TOKEN not in err and PROXY_TOKEN not in err
+        # the proxy got every request, so the token was used where it goes
+        assert px.get("/__seen")
+    said = open(log).read()
+    assert said and USER_TOKEN not in said and PROXY_TOKEN not in said, said
+    # and a server that does not answer: the one line says where, not who
+    dead = f"http://{USER_TOKEN}@127.0.0.1:9/a.safetensors"
+    r = run(["--inspect", "-o", f"retries=0,proxy=http://{PROXY_TOKEN}@127.0.0.1:9", dead])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+    assert USER_TOKEN not in r.stderr and PROXY_TOKEN not in r.stderr and "127.0.0.1:9" in r.stderr, r.stderr
 
 
 def test_hugging_face_cache_link_out_of_the_repository(tmp):
