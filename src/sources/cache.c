@@ -358,9 +358,15 @@ static void load_lower(struct tfs_cfile *f, struct blk **blocks, uint64_t n, cha
 	}
 }
 
+/* Where a block being loaded came from (tfs_cache_load). */
+#define FROM_NETWORK 0 /* asked of the network: its answer failed, or none came */
+#define FROM_LOWER 1   /* the store below had it */
+#define FROM_ANSWER 2  /* an answer that ended well: for the store below */
+
 /* The blocks not found below, one request per stretch of consecutive
- * ones; each block's failure noted in it. */
-static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, const char *found,
+ * ones; each block's failure noted in it, and from[] set to FROM_ANSWER
+ * for those of an answer that ended well. */
+static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, char *found,
 			 struct tfs_iov *iov)
 {
 	uint64_t i = 0;
@@ -383,12 +389,17 @@ static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, c
 			iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * BLK, len, landed, &l)
 			    : TFS_ERR_NOMEM;
 		/* A block served as it landed stays served: its bytes were
-		 * whole and of the pinned version. */
+		 * whole, and the answer's headers checked (the range, the pinned
+		 * version, no encoding). But only an answer that ended well goes
+		 * to the store below: one that failed after (ran on past its
+		 * range) leaves nothing there. */
 		for (uint64_t k = i + l.published; k < j; k++) {
 			blocks[k]->err = e;
 			if (e)
 				snprintf(blocks[k]->msg, sizeof blocks[k]->msg, "%s", tfs_err_str(e));
 		}
+		for (uint64_t k = i; !e && found && k < j; k++)
+			found[k] = FROM_ANSWER;
 		i = j;
 	}
 }
@@ -413,8 +424,8 @@ void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int du
 	}
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
-	for (uint64_t k = 0; f->lf && k < n; k++)
-		if (!blocks[k]->err && !(found && found[k]))
+	for (uint64_t k = 0; f->lf && found && k < n; k++)
+		if (found[k] == FROM_ANSWER)
 			c->lower->ops->put(f->lf, blocks[k]->idx, blocks[k]->data, blocks[k]->len, durable);
 	free(found);
 	free(iov);

@@ -12,6 +12,7 @@ import re
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import threading
@@ -239,6 +240,127 @@ def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
     want = {"reset": "", "truncate": "", "badrange": "answered another range", "status": "HTTP 500",
             "length": ""}[fault]
     assert any(want in l for l in lines), lines
+
+
+BLK = 256 << 10
+
+
+def block_files(cache_dir):
+    """The disk cache's block files, as (block index, data): a header of
+    48 bytes (magic, key length, data length, index, ...), the key, the
+    data (sources/cache_disk.c)."""
+    out = []
+    for root, _, files in os.walk(cache_dir):
+        for f in files:
+            if f.endswith(".blk"):
+                with open(os.path.join(root, f), "rb") as fh:
+                    raw = fh.read()
+                key_len, _, idx = struct.unpack_from("<IIQ", raw, 8)
+                out.append((idx, raw[48 + key_len:]))
+    return out
+
+
+def whole_blocks_checkpoint(web, name, blocks=12):
+    """One random tensor `w` in a file of exactly `blocks` cache blocks;
+    returns the file's bytes and where w starts."""
+    path = os.path.join(web.root, "gen", name)
+    n = blocks * BLK
+    for _ in range(4):  # the header's length depends on n's digits
+        start = write_st(path, [("w", "U8", (n,), bytes(n))], pad=False)
+        n = blocks * BLK - start
+    raw = os.urandom(n)
+    assert write_st(path, [("w", "U8", (n,), raw)], pad=False) == start
+    os.chmod(path, 0o644)
+    data = open(path, "rb").read()
+    assert len(data) == blocks * BLK
+    return data, start
+
+
+@pytest.mark.parametrize("fault", ["gzip", "overrun"])
+def test_an_encoded_or_overlong_answer_is_a_failed_one(web, proxied, tmp, fault):
+    """A proxy that gzips the range answers (Content-Encoding: gzip) though
+    no one asked (tensorfs sends no Accept-Encoding), or a server that
+    sends more than the range: a failed answer. A read fails (EIO) with a
+    line in the log saying why, never with the compressed bytes; nothing
+    of an encoded answer is kept in memory, and nothing of a failed answer
+    in cache_dir (the warm-up's blocks of such answers were served from
+    memory, and written there, as they landed: the compressed bytes as
+    tensor bytes); once the server heals, the file reads right. (A block
+    of an answer that runs on past its range was served as its bytes and
+    one more landed, as any block: its bytes are the range's.)"""
+    name = f"enc-{fault}.safetensors"
+    data, start = whole_blocks_checkpoint(web, name)
+    cache = os.path.join(tmp, "cache")
+    os.mkdir(cache, 0o700)
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    # the first request (100,000 bytes) passes: the mount comes up
+    proxied.faults({"match": name, "fault": fault, "min": 100001})
+    p = subprocess.Popen([BIN, "-f", "-o", f"retries=1,direct_io,warm,cache_dir={cache}",
+                          proxied.url("gen/" + name), mnt], stderr=subprocess.PIPE, text=True)
+    wrong = []
+    try:
+        deadline = time.time() + 20
+        while not is_mounted(mnt) and time.time() < deadline and p.poll() is None:
+            time.sleep(0.02)
+        assert is_mounted(mnt)
+        for _ in range(600):  # the warm-up goes through every block (a bound, not a timing)
+            done, total = map(int, os.getxattr(mnt, "user.warm").decode().split())
+            if done >= total:
+                break
+            time.sleep(0.05)
+        assert done >= total
+        fd = os.open(os.path.join(mnt, "w"), os.O_RDONLY)
+        try:
+            failed = 0
+            for k in range(1, 12, 2):
+                off = k * BLK - start
+                try:
+                    got = os.pread(fd, 4096, off)
+                    if got != data[start + off:start + off + 4096]:
+                        wrong.append(off)
+                except OSError as e:
+                    assert e.errno == 5
+                    failed += 1
+            assert not wrong, f"wrong bytes served at {wrong}"
+            assert failed == 6 if fault == "gzip" else failed >= 1
+            # every answer after the first failed: not one block of them
+            # kept (the disk cache is written as blocks are loaded)
+            kept = block_files(cache)
+            assert kept == [], f"blocks {sorted(i for i, _ in kept)} of failed answers in cache_dir"
+            proxied.faults()  # the server heals: the right bytes, not kept wrong ones
+            time.sleep(1.2)  # past the hold of a failed block (README)
+            assert os.pread(fd, len(data) - start, 0) == data[start:]
+        finally:
+            os.close(fd)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        err = p.communicate(timeout=30)[1]
+    assert "__accept_encoding" not in proxied.stats()
+    said = {"gzip": "(Content-Encoding: gzip)", "overrun": "more bytes than the range asked for"}[fault]
+    lines = [l for l in err.splitlines() if name in l and "bytes " in l]
+    assert len(lines) >= failed and all(said in l for l in lines), err
+    if fault == "gzip":
+        # the first answer encoded too: the mount is refused, in one line
+        proxied.faults({"match": name, "fault": fault})
+        r = run(["--inspect", proxied.url("gen/" + name)])
+        assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+        assert "(Content-Encoding: gzip)" in r.stderr, r.stderr
+    # after the heal, the blocks of the answers that ended well (an
+    # overrun's blocks served as they landed were not fetched again)
+    kept = block_files(cache)
+    assert fault != "gzip" or sorted(i for i, _ in kept) == list(range(12)), sorted(i for i, _ in kept)
+    assert kept and all(d == data[i * BLK:(i + 1) * BLK] for i, d in kept), "wrong bytes in cache_dir"
+
+
+def test_a_transfer_coding_is_undone(web, proxied, tmp):
+    """Transfer-Encoding: gzip, chunked on every answer (hop by hop, unlike
+    Content-Encoding): libcurl undoes it, and the bytes are the file's."""
+    raw = big_checkpoint(web, "te-gzip.safetensors")
+    proxied.faults({"match": "te-gzip", "fault": "te_gzip"})
+    with mounted(proxied.url("gen/te-gzip.safetensors")) as mnt:
+        assert read_in(mnt) == raw
+    assert "__accept_encoding" not in proxied.stats()
 
 
 def test_stalled_server_times_out(web, proxied, tmp):

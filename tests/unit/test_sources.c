@@ -311,6 +311,23 @@ static void test_hub_and_http(void)
 		tfs_http_header_line(&rs, cr[i], strlen(cr[i]));
 		CHECK(rs.has_range == 0, "a bad Content-Range leaves none: %s", cr[i]);
 	}
+	/* Content-Encoding: the first coding that is not identity, kept for
+	 * the message with only a token's characters; a new response (a
+	 * redirect's, a 100's) starts without one. */
+	const char *ce[][2] = {{"Content-Encoding: identity\r\n", ""},
+			       {"Content-Encoding: gzip\r\n", "gzip"},
+			       {"content-encoding:  Identity , br\r\n", "br"},
+			       {"Content-Encoding: x\x01y\"z\r\n", "x?y?z"},
+			       {"Content-Encoding: ,\r\n", ""},
+			       {"Content-Encoding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}};
+	for (size_t i = 0; i < sizeof ce / sizeof ce[0]; i++) {
+		tfs_http_header_line(&rs, lines[0], strlen(lines[0]));
+		tfs_http_header_line(&rs, ce[i][0], strlen(ce[i][0]));
+		CHECK(!strcmp(rs.encoding, ce[i][1]), "Content-Encoding %zu: '%s'", i, rs.encoding);
+	}
+	tfs_http_header_line(&rs, lines[0], strlen(lines[0]));
+	CHECK(!*rs.encoding, "a new response has no encoding");
 	char red[200];
 	tfs_url_redact("https://u:p@host/x@y", red, sizeof red);
 	CHECK(!strcmp(red, "https://host/x@y"), "redact: %s", red);
