@@ -153,29 +153,14 @@ static uint64_t hdr_hash(const struct disk_hdr *h, const char *key)
 	return tfs_hash(&c, sizeof c, DISK_SEED) ^ tfs_hash(key, h->key_len, DISK_SEED + 1);
 }
 
-/* Checks the data of a block file [doff, doff + len) against its sum,
- * through a small buffer that stays in the CPU's cache: the bytes are then
- * spliced from the file into replies, never copied into the block. */
-static int data_ok(int fd, uint64_t doff, uint32_t len, uint64_t want)
-{
-	static _Thread_local char buf[64 << 10];
-	XXH3_state_t *st = XXH3_createState();
-	int ok = st && XXH3_64bits_reset_withSeed(st, DISK_SEED) == XXH_OK;
-	for (uint32_t at = 0; ok && at < len;) {
-		size_t n = len - at < sizeof buf ? len - at : sizeof buf;
-		ok = pread(fd, buf, n, (off_t)(doff + at)) == (ssize_t)n &&
-		     XXH3_64bits_update(st, buf, n) == XXH_OK;
-		at += (uint32_t)n;
-	}
-	ok = ok && XXH3_64bits_digest(st) == want;
-	XXH3_freeState(st);
-	return ok;
-}
-
-/* The block from its file when one is there and checks out: held open
- * (*fd, *doff) when the caller can hold it, else read into buf. A file
- * that does not check out (torn, damaged, another key) is removed. */
-static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf, int *hold, uint32_t *doff)
+/* The block from its file when one is there and checks out, read into
+ * buf once, in one call with its header and key, and its data checked
+ * there against its sum before anyone is served: the bytes checked are
+ * the bytes served (spliced from the file, a block was read a second
+ * time, and a block whose header said DURABLE was never checked at all:
+ * a flipped bit on the disk reached the reader). A file that does not
+ * check out (torn, damaged, another key) is removed. */
+static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 {
 	struct disk_file *f = (struct disk_file *)bf;
 	char path[4096];
@@ -188,26 +173,16 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf,
 	struct disk_hdr h;
 	size_t kl = f->kl;
 	char *key = malloc(kl + 1);
-	int keep = hold != NULL;
 	struct iovec v[3] = {{&h, sizeof h}, {key, kl}, {buf, len}};
-	size_t want = sizeof h + kl + (keep ? 0 : len);
 	struct stat st;
-	int ok = key && preadv(fd, v, keep ? 2 : 3, 0) == (ssize_t)want &&
+	int ok = key && preadv(fd, v, 3, 0) == (ssize_t)(sizeof h + kl + len) &&
 		 memcmp(h.magic, "TFSBLK02", 8) == 0 && h.key_len == kl && h.data_len == len &&
 		 h.idx == idx && memcmp(key, f->key, kl) == 0 && hdr_hash(&h, key) == h.hdr_hash &&
-		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + len;
-	if (ok && !keep)
-		ok = data_sum(buf, len) == h.data_hash;
-	else if (ok && !(h.flags & DURABLE))
-		ok = data_ok(fd, sizeof h + kl, len, h.data_hash);
+		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + len &&
+		 data_sum(buf, len) == h.data_hash;
 	if (ok)
 		futimens(fd, NULL); /* its age for the eviction order */
 	free(key);
-	if (ok && keep) {
-		*hold = fd;
-		*doff = (uint32_t)(sizeof h + kl);
-		return 1;
-	}
 	close(fd);
 	if (!ok)
 		unlink(path);

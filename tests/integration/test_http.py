@@ -649,6 +649,46 @@ def test_disk_cache_survives_remounts(web, tmp):
     assert total <= (1 << 20) + (256 << 10) + 4096, total
 
 
+@pytest.mark.parametrize("opts", [[], ["-o", "nosplice"]])
+def test_a_flipped_byte_in_the_disk_cache_is_never_served(web, tmp, opts):
+    """One byte flipped in a block file's data, whatever its header's flags
+    say (DURABLE, bit 0 of the u64 at offset 32, under a header hash that
+    checks out: the blocks that were never checked again): every read from
+    the disk cache checks the block's data against its checksum, so the
+    block is dropped and fetched again, and the reader gets the file's
+    bytes, spliced or copied (nosplice)."""
+    n = 3 << 20
+    raw = os.urandom(n)
+    name = "flip-" + ("nosplice" if opts else "splice") + ".safetensors"
+    gen(web, name, [("w", "U8", (n,), raw)])
+    cache = os.path.join(tmp, "cache")
+    url = web.url("plain", "gen/" + name)
+    nblocks = -(-os.path.getsize(os.path.join(web.root, "gen", name)) // (256 << 10))
+    with mounted(url, "-o", f"cache_dir={cache}", *opts) as mnt:
+        assert read_in(mnt) == raw
+        for _ in range(200):  # a block's file is written after its reply
+            named = sorted(os.path.join(r, f) for r, _, fs in os.walk(cache) for f in fs if f.endswith(".blk"))
+            if len(named) == nblocks:
+                break
+            time.sleep(0.05)
+    assert len(named) == nblocks
+    victims = named[1:nblocks - 1:3]
+    for victim in victims:
+        data = bytearray(open(victim, "rb").read())
+        data[:48] = block_header(data, flags=1)
+        data[48 + int.from_bytes(data[8:12], "little") + 1000] ^= 0x01
+        open(victim, "wb").write(bytes(data))
+    for again in range(2):  # dropped and fetched again, then kept as fetched
+        web.clear_log()
+        with mounted(url, "-o", f"cache_dir={cache}", *opts) as mnt:
+            assert read_in(mnt) == raw
+            with open(os.path.join(mnt, "w"), "rb") as f:
+                for k in range(0, n, 99991):
+                    assert os.pread(f.fileno(), 7, k) == raw[k:k + 7]
+        got = requests_for(web, name)
+        assert len(got) == 1 + (0 if again else len(victims)), [r["range"] for r in got]
+
+
 def test_credentials_never_shown(web, tmp):
     """user:password in a URL is used, and shown nowhere: not in
     user.source, the mount's device name, nor a message."""
