@@ -28,10 +28,9 @@ struct tfs_bstore_ops {
 	 * the reader is served). 0 when it has not (a damaged copy is
 	 * dropped). Called by many threads at once. */
 	int (*get)(struct tfs_bfile *f, uint64_t idx, uint32_t len, char *buf);
-	/* Keeps block idx; durable: safe from a crash before it is named (the
-	 * warm-up's), else made so later. Failures are silent: a block not
-	 * kept is fetched again. */
-	void (*put)(struct tfs_bfile *f, uint64_t idx, const void *data, uint32_t len, int durable);
+	/* Keeps block idx. Failures are silent: a block not kept is fetched
+	 * again. */
+	void (*put)(struct tfs_bfile *f, uint64_t idx, const void *data, uint32_t len);
 	/* Whether it holds block idx of len bytes, without reading it (the
 	 * warm-up skips such blocks). */
 	int (*has)(struct tfs_bfile *f, uint64_t idx, uint32_t len);

@@ -368,7 +368,7 @@ static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, c
  * from the store below when it has it, the rest from the network, handed
  * to the store below then. Marks them READY or FAILED, then drops the
  * caller's pins. */
-void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable)
+void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
 {
 	struct tfs_cache *c = f->c;
 	struct tfs_iov *iov = malloc((n ? n : 1) * sizeof *iov);
@@ -386,7 +386,7 @@ void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int du
 	pthread_mutex_unlock(&c->lock);
 	for (uint64_t k = 0; f->lf && found && k < n; k++)
 		if (found[k] == FROM_ANSWER)
-			c->lower->ops->put(f->lf, blocks[k]->idx, blocks[k]->data, blocks[k]->len, durable);
+			c->lower->ops->put(f->lf, blocks[k]->idx, blocks[k]->data, blocks[k]->len);
 	free(found);
 	free(iov);
 	pthread_mutex_lock(&c->lock);
@@ -469,7 +469,7 @@ static void *worker(void *arg)
 		}
 		uint64_t retried = tfs_http_retried();
 		pthread_mutex_unlock(&c->lock);
-		tfs_cache_load(j->f, blocks, j->n, j->warm);
+		tfs_cache_load(j->f, blocks, j->n);
 		pthread_mutex_lock(&c->lock);
 		c->active--;
 		int bad = tfs_http_retried() != retried;

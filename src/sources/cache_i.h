@@ -149,7 +149,7 @@ void tfs_cache_enqueue(struct tfs_cache *c, struct tfs_cfile *f, struct job *j, 
 int64_t tfs_cache_now_ns(void);
 /* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller), then
  * drops the caller's pins (not under c->lock). */
-void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable);
+void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n);
 void tfs_cache_unpin(struct tfs_cache *c, struct blk *b);
 void tfs_cache_table_remove(struct tfs_cache *c, struct blk *b);
 void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b);

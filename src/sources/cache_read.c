@@ -274,7 +274,7 @@ tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint
 		uint64_t j = i + 1;
 		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
 			j++;
-		tfs_cache_load(f, mine + i, j - i, 0);
+		tfs_cache_load(f, mine + i, j - i);
 		i = j;
 	}
 	free(mine);
