@@ -39,10 +39,9 @@ const struct fuse_opt tfs_cli_opts[] = {
 	FUSE_OPT_END,
 };
 
-/* A copy of SOURCE, and the original in argv with the password of a URL
- * (scheme://user:PASSWORD@host/...) overwritten, as curl does: the
- * daemon's /proc/PID/cmdline is readable by every local user for the life
- * of the mount. */
+/* A copy of SOURCE, and the original in argv with the user:password@ of a
+ * URL (or TOKEN@) overwritten: the daemon's /proc/PID/cmdline is readable
+ * by every local user for the life of the mount. */
 static char *take_source(char *arg, char **shown)
 {
 	char *copy = strdup(arg);
@@ -380,7 +379,7 @@ static const struct tfs_opt_spec *opt_spec(const char *name, size_t len)
 	return s ? s : tfs_view_opt(name, len);
 }
 
-/* The URL options' passwords in one -o list of argv, masked in place
+/* The URL options' user:password@ in one -o list of argv, masked in place
  * (libfuse's escapes kept: "\," is not the end of a value). */
 static void hide_in_list(char *s)
 {

@@ -30,14 +30,13 @@ void tfs_url_redact(const char *url, char *out, size_t n)
 		snprintf(out, n, "%.*s%s", (int)(host - url), url, at + 1);
 }
 
+/* The whole userinfo, not only what follows a ':': a token is often
+ * given as the user name alone (http://TOKEN@host/). */
 void tfs_url_hide_n(char *url, size_t len)
 {
 	const char *host, *at = userinfo_at(url, len, &host);
-	if (!at)
-		return;
-	const char *colon = memchr(host, ':', (size_t)(at - host));
-	for (char *p = colon ? url + (colon + 1 - url) : NULL; p && p < at; p++)
-		*p = '*';
+	if (at)
+		memset(url + (host - url), '*', (size_t)(at - host));
 }
 
 void tfs_url_hide(char *url)

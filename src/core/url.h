@@ -13,9 +13,9 @@
  * Anything without "://" is copied as it is. */
 void tfs_url_redact(const char *url, char *out, size_t n);
 
-/* The password of url's user:password@ overwritten with '*' in place, as
- * curl does: a process's argv is readable by every local user for the
- * life of the mount. user@ alone is left. */
+/* url's whole user:password@ (or user@: a token may be given as the user
+ * name) overwritten with '*' in place, '@' kept: a process's argv is
+ * readable by every local user for the life of the mount. */
 void tfs_url_hide(char *url);
 /* The same for the first len bytes of url (a value inside an -o list). */
 void tfs_url_hide_n(char *url, size_t len);

@@ -24,15 +24,13 @@ struct tfs_bstore_ops {
 	struct tfs_bfile *(*open)(struct tfs_bstore *s, const char *key);
 	void (*close)(struct tfs_bfile *f);
 	/* Block idx, of len bytes, when the store has it whole and checked:
-	 * 1, and its bytes in buf; or, when fd is not NULL and the store can,
-	 * left where they are, in a file open at *fd from *doff (the caller
-	 * closes it; buf is then untouched). 0 when it has not (a damaged
-	 * copy is dropped). Called by many threads at once. */
-	int (*get)(struct tfs_bfile *f, uint64_t idx, uint32_t len, char *buf, int *fd, uint32_t *doff);
-	/* Keeps block idx; durable: safe from a crash before it is named (the
-	 * warm-up's), else made so later. Failures are silent: a block not
-	 * kept is fetched again. */
-	void (*put)(struct tfs_bfile *f, uint64_t idx, const void *data, uint32_t len, int durable);
+	 * 1, and its bytes in buf, the very bytes that were checked (what
+	 * the reader is served). 0 when it has not (a damaged copy is
+	 * dropped). Called by many threads at once. */
+	int (*get)(struct tfs_bfile *f, uint64_t idx, uint32_t len, char *buf);
+	/* Keeps block idx. Failures are silent: a block not kept is fetched
+	 * again. */
+	void (*put)(struct tfs_bfile *f, uint64_t idx, const void *data, uint32_t len);
 	/* Whether it holds block idx of len bytes, without reading it (the
 	 * warm-up skips such blocks). */
 	int (*has)(struct tfs_bfile *f, uint64_t idx, uint32_t len);

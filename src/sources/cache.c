@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -70,17 +69,6 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 	 * within half the memory budget (the rest is for what was fetched
 	 * and is being read). */
 	c->window_max = conc * part < mem / 2 ? conc * part : mem / 2;
-	/* Blocks served from the disk cache hold their files open: half of
-	 * what the process may open, the rest for connections and FUSE. */
-	struct rlimit rl = {1024, 1024};
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max && rl.rlim_cur < 65536) {
-		rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
-		setrlimit(RLIMIT_NOFILE, &rl);
-		getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	c->fds_max = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > mem / BLK
-			     ? (unsigned)(mem / BLK)
-			     : (unsigned)(rl.rlim_cur / 2);
 	c->warm = cfg->warm && lower;
 	c->lower = lower;
 	c->nslots = 64;
@@ -181,12 +169,7 @@ void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b)
 {
 	lru_unlink(b);
 	c->used -= BLK;
-	if (b->data) {
-		buf_put(c, b->data);
-	} else {
-		close(b->fd);
-		__atomic_sub_fetch(&c->nfds, 1, __ATOMIC_RELAXED);
-	}
+	buf_put(c, b->data);
 	free(b);
 }
 
@@ -218,8 +201,6 @@ static int read_through(const struct blk *b)
  * reader. Returns whether there is room. */
 int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch)
 {
-	/* (Blocks served from their files count too, though their buffers
-	 * went back to the pool: that bounds how many files are open.) */
 	if (need <= BLK && c->npool && c->used <= c->mem)
 		return 1;
 	int looked = 0;
@@ -255,7 +236,6 @@ struct blk *tfs_cache_blk_new(struct tfs_cache *c, struct tfs_cfile *f, uint64_t
 		free(b);
 		return NULL;
 	}
-	b->fd = -1;
 	b->f = f;
 	b->idx = idx;
 	b->len = (uint32_t)len;
@@ -311,20 +291,6 @@ static void landed(void *arg, uint64_t got)
 	l->end = end;
 }
 
-/* Block b from the store below, held there open when few enough blocks
- * are (the memory cache keeps the count, closes them in blk_free), else
- * read into its buffer. */
-static int from_lower(struct tfs_cache *c, struct tfs_cfile *f, struct blk *b)
-{
-	int hold = __atomic_add_fetch(&c->nfds, 1, __ATOMIC_RELAXED) <= c->fds_max;
-	if (!hold)
-		__atomic_sub_fetch(&c->nfds, 1, __ATOMIC_RELAXED);
-	int got = c->lower->ops->get(f->lf, b->idx, b->len, b->data, hold ? &b->fd : NULL, &b->doff);
-	if (hold && b->fd < 0)
-		__atomic_sub_fetch(&c->nfds, 1, __ATOMIC_RELAXED);
-	return got;
-}
-
 /* The blocks the store below has, served as they are found: those read
  * so far at once, in one go, whenever a block is missing and at the end
  * (a lock and a wake-up per block cost a disk cache hit a fifth of its
@@ -334,7 +300,7 @@ static void load_lower(struct tfs_cfile *f, struct blk **blocks, uint64_t n, cha
 {
 	struct tfs_cache *c = f->c;
 	for (uint64_t i = 0, from = 0; i < n; i++) {
-		found[i] = (char)from_lower(c, f, blocks[i]);
+		found[i] = (char)c->lower->ops->get(f->lf, blocks[i]->idx, blocks[i]->len, blocks[i]->data);
 		if (found[i])
 			__atomic_fetch_add(&c->disk_hits, 1, __ATOMIC_RELAXED);
 		if (found[i] && i + 1 < n)
@@ -344,12 +310,6 @@ static void load_lower(struct tfs_cfile *f, struct blk **blocks, uint64_t n, cha
 			struct blk *b = blocks[from];
 			if (!found[from])
 				continue;
-			if (b->fd >= 0) {
-				/* Served from its file: the buffer is free, the
-				 * block still counts in the budget. */
-				buf_put(c, b->data);
-				b->data = NULL;
-			}
 			b->state = READY;
 			tfs_cache_lru_front(c, b);
 		}
@@ -358,9 +318,15 @@ static void load_lower(struct tfs_cfile *f, struct blk **blocks, uint64_t n, cha
 	}
 }
 
+/* Where a block being loaded came from (tfs_cache_load). */
+#define FROM_NETWORK 0 /* asked of the network: its answer failed, or none came */
+#define FROM_LOWER 1   /* the store below had it */
+#define FROM_ANSWER 2  /* an answer that ended well: for the store below */
+
 /* The blocks not found below, one request per stretch of consecutive
- * ones; each block's failure noted in it. */
-static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, const char *found,
+ * ones; each block's failure noted in it, and from[] set to FROM_ANSWER
+ * for those of an answer that ended well. */
+static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, char *found,
 			 struct tfs_iov *iov)
 {
 	uint64_t i = 0;
@@ -383,12 +349,17 @@ static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, c
 			iov ? f->fetch(f->ctx, iov, (unsigned)(j - i), blocks[i]->idx * BLK, len, landed, &l)
 			    : TFS_ERR_NOMEM;
 		/* A block served as it landed stays served: its bytes were
-		 * whole and of the pinned version. */
+		 * whole, and the answer's headers checked (the range, the pinned
+		 * version, no encoding). But only an answer that ended well goes
+		 * to the store below: one that failed after (ran on past its
+		 * range) leaves nothing there. */
 		for (uint64_t k = i + l.published; k < j; k++) {
 			blocks[k]->err = e;
 			if (e)
 				snprintf(blocks[k]->msg, sizeof blocks[k]->msg, "%s", tfs_err_str(e));
 		}
+		for (uint64_t k = i; !e && found && k < j; k++)
+			found[k] = FROM_ANSWER;
 		i = j;
 	}
 }
@@ -397,7 +368,7 @@ static void load_network(struct tfs_cfile *f, struct blk **blocks, uint64_t n, c
  * from the store below when it has it, the rest from the network, handed
  * to the store below then. Marks them READY or FAILED, then drops the
  * caller's pins. */
-void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable)
+void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n)
 {
 	struct tfs_cache *c = f->c;
 	struct tfs_iov *iov = malloc((n ? n : 1) * sizeof *iov);
@@ -413,9 +384,9 @@ void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int du
 	}
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
-	for (uint64_t k = 0; f->lf && k < n; k++)
-		if (!blocks[k]->err && !(found && found[k]))
-			c->lower->ops->put(f->lf, blocks[k]->idx, blocks[k]->data, blocks[k]->len, durable);
+	for (uint64_t k = 0; f->lf && found && k < n; k++)
+		if (found[k] == FROM_ANSWER)
+			c->lower->ops->put(f->lf, blocks[k]->idx, blocks[k]->data, blocks[k]->len);
 	free(found);
 	free(iov);
 	pthread_mutex_lock(&c->lock);
@@ -498,7 +469,7 @@ static void *worker(void *arg)
 		}
 		uint64_t retried = tfs_http_retried();
 		pthread_mutex_unlock(&c->lock);
-		tfs_cache_load(j->f, blocks, j->n, j->warm);
+		tfs_cache_load(j->f, blocks, j->n);
 		pthread_mutex_lock(&c->lock);
 		c->active--;
 		int bad = tfs_http_retried() != retried;

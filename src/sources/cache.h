@@ -6,8 +6,8 @@
  * on disk too: one file per block, written atomically, checksummed, keyed
  * by the file's URL and pinned version, checked when read (README, "The
  * disk cache", says how far), evicted oldest first under a byte limit,
- * shared safely by several mounts; a block read from there is served from
- * its file.
+ * shared safely by several mounts; a block read from there is read once
+ * into memory, checked against its checksum, and served from there.
  *
  * A reader moving forward grows a prefetch window (two blocks, doubling on
  * every sequential read up to a cap) that worker threads fetch ahead of it
@@ -87,8 +87,8 @@ tfs_err tfs_cfile_read(struct tfs_cfile *f, void *buf, size_t len, uint64_t off,
 tfs_err tfs_cfile_read_fenced(struct tfs_cfile *f, void *buf, size_t len, uint64_t off, uint64_t limit,
 			      uint64_t fence, struct tfs_diag *d);
 
-/* The bytes of [off, off + len) as they sit in the cache (memory, or a
- * block file of the disk cache), pinned until tfs_cfile_unmap(token): iov
+/* The bytes of [off, off + len) as they sit in the cache's memory, pinned
+ * until tfs_cfile_unmap(token): iov
  * needs room for len / TFS_CACHE_BLOCK + 2 entries, and len must be under
  * 4 MiB. For a reply written straight from the cache, with no copy. */
 struct tfs_cmap;

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,16 +120,11 @@ struct disk_hdr {
 	uint32_t key_len, data_len;
 	uint64_t idx;
 	uint64_t data_hash;
-	uint64_t flags;    /* DURABLE */
+	/* Written 0. Bit 0 said the data had reached the disk, and spared it
+	 * the check on read: no longer looked at, since every read checks. */
+	uint64_t flags;
 	uint64_t hdr_hash; /* of the fields above and the key */
 };
-/* Its data reached the disk before the file got its name (the warm-up's
- * blocks): a crash cannot have left it torn, so a read checks the header,
- * key and size only, and the data goes from the file to the reader with
- * no pass over it (checking 1 GiB cost the warm row a third of its
- * speed). Blocks written as readers fetch get the flag later (see
- * sync_later); until then their data is checked on every read. */
-#define DURABLE 1u
 
 static void blk_path(const struct disk_file *f, uint64_t idx, char *out, size_t n)
 {
@@ -153,29 +147,14 @@ static uint64_t hdr_hash(const struct disk_hdr *h, const char *key)
 	return tfs_hash(&c, sizeof c, DISK_SEED) ^ tfs_hash(key, h->key_len, DISK_SEED + 1);
 }
 
-/* Checks the data of a block file [doff, doff + len) against its sum,
- * through a small buffer that stays in the CPU's cache: the bytes are then
- * spliced from the file into replies, never copied into the block. */
-static int data_ok(int fd, uint64_t doff, uint32_t len, uint64_t want)
-{
-	static _Thread_local char buf[64 << 10];
-	XXH3_state_t *st = XXH3_createState();
-	int ok = st && XXH3_64bits_reset_withSeed(st, DISK_SEED) == XXH_OK;
-	for (uint32_t at = 0; ok && at < len;) {
-		size_t n = len - at < sizeof buf ? len - at : sizeof buf;
-		ok = pread(fd, buf, n, (off_t)(doff + at)) == (ssize_t)n &&
-		     XXH3_64bits_update(st, buf, n) == XXH_OK;
-		at += (uint32_t)n;
-	}
-	ok = ok && XXH3_64bits_digest(st) == want;
-	XXH3_freeState(st);
-	return ok;
-}
-
-/* The block from its file when one is there and checks out: held open
- * (*fd, *doff) when the caller can hold it, else read into buf. A file
- * that does not check out (torn, damaged, another key) is removed. */
-static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf, int *hold, uint32_t *doff)
+/* The block from its file when one is there and checks out, read into
+ * buf once, in one call with its header and key, and its data checked
+ * there against its sum before anyone is served: the bytes checked are
+ * the bytes served (spliced from the file, a block was read a second
+ * time, and a block whose header said durable was never checked at all:
+ * a flipped bit on the disk reached the reader). A file that does not
+ * check out (torn, damaged, another key) is removed. */
+static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 {
 	struct disk_file *f = (struct disk_file *)bf;
 	char path[4096];
@@ -188,26 +167,16 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf,
 	struct disk_hdr h;
 	size_t kl = f->kl;
 	char *key = malloc(kl + 1);
-	int keep = hold != NULL;
 	struct iovec v[3] = {{&h, sizeof h}, {key, kl}, {buf, len}};
-	size_t want = sizeof h + kl + (keep ? 0 : len);
 	struct stat st;
-	int ok = key && preadv(fd, v, keep ? 2 : 3, 0) == (ssize_t)want &&
+	int ok = key && preadv(fd, v, 3, 0) == (ssize_t)(sizeof h + kl + len) &&
 		 memcmp(h.magic, "TFSBLK02", 8) == 0 && h.key_len == kl && h.data_len == len &&
 		 h.idx == idx && memcmp(key, f->key, kl) == 0 && hdr_hash(&h, key) == h.hdr_hash &&
-		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + len;
-	if (ok && !keep)
-		ok = data_sum(buf, len) == h.data_hash;
-	else if (ok && !(h.flags & DURABLE))
-		ok = data_ok(fd, sizeof h + kl, len, h.data_hash);
+		 fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof h + kl + len &&
+		 data_sum(buf, len) == h.data_hash;
 	if (ok)
 		futimens(fd, NULL); /* its age for the eviction order */
 	free(key);
-	if (ok && keep) {
-		*hold = fd;
-		*doff = (uint32_t)(sizeof h + kl);
-		return 1;
-	}
 	close(fd);
 	if (!ok)
 		unlink(path);
@@ -295,116 +264,11 @@ static void disk_evict(struct disk_store *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* ---- making blocks durable behind the reader ---- */
-
-/* A block a reader fetched is written without waiting for the disk (its
- * reply must not wait for an fdatasync), so until it is durable every read
- * of it from a later mount checks its data: a tenth of a disk cache hit's
- * time. One thread makes such blocks durable in the background, a batch of
- * up to SYNC_FDS at a time: one syncfs writes the batch's data out together
- * (an fdatasync each, one after the other, kept up with a fifth of a fast
- * reader's blocks, and the queue dropped the rest), and vouches for them
- * when it returns 0 (it reports a failed write since Linux 5.8); on a FUSE
- * file system, where it does not reach the server, or when it fails, each
- * block's own fdatasync does (after a syncfs each still costs the disk a
- * flush: a fifth of the blocks again). Only then DURABLE is set in a
- * header, through a descriptor of that block's file: a block renamed over
- * meanwhile is another inode, queued on its own. The header is written
- * after the data reached the disk, so a crash leaves either flag with data
- * that matches it; a header torn by a crash fails its own hash and the
- * block is fetched again. The queue is bounded (16 384 blocks, 4 GiB of
- * them, about 1.5 MB of names): a block that does not fit, or is still
- * queued when the mount ends, stays checked. */
-#define SYNC_QUEUE 16384
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t more;
-	char *path[SYNC_QUEUE];
-	unsigned head, n;
-	int started;
-} S = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, 0};
-
-/* Sets DURABLE in the block's header; its data reached the disk before. */
-static void mark_durable(int fd)
-{
-	struct disk_hdr h;
-	char key[4096];
-	if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(h.magic, "TFSBLK02", 8) == 0 &&
-	    h.key_len < sizeof key && pread(fd, key, h.key_len, sizeof h) == (ssize_t)h.key_len &&
-	    hdr_hash(&h, key) == h.hdr_hash && !(h.flags & DURABLE)) {
-		h.flags |= DURABLE;
-		h.hdr_hash = hdr_hash(&h, key);
-		if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
-			/* A header half written fails its hash: the block is
-			 * fetched again, which is all a failure here costs. */
-		}
-	}
-}
-
-/* At most SYNC_FDS descriptors at a time: a few beside the half of the
- * process's limit that the cache gives its blocks (sources/cache.c). */
-#define SYNC_FDS 32
-/* (linux/magic.h) */
-#ifndef FUSE_SUPER_MAGIC
-#define FUSE_SUPER_MAGIC 0x65735546
-#endif
-static void make_durable(char **path, unsigned n)
-{
-	int fd[SYNC_FDS];
-	unsigned k = 0;
-	for (unsigned i = 0; i < n; i++)
-		if ((fd[k] = open(path[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW)) >= 0)
-			k++;
-	struct statfs sf;
-	int whole = k && fstatfs(fd[0], &sf) == 0 && sf.f_type != FUSE_SUPER_MAGIC && syncfs(fd[0]) == 0;
-	for (unsigned i = 0; i < k; i++) {
-		if (whole || fdatasync(fd[i]) == 0)
-			mark_durable(fd[i]);
-		close(fd[i]);
-	}
-}
-
-static void *syncer(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		char *batch[SYNC_FDS];
-		unsigned n = 0;
-		pthread_mutex_lock(&S.lock);
-		while (!S.n)
-			pthread_cond_wait(&S.more, &S.lock);
-		for (; S.n && n < SYNC_FDS; S.n--, S.head = (S.head + 1) % SYNC_QUEUE)
-			batch[n++] = S.path[S.head];
-		pthread_mutex_unlock(&S.lock);
-		make_durable(batch, n);
-		for (unsigned i = 0; i < n; i++)
-			free(batch[i]);
-	}
-	return NULL;
-}
-
-static void sync_later(const char *path)
-{
-	pthread_mutex_lock(&S.lock);
-	if (!S.started) {
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		S.started = pthread_create(&t, &a, syncer, NULL) == 0 ? 1 : -1;
-		pthread_attr_destroy(&a);
-	}
-	char *p = S.started > 0 && S.n < SYNC_QUEUE ? strdup(path) : NULL;
-	if (p) {
-		S.path[(S.head + S.n) % SYNC_QUEUE] = p;
-		S.n++;
-		pthread_cond_signal(&S.more);
-	}
-	pthread_mutex_unlock(&S.lock);
-}
-
-/* Writes the block's file atomically: a temporary name, then rename. */
-static void disk_put(struct tfs_bfile *bf, uint64_t idx, const void *data, uint32_t len, int durable)
+/* Writes the block's file atomically: a temporary name, then rename. It
+ * is never synced: a crash may leave it torn or empty under its name, and
+ * the read that checks it drops it (an fdatasync per block, and a thread
+ * that synced the rest later, bought reads that skipped the check). */
+static void disk_put(struct tfs_bfile *bf, uint64_t idx, const void *data, uint32_t len)
 {
 	struct disk_file *f = (struct disk_file *)bf;
 	struct disk_store *s = f->s;
@@ -425,7 +289,6 @@ static void disk_put(struct tfs_bfile *bf, uint64_t idx, const void *data, uint3
 	h.data_len = len;
 	h.idx = idx;
 	h.data_hash = data_sum(data, len);
-	h.flags = durable ? DURABLE : 0;
 	h.hdr_hash = hdr_hash(&h, f->key);
 	/* A leftover of a crash may hold the name (same pid and thread). */
 	unlink(tmp);
@@ -433,14 +296,12 @@ static void disk_put(struct tfs_bfile *bf, uint64_t idx, const void *data, uint3
 	if (fd < 0)
 		return;
 	int ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && write(fd, f->key, kl) == (ssize_t)kl &&
-		 write(fd, data, len) == (ssize_t)len && (!durable || fdatasync(fd) == 0);
+		 write(fd, data, len) == (ssize_t)len;
 	ok = close(fd) == 0 && ok;
 	if (!ok || rename(tmp, path) != 0) {
 		unlink(tmp);
 		return;
 	}
-	if (!durable)
-		sync_later(path);
 	pthread_mutex_lock(&s->lock);
 	s->used += sizeof h + kl + len;
 	s->written += sizeof h + kl + len;

@@ -62,9 +62,7 @@ struct blk {
 	 * at once, others when the budget needs their room. */
 	uint32_t served;
 	uint32_t len;
-	char *data;    /* NULL when the bytes are in the disk cache: */
-	int fd;        /* its block file, open (else -1) */
-	uint32_t doff; /* where the data starts in it */
+	char *data; /* its bytes (from the disk cache too: read and checked) */
 	struct blk *hnext, *lprev, *lnext;
 	char msg[200]; /* why it failed */
 };
@@ -132,9 +130,6 @@ struct tfs_cache {
 	size_t npool, cpool;
 	char *chunk, *chunk_end;
 	struct tfs_bstore *lower; /* the disk cache, or NULL */
-	/* Blocks served from their files in the disk cache hold them open:
-	 * at most this many at once (the rest are read into memory). */
-	unsigned nfds, fds_max;
 	/* Blocks readers asked for: already cached, or fetched (of which
 	 * from the disk cache: atomic, counted outside the lock). */
 	uint64_t hits, misses, disk_hits;
@@ -154,7 +149,7 @@ void tfs_cache_enqueue(struct tfs_cache *c, struct tfs_cfile *f, struct job *j, 
 int64_t tfs_cache_now_ns(void);
 /* Loads blocks[0..n) (consecutive, LOADING, pinned by the caller), then
  * drops the caller's pins (not under c->lock). */
-void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n, int durable);
+void tfs_cache_load(struct tfs_cfile *f, struct blk **blocks, uint64_t n);
 void tfs_cache_unpin(struct tfs_cache *c, struct blk *b);
 void tfs_cache_table_remove(struct tfs_cache *c, struct blk *b);
 void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b);

@@ -7,8 +7,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "sources/cache_i.h"
 
@@ -149,8 +147,7 @@ struct tfs_cmap {
 };
 
 /* The piece [start, end) of a loaded block, under c->lock. */
-static tfs_err serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v,
-		     struct tfs_diag *d)
+static void serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v)
 {
 	tfs_cache_lru_front(c, b);
 	/* Read once as many bytes as it holds have been served: a FUSE read
@@ -160,17 +157,10 @@ static tfs_err serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_
 	b->served += (uint32_t)(end - start);
 	if (b->served >= b->len)
 		b->unread = 0;
-	v->p = b->data ? b->data + start : NULL;
+	v->p = b->data + start;
 	v->len = end - start;
-	v->fd = b->fd;
-	v->foff = b->doff + start;
-	/* A block file cut short since it was checked (by hand: the cache
-	 * never writes one in place) would reach the reader as an early end
-	 * of file. */
-	struct stat st;
-	if (!b->data && (fstat(b->fd, &st) != 0 || (uint64_t)st.st_size < b->doff + (uint64_t)b->len))
-		return tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
-	return TFS_OK;
+	v->fd = -1;
+	v->foff = 0;
 }
 
 /* Pins every block of a read (c->lock held), from here until it is
@@ -236,7 +226,7 @@ static tfs_err serve_all(struct tfs_cmap *map, uint64_t off, size_t len, uint64_
 		}
 		uint64_t start = b->idx == b0 ? off - b0 * BLK : 0;
 		uint64_t end = b->idx == b1 ? off + len - b1 * BLK : b->len;
-		e = serve(c, b, start, end, &iov[k], d);
+		serve(c, b, start, end, &iov[k]);
 	}
 	return e;
 }
@@ -284,7 +274,7 @@ tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint
 		uint64_t j = i + 1;
 		while (j < nmine && mine[j]->idx == mine[j - 1]->idx + 1)
 			j++;
-		tfs_cache_load(f, mine + i, j - i, 0);
+		tfs_cache_load(f, mine + i, j - i);
 		i = j;
 	}
 	free(mine);
@@ -349,10 +339,7 @@ tfs_err tfs_cfile_read_fenced(struct tfs_cfile *f, void *buf, size_t len, uint64
 	tfs_err e = tfs_cfile_map_fenced(f, off, len, limit, fence, iov, &n, &map, d);
 	char *out = buf;
 	for (unsigned i = 0; !e && i < n; i++) {
-		if (iov[i].p)
-			memcpy(out, iov[i].p, iov[i].len);
-		else if (pread(iov[i].fd, out, iov[i].len, (off_t)iov[i].foff) != (ssize_t)iov[i].len)
-			e = tfs_fail(d, TFS_ERR_IO, "a block file of the disk cache was cut short");
+		memcpy(out, iov[i].p, iov[i].len);
 		out += iov[i].len;
 	}
 	tfs_cfile_unmap(map);

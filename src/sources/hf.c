@@ -32,7 +32,6 @@ struct hf_store {
 	int offline;
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
 	char *tree;               /* the repository's cache directory, resolved */
-	char *blobs;              /* its blobs/, resolved (a link: elsewhere) */
 	char *root;               /* the directory PATH named ("" or "sub/") */
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
@@ -113,16 +112,15 @@ static tfs_err open_cached(struct hf_store *hs, const char *local, const char *l
 	 * leads out of the repository's cache directory (planted there, or
 	 * in a copied tree) is refused, as -o originals refuses one out of a
 	 * local source's tree, so a root mount never serves what it points at.
-	 * A blobs/ that is itself a link (moved to a larger disk) is the
-	 * repository's too (one inside the tree refuses what the tree does). */
+	 * That directory, resolved once, is the only root: a blobs/ that is
+	 * itself a link out of it is refused the same way (taken as a second
+	 * root, a blobs/ -> / that another user planted in a shared cache
+	 * made every file of the machine the repository's). */
 	if (!hs->tree)
 		return tfs_fail(d, TFS_ERR_OPEN,
 				"the Hugging Face cache's directory of %s cannot be resolved",
 				hs->api.ref.repo);
 	tfs_err e = tfs_source_open_within(local, hs->tree, out, d);
-	struct tfs_diag bd;
-	if (e == TFS_ERR_INVAL && hs->blobs && tfs_source_open_within(local, hs->blobs, out, &bd) == TFS_OK)
-		e = TFS_OK;
 	if (e == TFS_ERR_INVAL)
 		e = TFS_ERR_OPEN; /* the source unreadable (exit 3), its message kept */
 	if (e)
@@ -298,7 +296,6 @@ static void store_close(struct tfs_store *st)
 	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
 	free(hs->tree);
-	free(hs->blobs);
 	free(hs->root);
 	tfs_dirlist_free(&hs->files);
 	free(hs->base.prefix);
@@ -443,15 +440,6 @@ static char *snapshot(const char *repo_dir, const char *commit)
 	return NULL;
 }
 
-/* REPO/blobs resolved (where it is a link, the directory elsewhere), or
- * NULL. */
-static char *blobs_of(const char *repo_dir)
-{
-	char p[4200];
-	snprintf(p, sizeof p, "%s/blobs", repo_dir);
-	return realpath(p, NULL);
-}
-
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
 		       struct tfs_diag *d)
 {
@@ -491,7 +479,6 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
 	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
-	hs->blobs = hs->tree ? blobs_of(repo_dir) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

@@ -293,6 +293,12 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 	const struct tfs_http_req *rq = x->rq;
 	size_t n = size * nmemb;
 	long st = x->rs->status;
+	if (st >= 200 && st <= 299 && *x->rs->encoding) {
+		/* Compressed bytes (a proxy that gzips whatever it passes on):
+		 * refused before one of them lands anywhere. */
+		x->why = TFS_HTTP_ENCODED;
+		return 0;
+	}
 	if (st >= 200 && st <= 299)
 		__atomic_fetch_add(&nbytes, (uint64_t)n, __ATOMIC_RELAXED);
 	if (st < 200 || st > 299) {
@@ -435,9 +441,12 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
 	if (policy.proxy)
 		curl_easy_setopt(h, CURLOPT_PROXY, policy.proxy);
-	/* Our headers (a token, a SigV4 signature) are the origin's: never in
-	 * a CONNECT to the proxy (libcurl's default since 7.42.1, said here
-	 * on purpose). */
+	/* No Accept-Encoding is sent (CURLOPT_ACCEPT_ENCODING is left unset):
+	 * a range is of the file's own bytes, and libcurl then passes an
+	 * encoded body on as it came, which on_body refuses. (A transfer
+	 * coding, hop by hop, libcurl undoes.) Our headers (a token, a SigV4
+	 * signature) are the origin's: never in a CONNECT to the proxy
+	 * (libcurl's default since 7.42.1, said here on purpose). */
 	curl_easy_setopt(h, CURLOPT_HEADEROPT, (long)CURLHEADER_SEPARATE);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
@@ -496,6 +505,15 @@ static int add_headers(const struct tfs_http_req *rq, struct curl_slist **hl)
 	return 1;
 }
 
+static enum tfs_http_fail encoded(const struct tfs_http_resp *rs, struct tfs_diag *d)
+{
+	tfs_fail(
+		d, TFS_ERR_IO,
+		"the answer came encoded (Content-Encoding: %s), which tensorfs never asks for: its bytes are not the file's (a proxy or server that compresses what it sends must leave these requests alone)",
+		rs->encoding);
+	return TFS_HTTP_ENCODED;
+}
+
 /* What libcurl's own result says (a callback's stop, a limit, a redirect,
  * an answer that is not HTTP, the network); TFS_HTTP_OK when the transfer
  * itself went through. */
@@ -522,6 +540,8 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		case TFS_HTTP_REFUSED:
 			tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
 			return TFS_HTTP_REFUSED;
+		case TFS_HTTP_ENCODED:
+			return encoded(x->rs, d);
 		default:
 			if (x->other_range)
 				tfs_fail(d, TFS_ERR_IO,
@@ -597,6 +617,8 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 			 rs->error_code);
 		return TFS_HTTP_STATUS;
 	}
+	if (rs->status <= 299 && *rs->encoding)
+		return encoded(rs, d); /* (one with no body, a HEAD's) */
 	if (rq->has_range && !rq->head && rs->status == 206) {
 		/* The end may be cut to the file's last byte only where the
 		 * caller allows it (the first request, before the size is

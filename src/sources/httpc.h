@@ -81,6 +81,7 @@ enum tfs_http_fail {
 	TFS_HTTP_NOTHTTP,   /* the answer is not HTTP at all */
 	TFS_HTTP_ABORTED,   /* tfs_http_abort() was called */
 	TFS_HTTP_REFUSED,   /* req.accept refused the answer */
+	TFS_HTTP_ENCODED,   /* a 2xx with a Content-Encoding: not the file's bytes */
 };
 
 struct tfs_http_policy {

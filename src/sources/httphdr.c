@@ -112,6 +112,39 @@ static void content_range(struct tfs_http_resp *rs, const char *p, size_t n)
 	}
 }
 
+/* c, if it may be in an HTTP token (RFC 9110), else '?': a server's text
+ * that a log line shows. */
+static char token_char(char c)
+{
+	int ok = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		 (c && strchr("!#$%&'*+-.^_`|~", c));
+	return ok ? c : '?';
+}
+
+/* Content-Encoding: gzip (or "identity", or a list, "gzip, br"): the first
+ * coding that is not identity. One too long to take is an encoding too. */
+static void content_encoding(struct tfs_http_resp *rs, const char *p, size_t n)
+{
+	char v[TFS_HTTP_URL_MAX];
+	if (value(p, n, 17, v, sizeof v) != 0) {
+		snprintf(rs->encoding, sizeof rs->encoding, "?");
+		return;
+	}
+	for (char *c = v; *c && !*rs->encoding;) {
+		c += strspn(c, " \t,");
+		size_t k = strcspn(c, ","), e = k;
+		while (e && (c[e - 1] == ' ' || c[e - 1] == '\t'))
+			e--;
+		if (e && !(e == 8 && strncasecmp(c, "identity", 8) == 0)) {
+			size_t m = e < sizeof rs->encoding - 1 ? e : sizeof rs->encoding - 1;
+			for (size_t i = 0; i < m; i++)
+				rs->encoding[i] = token_char(c[i]);
+			rs->encoding[m] = 0;
+		}
+		c += k;
+	}
+}
+
 /* Link: <url>; rel="next", <url>; rel="prev" */
 static void link_next(struct tfs_http_resp *rs, const char *p, size_t n)
 {
@@ -182,6 +215,8 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 			rs->retry_after = s > 3600 ? 3600.0 : (double)s;
 	} else if (starts(p, n, "link:")) {
 		link_next(rs, p, n);
+	} else if (starts(p, n, "content-encoding:")) {
+		content_encoding(rs, p, n);
 	}
 	return 0;
 }

@@ -30,6 +30,11 @@ struct tfs_http_resp {
 	uint64_t linked_size; /* X-Linked-Size */
 	double retry_after;   /* seconds, or -1 */
 	char error_code[64];  /* S3's <Code> of an error body, if read */
+	/* Content-Encoding's first coding other than identity ("gzip"), or
+	 * "": the body is then not the file's bytes (libcurl, asked for no
+	 * encoding, passes it on as it came). For messages: only a token's
+	 * characters are kept, any other is a '?', cut at 31. */
+	char encoding[32];
 	/* The first header whose value did not fit its field above ("ETag",
 	 * "Location", ...), or NULL: such an answer is refused, not cut. */
 	const char *overlong;

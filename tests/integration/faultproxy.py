@@ -2,7 +2,8 @@
 """A fault-injecting HTTP proxy for the tests (Python standard library), for
 what nginx cannot do by itself: reset a connection in the middle of a body,
 cut a body short, answer another Content-Range, stall, fail a number of
-times before answering. It forwards everything else to the upstream
+times before answering, compress an answer nobody asked to be compressed,
+send more than the range. It forwards everything else to the upstream
 (nginx) as it is.
 
 usage: faultproxy.py UPSTREAM_PORT      (prints its own port, then serves)
@@ -10,17 +11,27 @@ usage: faultproxy.py UPSTREAM_PORT      (prints its own port, then serves)
 POST /__faults with a JSON list of rules replaces the rules; GET /__stats
 gives the requests seen per path. A rule:
   {"match": "substring of the path" (default all),
-   "fault": "reset" | "truncate" | "badrange" | "stall" | "status" | "length" | "slow",
+   "fault": "reset" | "truncate" | "badrange" | "stall" | "status" | "length" | "slow"
+            | "gzip" | "te_gzip" | "overrun",
    "times": how many matching requests it applies to (default: all),
    "after": body bytes sent before a reset or a cut (default 1000),
    "status": the status for "status" (default 503),
    "retry_after": a Retry-After value for "status",
    "seconds": how long "stall" holds the answer, or "slow" the rest of a body
-              longer than "after" (default 3600)}
+              longer than "after" (default 3600),
+   "min": the least body length "gzip", "te_gzip" and "overrun" touch
+          (default 0): shorter answers (the first request's) pass as they are}
+"gzip" sends the body gzip-compressed with Content-Encoding: gzip (as a proxy
+that compresses answers whatever the client asked), "te_gzip" the same as
+Transfer-Encoding: gzip, chunked; the status and Content-Range stay the
+upstream's. "overrun" sends the body and 4096 bytes more, with no
+Content-Length (the end of the connection ends it).
 /__stats counts the requests per path; "__slowed" lists the Range headers of
-the answers "slow" held.
+the answers "slow" held, "__accept_encoding" every Accept-Encoding a client
+sent.
 """
 
+import gzip
 import http.client
 import json
 import socket
@@ -59,6 +70,8 @@ class Handler(loopback.Handler):
     def rule(self):
         with LOCK:
             STATS[self.path] = STATS.get(self.path, 0) + 1
+            if self.headers.get("Accept-Encoding") is not None:
+                STATS.setdefault("__accept_encoding", []).append(self.headers.get("Accept-Encoding"))
             for r in RULES:
                 if r.get("match", "") in self.path and r.get("times", -1) != 0:
                     if r.get("times", -1) > 0:
@@ -101,9 +114,12 @@ class Handler(loopback.Handler):
         resp = up.getresponse()
         body = resp.read()
         up.close()
+        coded = r and r["fault"] in ("gzip", "te_gzip", "overrun") and not head and len(body) >= r.get("min", 0)
         self.send_response(resp.status)
         for k, v in resp.getheaders():
             if k.lower() in ("connection", "keep-alive", "transfer-encoding", "server", "date"):
+                continue
+            if coded and k.lower() == "content-length":
                 continue
             if r and r["fault"] == "length" and k.lower() == "content-length":
                 v = str(10 ** 15)  # a length no body will have
@@ -113,6 +129,8 @@ class Handler(loopback.Handler):
                 b, total = rest.split("/")
                 v = f"bytes {int(a) + 1}-{int(b) + 1}/{total}"
             self.send_header(k, v)
+        if coded:
+            return self.send_coded(r["fault"], body)
         self.end_headers()
         if head:
             return
@@ -139,6 +157,25 @@ class Handler(loopback.Handler):
                 self.close_connection = True
             return
         self.wfile.write(body)
+
+    def send_coded(self, fault, body):
+        """The rest of an answer whose headers are out but for these."""
+        if fault == "gzip":
+            out = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+        elif fault == "te_gzip":
+            out = gzip.compress(body)
+            self.send_header("Transfer-Encoding", "gzip, chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(out), out))
+        else:
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body + b"\0" * 4096)
+            self.close_connection = True
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from servers import HubDouble, Nginx, S3Double
+from servers import FwdProxy, HubDouble, Nginx, S3Double
 from tfsutil import (BIN, EXIT_SOURCE, EXIT_USAGE, daemon_pids, fuse_ok, hf_cache, is_mounted, missing, run,
                      unmount, write_st)
 
@@ -601,7 +601,7 @@ def test_url_password_in_no_message(tmp, how):
 @pytest.mark.parametrize("how", ["hf_endpoint", "endpoint"])
 def test_url_password_masked_in_the_daemons_argv(hub, tmp, how):
     """-o hf_endpoint= and -o endpoint= with user:PASSWORD@: the daemon's
-    /proc/PID/cmdline shows user:****@, as for SOURCE, and no xattr nor
+    /proc/PID/cmdline shows ****@ (the whole user:password), as for SOURCE, and no xattr nor
     log line holds the password."""
     log = os.path.join(tmp, "t.log")
     if how == "hf_endpoint":
@@ -625,10 +625,54 @@ def check_daemon(mnt, pids, err):
     assert open(os.path.join(mnt, "w"), "rb").read() == b"v1"
     for pid in pids:
         cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
-        assert PASSWORD.encode() not in cmdline and b"user:" + b"*" * len(PASSWORD) + b"@" in cmdline, cmdline
+        assert PASSWORD.encode() not in cmdline and b"://" + b"*" * len("user:" + PASSWORD) + b"@" in cmdline, cmdline
     for name in os.listxattr(os.path.join(mnt, "w")):
         assert PASSWORD.encode() not in os.getxattr(os.path.join(mnt, "w"), name), name
     assert PASSWORD not in err
+
+
+USER_TOKEN = "hf_userTOKEN1"
+PROXY_TOKEN = "pxTOKEN2"
+
+
+def test_token_as_the_urls_user_name_is_masked_everywhere(tmp):
+    """http://TOKEN@host/... (a token given as the URL's user name, with no
+    ':'), as SOURCE and as -o proxy=: masked whole in the daemon's
+    /proc/PID/cmdline (only what followed a ':' was), so in --list's
+    options too, and in no mount table, attribute, message or log line."""
+    root = www(tmp)
+    log = os.path.join(tmp, "t.log")
+    with Nginx(root) as ng, FwdProxy() as px:
+        url = ng.url("plain", "a.safetensors").replace("http://", f"http://{USER_TOKEN}@")
+        proxy = px.url(PROXY_TOKEN)
+        mp = mountpoint(tmp)
+        argv = ["-o", f"ro,proxy={proxy},logfile={log},verbose", url, mp]
+        with background(argv, cwd=tmp, env=clean_env(tmp)) as (mnt, pids, err):
+            data = open(os.path.join(root, "a.safetensors"), "rb").read()[-300000:]
+            assert open(os.path.join(mnt, "w"), "rb").read() == data
+            for pid in pids:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                assert USER_TOKEN.encode() not in cmdline and PROXY_TOKEN.encode() not in cmdline, cmdline
+                assert b"http://" + b"*" * len(USER_TOKEN) + b"@127.0.0.1:" in cmdline, cmdline
+                assert b"proxy=http://" + b"*" * len(PROXY_TOKEN) + b"@127.0.0.1:" in cmdline, cmdline
+            listed = run(["--list"])
+            assert listed.returncode == 0 and mnt in listed.stdout, listed
+            assert USER_TOKEN not in listed.stdout and PROXY_TOKEN not in listed.stdout, listed.stdout
+            assert "proxy=http://" + "*" * len(PROXY_TOKEN) + "@" in listed.stdout, listed.stdout
+            for name in os.listxattr(os.path.join(mnt, "w")):
+                v = os.getxattr(os.path.join(mnt, "w"), name)
+                assert USER_TOKEN.encode() not in v and PROXY_TOKEN.encode() not in v, name
+            assert open("/proc/self/mountinfo").read().count(USER_TOKEN) == 0
+            assert USER_TOKEN not in err and PROXY_TOKEN not in err
+        # the proxy got every request, so the token was used where it goes
+        assert px.get("/__seen")
+    said = open(log).read()
+    assert said and USER_TOKEN not in said and PROXY_TOKEN not in said, said
+    # and a server that does not answer: the one line says where, not who
+    dead = f"http://{USER_TOKEN}@127.0.0.1:9/a.safetensors"
+    r = run(["--inspect", "-o", f"retries=0,proxy=http://{PROXY_TOKEN}@127.0.0.1:9", dead])
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+    assert USER_TOKEN not in r.stderr and PROXY_TOKEN not in r.stderr and "127.0.0.1:9" in r.stderr, r.stderr
 
 
 def test_hugging_face_cache_link_out_of_the_repository(tmp):
@@ -637,7 +681,9 @@ def test_hugging_face_cache_link_out_of_the_repository(tmp):
     refused in one line, exit 3, and never read; a companion file that does
     fails to read (EIO, and a line in the log) under -o originals, whose
     list of files is the snapshot's or the Hub's; the files that link into
-    blobs/ are read, also where blobs/ itself is a link to another disk."""
+    blobs/ are read. A blobs/ that is itself a link out of the repository's
+    directory (moved to another disk) is refused as a snapshot's link out
+    is; the repository's whole directory linked elsewhere is read."""
     hub_dir = os.path.join(tmp, "hub")
     secret = model(tmp, "secret.safetensors", b"sEcR")
     good = open(model(tmp, "good.safetensors", b"good"), "rb").read()
@@ -664,7 +710,10 @@ def test_hugging_face_cache_link_out_of_the_repository(tmp):
         assert e.value.errno == errno.EIO
     said = open(log).read()
     assert "tokenizer.json: cannot open it" in said and "refused: a symbolic link out of" in said, said
-    # blobs/ moved to a larger disk, and linked back: still the repository's
+    # blobs/ moved to another disk and linked back leads out of the
+    # repository's directory, as a snapshot's link would: refused the same
+    # way (it made every file "inside"); the whole repository's directory
+    # moved and linked back is the repository, resolved once
     moved = hf_cache(hub_dir, "org/moved", C1, {"model.safetensors": good})
     disk2 = os.path.join(tmp, "disk2")
     os.makedirs(disk2)
@@ -672,4 +721,100 @@ def test_hugging_face_cache_link_out_of_the_repository(tmp):
     os.symlink(os.path.join(disk2, "blobs"), os.path.join(moved, "blobs"))
     r = subprocess.run([BIN, "--inspect", "hf://org/moved/model.safetensors"], capture_output=True, text=True,
                        timeout=60, env=env)
+    assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+    assert "refused: a symbolic link out of " + os.path.realpath(moved) in r.stderr, r.stderr
+    whole = hf_cache(hub_dir, "org/whole", C1, {"model.safetensors": good})
+    shutil.move(whole, os.path.join(disk2, "models--org--whole"))
+    os.symlink(os.path.join(disk2, "models--org--whole"), whole)
+    r = subprocess.run([BIN, "--inspect", "hf://org/whole/model.safetensors"], capture_output=True, text=True,
+                       timeout=60, env=env)
     assert r.returncode == 0 and "w " in r.stdout, r.stderr
+
+
+# Run as nobody: a repository of a shared Hugging Face cache, planted.
+PLANT = r"""
+import os, sys
+hub, commit, secret_model, secret_text = sys.argv[1:5]
+own = sys.stdin.buffer.read()
+for name, files in (("tensor", {"model.safetensors": "../../blobs" + secret_model}),
+                    ("files", {"config.json": "../../blobs" + secret_text})):
+    repo = os.path.join(hub, "models--org--" + name)
+    snap = os.path.join(repo, "snapshots", commit)
+    os.makedirs(snap)
+    os.makedirs(os.path.join(repo, "refs"))
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(commit)
+    os.symlink("/", os.path.join(repo, "blobs"))
+    for n, target in files.items():
+        os.symlink(target, os.path.join(snap, n))
+    if name == "files":
+        with open(os.path.join(snap, "model.safetensors"), "wb") as f:
+            f.write(own)
+"""
+
+
+def as_nobody(*argv, **kw):
+    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv],
+                          capture_output=True, timeout=60, **kw)
+
+
+def test_hugging_face_cache_blobs_link_planted_by_another_user(tmp):
+    """The attack of issue 44: in a Hugging Face cache others may write,
+    nobody plants a repository whose blobs/ is a link to /, with snapshot
+    links through it to root's 0600 files; root mounts it with -o
+    originals,allow_other. The repository's own directory is the only
+    root (blobs/ used to be a second one, and / held everything): the
+    tensor's shard is refused in one line, exit 3, and a companion file
+    under __files__ reads as EIO with a line in the log; nobody reads
+    neither."""
+    need_root()
+    if not shutil.which("setpriv"):
+        missing("setpriv (to act as another user)")
+    secret_model = model(os.path.join(tmp, "rootonly"), "secret.safetensors", b"sEcR")
+    secret_text = os.path.join(tmp, "rootonly", "secret.txt")
+    with open(secret_text, "w") as f:
+        f.write("root's secret\n")
+    for p in (secret_model, secret_text):
+        os.chmod(p, 0o600)
+    own = open(model(os.path.join(tmp, "own"), "m.safetensors", b"mine"), "rb").read()
+    shared = tempfile.mkdtemp(prefix="tfs-shared-hf-", dir="/tmp")
+    mounts = []
+    try:
+        os.chmod(shared, 0o755)
+        hub_dir = os.path.join(shared, "hub")
+        os.mkdir(hub_dir)
+        os.chmod(hub_dir, 0o777)
+        r = as_nobody("/usr/bin/python3", "-c", PLANT, hub_dir, C1, secret_model, secret_text, input=own)
+        assert r.returncode == 0, r.stderr
+        assert os.lstat(os.path.join(hub_dir, "models--org--tensor", "blobs")).st_uid == NOBODY
+        env = clean_env(tmp, HF_HUB_CACHE=hub_dir, HF_HUB_OFFLINE="1")
+        log = os.path.join(tmp, "log")
+
+        def mount(name):
+            mp = os.path.join(shared, "mp-" + name)
+            os.mkdir(mp)
+            r = subprocess.run([BIN, "-o", f"originals,allow_other,logfile={log}", "hf://org/" + name, mp],
+                               capture_output=True, text=True, timeout=60, env=env)
+            if is_mounted(mp):
+                mounts.append((mp, daemon_pids(mp)))
+            return mp, r
+
+        mp, r = mount("tensor")
+        got = as_nobody("cat", os.path.join(mp, "w")).stdout if r.returncode == 0 else b""
+        assert b"sEcR" not in got, "nobody read root's 0600 file as a tensor"
+        assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+        repo = os.path.realpath(os.path.join(hub_dir, "models--org--tensor"))
+        assert "refused: a symbolic link out of " + repo in r.stderr, r.stderr
+        mp, r = mount("files")
+        assert r.returncode == 0, r.stderr
+        assert as_nobody("cat", os.path.join(mp, "w")).stdout == b"mine"
+        assert sorted(os.listdir(os.path.join(mp, "__files__"))) == ["config.json", "model.safetensors"]
+        got = as_nobody("cat", os.path.join(mp, "__files__", "config.json"))
+        assert b"secret" not in got.stdout, "nobody read root's 0600 file under __files__"
+        assert got.returncode != 0 and b"Input/output error" in got.stderr, got
+    finally:
+        for mp, pids in mounts:
+            unmount(mp, pids)
+        shutil.rmtree(shared)
+    said = open(log).read()
+    assert "config.json: cannot open it" in said and "refused: a symbolic link out of" in said, said

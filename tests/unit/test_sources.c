@@ -311,6 +311,23 @@ static void test_hub_and_http(void)
 		tfs_http_header_line(&rs, cr[i], strlen(cr[i]));
 		CHECK(rs.has_range == 0, "a bad Content-Range leaves none: %s", cr[i]);
 	}
+	/* Content-Encoding: the first coding that is not identity, kept for
+	 * the message with only a token's characters; a new response (a
+	 * redirect's, a 100's) starts without one. */
+	const char *ce[][2] = {{"Content-Encoding: identity\r\n", ""},
+			       {"Content-Encoding: gzip\r\n", "gzip"},
+			       {"content-encoding:  Identity , br\r\n", "br"},
+			       {"Content-Encoding: x\x01y\"z\r\n", "x?y?z"},
+			       {"Content-Encoding: ,\r\n", ""},
+			       {"Content-Encoding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+				"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}};
+	for (size_t i = 0; i < sizeof ce / sizeof ce[0]; i++) {
+		tfs_http_header_line(&rs, lines[0], strlen(lines[0]));
+		tfs_http_header_line(&rs, ce[i][0], strlen(ce[i][0]));
+		CHECK(!strcmp(rs.encoding, ce[i][1]), "Content-Encoding %zu: '%s'", i, rs.encoding);
+	}
+	tfs_http_header_line(&rs, lines[0], strlen(lines[0]));
+	CHECK(!*rs.encoding, "a new response has no encoding");
 	char red[200];
 	tfs_url_redact("https://u:p@host/x@y", red, sizeof red);
 	CHECK(!strcmp(red, "https://host/x@y"), "redact: %s", red);
@@ -323,15 +340,28 @@ static void test_hub_and_http(void)
  * even one cut inside it. */
 static void test_url_secrets(void)
 {
+	struct tfs_diag d0;
 	char argv_o[] = "ro,hf_endpoint=http://al:s3cr3t@h:1/x,endpoint=http://bo@h2";
 	char *v = strstr(argv_o, "http://al");
 	tfs_url_hide_n(v, strcspn(v, ","));
-	CHECK(!strcmp(argv_o, "ro,hf_endpoint=http://al:******@h:1/x,endpoint=http://bo@h2"), "hide_n: %s",
+	CHECK(!strcmp(argv_o, "ro,hf_endpoint=http://*********@h:1/x,endpoint=http://bo@h2"), "hide_n: %s",
 	      argv_o);
 	char u[] = "https://user:pw@host/a:b@c";
 	tfs_url_hide(u);
-	CHECK(!strcmp(u, "https://user:**@host/a:b@c"), "hide: %s", u);
+	CHECK(!strcmp(u, "https://*******@host/a:b@c"), "hide: %s", u);
+	/* A token as the user name (http://TOKEN@host/) is a secret too. */
+	char tok[] = "http://hf_T0KEN@host:80/m@x", tok_o[] = "proxy=http://PTOK@px:3128,ro";
+	tfs_url_hide(tok);
+	CHECK(!strcmp(tok, "http://********@host:80/m@x"), "a user name alone: %s", tok);
+	tfs_url_hide_n(tok_o + 6, strcspn(tok_o + 6, ","));
+	CHECK(!strcmp(tok_o, "proxy=http://****@px:3128,ro"), "a user name alone in a list: %s", tok_o);
+	char bare[] = "http://host/a@b";
+	tfs_url_hide(bare);
+	CHECK(!strcmp(bare, "http://host/a@b"), "no userinfo: %s", bare);
 	CHECK(tfs_url_secret("http://al:s3cr3t@h:1/x") == 0 && tfs_url_secret("/a/path@x") == 0, "secret");
+	CHECK(tfs_url_secret("http://hf_T0KEN@h:2/") == 0, "a user name alone");
+	tfs_fail(&d0, TFS_ERR_IO, "no answer from http://hf_T0KEN@h:2/m");
+	CHECK(!strcmp(d0.msg, "no answer from http://h:2/m"), "a user name alone scrubbed: %s", d0.msg);
 	struct tfs_diag d;
 	tfs_fail(&d, TFS_ERR_IO, "no answer from http://al:s3cr3t@h:1/x/api nor http://al:s3cr3t@h:1/y");
 	CHECK(!strcmp(d.msg, "no answer from http://h:1/x/api nor http://h:1/y"), "scrubbed: %s", d.msg);
