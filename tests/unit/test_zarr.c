@@ -276,6 +276,53 @@ static void test_documents(void)
 	free(b);
 }
 
+/* A name written in slices cut anywhere (tfs_zarr_name_cut) is the name
+ * written whole: bytes that are not UTF-8, sequences cut short, 4-byte
+ * characters (two escapes), control characters, quotes. */
+static void test_name_slices(void)
+{
+	current = "name slices";
+	static const char *const bits[] = {
+		"a",    "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82\xac", "\x80",
+		"\xff", "\xc3",     "\xe2\x82",         "\"",           "\\",
+		"\x01", "\x7f",     "\xf4\x90\x80\x80", "\xed\xa0\x80", "\xc0\xaf"};
+	size_t n = 0, cap = 40000;
+	char *name = malloc(cap);
+	unsigned r = 1;
+	while (n + 4 < cap) {
+		r = r * 1103515245u + 12345u;
+		const char *b = bits[(r >> 16) % (sizeof bits / sizeof *bits)];
+		memcpy(name + n, b, strlen(b));
+		n += strlen(b);
+	}
+	char *whole = NULL, *cut = NULL;
+	size_t wl = 0, wc = 0, cl = 0, cc = 0;
+	CHECK(tfs_zarr_name_part(name, 0, n, &whole, &wl, &wc) == TFS_OK && wl > n, "whole");
+	int ascii = 1;
+	for (size_t k = 0; k < wl; k++)
+		ascii &= !((unsigned char)whole[k] & 0x80);
+	CHECK(ascii && strstr(whole, "\\ud83d\\ude00") && strstr(whole, "\\ufffd") &&
+		      strstr(whole, "\\u0001"),
+	      "in ASCII, with surrogate pairs and U+FFFD");
+	static const size_t steps[] = {1, 2, 3, 5, 7, 64, 1000, 39999};
+	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+		cl = 0;
+		int grew = 1;
+		for (size_t at = 0; at < n;) {
+			size_t to = tfs_zarr_name_cut(name, n, at + steps[k]);
+			grew &= to > at && to <= n && to - at <= steps[k] + 3;
+			if (tfs_zarr_name_part(name, at, to, &cut, &cl, &cc) != TFS_OK)
+				break;
+			at = to;
+		}
+		CHECK(grew && cl == wl && !memcmp(cut, whole, wl), "slices of %zu bytes make the whole",
+		      steps[k]);
+	}
+	free(name);
+	free(whole);
+	free(cut);
+}
+
 /* ---- the store in a tree ---- */
 
 static char *grow(size_t need)
@@ -518,6 +565,7 @@ int main(void)
 	test_geometry();
 	test_span();
 	test_documents();
+	test_name_slices();
 	test_store();
 	test_tree_layout();
 	test_hashed_names();
