@@ -371,6 +371,7 @@ int main(int argc, char **argv)
 	tfs_mem_init();
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
+	memset(&s, 0, sizeof s);
 	memset(&mnt, 0, sizeof mnt);
 	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(tfs_log_cb);
@@ -394,13 +395,10 @@ int main(int argc, char **argv)
 		goto out_args;
 	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
 		goto out_args;
-	const struct tfs_format *input = NULL;
-	if (c.input && !(input = tfs_format_find(c.input))) {
-		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),
-			c.input);
-		rc = EXIT_USAGE;
+	/* Every option, for every command, before SOURCE is looked at. */
+	if (!c.help && (rc = tfs_cli_check_options(&c, argc, argv, &s)) != EXIT_OK)
 		goto out_args;
-	}
+	const struct tfs_format *input = c.input ? tfs_format_find(c.input) : NULL;
 	tfs_hash_seed_init();
 	struct tfs_model_opts mo = {
 		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
