@@ -388,9 +388,10 @@ def test_options_of_libfuse_still_mount(tmp):
 @pytest.mark.parametrize("cmd", list(COMMANDS))
 def test_a_mistake_is_said_before_the_source_is_asked(cmd, tmp):
     """A server that never answers: a typo, a view's bad value, a missing
-    value, a source driver's bad value are each said at once, and the
-    server is asked nothing (a typo used to be said after the source,
-    so the user waited on the server to learn of it)."""
+    value, a source driver's bad value, an edits file that is not there
+    are each said at once, and the server is asked nothing (a typo and the
+    edits file used to be said after the source, so the user waited on
+    the server to learn of them)."""
     from servers import Hostile
     root = os.path.join(tmp, "www")
     os.makedirs(root)
@@ -402,7 +403,8 @@ def test_a_mistake_is_said_before_the_source_is_asked(cmd, tmp):
         for opts, says in ((["-o", "zar"], "did you mean '-o zarr'"),
                            (["-o", "zarr,zarr_chunk_size=abc"], "zarr_chunk_size=abc"),
                            (["-o", "layout", "tree"], "-o layout"),
-                           (["-o", "retries=abc"], "-o retries= takes a number")):
+                           (["-o", "retries=abc"], "-o retries= takes a number"),
+                           (["-o", "edits=" + os.path.join(tmp, "none.json")], "does not exist")):
             r = subprocess.run([BIN] + command(cmd, opts, src=srv.url("m.safetensors"), mnt=mnt),
                                capture_output=True, text=True, timeout=60)  # a bound on a hang
             assert r.returncode == EXIT_USAGE and says in r.stderr, (opts, r.stderr)
