@@ -584,9 +584,8 @@ int tfs_cli_check_options(const struct cli *c, int argc, char **argv, struct set
 	return EXIT_OK;
 }
 
-int tfs_cli_check_settings(struct cli *c, const struct settings *s)
+int tfs_cli_check_settings(struct cli *c)
 {
-	(void)s;
 	if (c->bad_extra) {
 		fprintf(stderr,
 			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",

@@ -75,7 +75,7 @@ void tfs_cli_usage(FILE *f);
 /* The mount's arguments and settings (after tfs_cli_check_options): EXIT_OK,
  * or EXIT_USAGE with one line said. Makes the paths absolute
  * (tfs_cli_absolute) first. */
-int tfs_cli_check_settings(struct cli *c, const struct settings *s);
+int tfs_cli_check_settings(struct cli *c);
 /* Right after parsing: the password of every URL option (TFS_OPT_URL)
  * masked in argv, and every URL's user:password@ (options and the
  * environment the drivers declare) left out of messages from now on.
