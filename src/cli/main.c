@@ -294,7 +294,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 /* -h, -V, --inspect, or a mistake in the arguments: the exit code, or -1
  * to go on and mount. */
 static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *args,
-			struct fuse_cmdline_opts *fo, struct settings *s)
+			struct fuse_cmdline_opts *fo)
 {
 	if (c->inspect || c->verify || c->stats || c->diff)
 		return tool_main(c, mo, args);
@@ -309,7 +309,7 @@ static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct f
 		printf("tensorfs %s (libfuse %s)\n", TFS_VERSION, fuse_pkgversion());
 		return EXIT_OK;
 	}
-	int rc = tfs_cli_check_settings(c, s);
+	int rc = tfs_cli_check_settings(c);
 	return rc == EXIT_OK ? -1 : rc;
 }
 
@@ -371,6 +371,7 @@ int main(int argc, char **argv)
 	tfs_mem_init();
 	memset(&c, 0, sizeof c);
 	memset(&fo, 0, sizeof fo);
+	memset(&s, 0, sizeof s);
 	memset(&mnt, 0, sizeof mnt);
 	memset(&fs, 0, sizeof fs);
 	fuse_set_log_func(tfs_log_cb);
@@ -394,13 +395,10 @@ int main(int argc, char **argv)
 		goto out_args;
 	if ((rc = tfs_cli_check_flags(&c)) != EXIT_OK)
 		goto out_args;
-	const struct tfs_format *input = NULL;
-	if (c.input && !(input = tfs_format_find(c.input))) {
-		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),
-			c.input);
-		rc = EXIT_USAGE;
+	/* Every option, for every command, before SOURCE is looked at. */
+	if (!c.help && (rc = tfs_cli_check_options(&c, argc, argv, &s)) != EXIT_OK)
 		goto out_args;
-	}
+	const struct tfs_format *input = c.input ? tfs_format_find(c.input) : NULL;
 	tfs_hash_seed_init();
 	struct tfs_model_opts mo = {
 		.parse_flags = c.strict ? TFS_PARSE_STRICT : 0,
@@ -408,7 +406,7 @@ int main(int argc, char **argv)
 		.opts = &c.driver_opts,
 		.warn = warn_cb,
 	};
-	if ((rc = before_mount(&c, &mo, &args, &fo, &s)) >= 0)
+	if ((rc = before_mount(&c, &mo, &args, &fo)) >= 0)
 		goto out_args;
 	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, &mnt)) != EXIT_OK)
 		goto out_tree;

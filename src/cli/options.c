@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/format.h"
+#include "core/table.h"
 #include "core/url.h"
 #include "core/userfile.h"
 #include "views/view.h"
@@ -79,8 +80,10 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		static const char *const fuse_cmdline[] = {"-h", "--help", "-V", "--version",
 							   "-d", "-f",     "-s", NULL};
 		for (const char *const *f = fuse_cmdline; *f; f++)
-			if (strcmp(arg, *f) == 0)
+			if (strcmp(arg, *f) == 0) {
+				c->help |= f - fuse_cmdline < 4;
 				return 1;
+			}
 		if (!c->unknown)
 			c->unknown = arg;
 		return 0;
@@ -101,12 +104,17 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
 		if (!spec)
 			spec = tfs_view_opt(arg, klen);
-		if (!spec)
-			return 1;
-		if (spec->takes_value != (eq != NULL)) {
-			fprintf(stderr, "tensorfs: -o %.*s %s\n", (int)klen, arg,
-				spec->takes_value ? "takes a value (-o NAME=VALUE)" : "takes no value");
-			return -1;
+		if (!spec || spec->takes_value != (eq != NULL)) {
+			/* libfuse's, or a mistake: tfs_cli_check_options says
+			 * which before anything is opened. */
+			char *copy = strdup(arg);
+			if (!copy || tfs_grow((void **)&c->odd, &c->odd_cap, c->nodd + 1, sizeof *c->odd))
+				c->nomem = 1;
+			else
+				c->odd[c->nodd++] = copy;
+			if (c->nomem)
+				free(copy);
+			return spec ? 0 : 1;
 		}
 		if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
 			c->nomem = 1;
@@ -281,11 +289,233 @@ static int parse_id(const char *s, unsigned long *v)
 	return 0;
 }
 
+/* ---- one check of every option ---- */
+
+/* The edit distance of a and b (a letter put in, left out, changed, or
+ * two swapped), or more than `most` when it is. */
+static size_t distance(const char *a, size_t al, const char *b, size_t bl, size_t most)
+{
+	size_t d[3][66];
+	if (al > 64 || bl > 64 || (al > bl ? al - bl : bl - al) > most)
+		return most + 1;
+	for (size_t j = 0; j <= bl; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= al; i++) {
+		size_t *r = d[i % 3], *p = d[(i - 1) % 3], *pp = d[(i + 1) % 3];
+		r[0] = i;
+		for (size_t j = 1; j <= bl; j++) {
+			size_t v = p[j - 1] + (a[i - 1] != b[j - 1]);
+			v = p[j] + 1 < v ? p[j] + 1 : v;
+			v = r[j - 1] + 1 < v ? r[j - 1] + 1 : v;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    pp[j - 2] + 1 < v)
+				v = pp[j - 2] + 1;
+			r[j] = v;
+		}
+	}
+	return d[al % 3][bl];
+}
+
+/* libfuse's options (fuse_session_new's and fuse_parse_cmdline's), for
+ * "did you mean" alone: whether libfuse takes one is asked of libfuse. */
+static const char *const fuse_names[] = {"allow_other", "allow_root", "auto_unmount", "default_permissions",
+					 "fsname=",     "subtype=",   "max_read=",    "blkdev",
+					 "blksize=",    "ro",         "nosuid",       "nodev",
+					 "noexec",      "noatime",    "nodiratime",   "relatime",
+					 "strictatime", "lazytime",   "dirsync",      "sync",
+					 "debug",       "clone_fd",   "max_threads=", "max_idle_threads=",
+					 NULL};
+
+/* A name that takes a value ends in '='. */
+struct known {
+	char name[64];
+	const char *value; /* its value's name, for messages */
+};
+
+/* The k-th option of a source driver or a view, NULL past the last. */
+static const struct tfs_opt_spec *driver_opt_at(size_t k)
+{
+	size_t j = 0;
+	while (j < k && tfs_source_opt_at(j))
+		j++;
+	return j == k && tfs_source_opt_at(j) ? tfs_source_opt_at(j) : tfs_view_opt_at(k - j);
+}
+
+/* The k-th option name anyone takes: tensorfs's, the sources', the views',
+ * libfuse's; 0 past the last. */
+static int known_at(size_t k, struct known *o)
+{
+	for (const struct fuse_opt *f = tfs_cli_opts; f->templ; f++)
+		if (f->templ[0] != '-' && k-- == 0) {
+			size_t n = strcspn(f->templ, "=");
+			snprintf(o->name, sizeof o->name, "%.*s%s", (int)n, f->templ, f->templ[n] ? "=" : "");
+			o->value = strncmp(f->templ, "layout=", 7) == 0    ? "flat|tree"
+				   : strncmp(f->templ, "input=", 6) == 0   ? "FORMAT"
+				   : strncmp(f->templ, "edits=", 6) == 0   ? "FILE"
+				   : strncmp(f->templ, "logfile=", 8) == 0 ? "PATH"
+									   : "N";
+			return 1;
+		}
+	size_t n = 0;
+	const struct tfs_opt_spec *sp;
+	while ((sp = driver_opt_at(n)) && n < k)
+		n++;
+	if (sp) {
+		snprintf(o->name, sizeof o->name, "%s%s", sp->name, sp->takes_value ? "=" : "");
+		o->value = sp->value ? sp->value : "VALUE";
+		return 1;
+	}
+	for (const char *const *f = fuse_names; *f; f++)
+		if (n++ == k) {
+			snprintf(o->name, sizeof o->name, "%s", *f);
+			o->value = "VALUE";
+			return 1;
+		}
+	return 0;
+}
+
+/* The known option nearest name[0..len), or 0: one or two letters off, and
+ * fewer than half of its letters. */
+static int nearest(const char *name, size_t len, struct known *out)
+{
+	size_t best = 3;
+	struct known o;
+	for (size_t k = 0; known_at(k, &o); k++) {
+		size_t ol = strcspn(o.name, "=");
+		size_t dd = distance(name, len, o.name, ol, 2);
+		if (dd && dd < best && 2 * dd < ol) {
+			best = dd;
+			*out = o;
+		}
+	}
+	return best < 3;
+}
+
+/* The known option named name[0..len), or 0. */
+static int known(const char *name, size_t len, struct known *out)
+{
+	for (size_t k = 0; known_at(k, out); k++)
+		if (strcspn(out->name, "=") == len && memcmp(out->name, name, len) == 0)
+			return 1;
+	return 0;
+}
+
+static void quiet_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+}
+
+/* Whether libfuse takes -o opt for a mount: a session made with it alone
+ * and dropped (fuse_session_new opens nothing and mounts nothing), so
+ * that every libfuse has its own say. */
+static int fuse_takes(const char *opt)
+{
+	static const struct fuse_lowlevel_ops none;
+	struct fuse_args a = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts fo;
+	memset(&fo, 0, sizeof fo);
+	fuse_set_log_func(quiet_log);
+	int ok = fuse_opt_add_arg(&a, "tensorfs") == 0 && fuse_opt_add_arg(&a, "-o") == 0 &&
+		 fuse_opt_add_arg(&a, opt) == 0 && fuse_parse_cmdline(&a, &fo) == 0;
+	free(fo.mountpoint);
+	struct fuse_session *se = ok ? fuse_session_new(&a, &none, sizeof none, NULL) : NULL;
+	if (se)
+		fuse_session_destroy(se);
+	fuse_opt_free_args(&a);
+	fuse_set_log_func(tfs_log_cb);
+	return se != NULL;
+}
+
+/* The word after the -o list that ends with `opt` (-o layout tree), or
+ * NULL. */
+static const char *word_after(const char *opt, int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *list = strcmp(argv[i], "-o") == 0 && i + 1 < argc ? argv[i + 1]
+				   : strncmp(argv[i], "-o", 2) == 0           ? argv[i] + 2
+									      : NULL;
+		if (!list)
+			continue;
+		int next = list == argv[i] + 2 ? i + 1 : i + 2;
+		size_t n = strlen(list), o = strlen(opt);
+		if (n >= o && strcmp(list + n - o, opt) == 0 && (n == o || list[n - o - 1] == ',') &&
+		    next < argc && argv[next][0] != '-')
+			return argv[next];
+		if (list != argv[i] + 2)
+			i++;
+	}
+	return NULL;
+}
+
+/* How many arguments the command takes at most (SOURCE MOUNTPOINT...). */
+static int args_max(const struct cli *c)
+{
+	return c->diff || c->verify ? 2 : c->inspect || c->stats ? 1 : 2;
+}
+
+/* One -o option tensorfs did not take as given: EXIT_OK (libfuse's, for
+ * a mount) or EXIT_USAGE with one line. */
+static int check_odd(const struct cli *c, const char *opt, int argc, char **argv)
+{
+	const char *eq = strchr(opt, '=');
+	size_t len = eq ? (size_t)(eq - opt) : strlen(opt);
+	int tool = c->inspect || c->verify || c->stats || c->diff;
+	struct known k;
+	int is_known = known(opt, len, &k), takes = is_known && k.name[strlen(k.name) - 1] == '=';
+	if (takes && !eq) {
+		const char *w = c->nonopt > args_max(c) ? word_after(opt, argc, argv) : NULL;
+		if (w)
+			fprintf(stderr, "tensorfs: -o %s %s: an option's value follows '=' (-o %s=%s)\n", opt,
+				w, opt, w);
+		else
+			fprintf(stderr, "tensorfs: -o %s takes a value (-o %s=%s)\n", opt, opt, k.value);
+		return EXIT_USAGE;
+	}
+	if (is_known && !takes && eq) {
+		fprintf(stderr, "tensorfs: -o %.*s takes no value (-o %.*s)\n", (int)len, opt, (int)len, opt);
+		return EXIT_USAGE;
+	}
+	if (fuse_takes(opt)) {
+		if (!tool)
+			return EXIT_OK;
+		fprintf(stderr, "tensorfs: -o %s is a mount option: %s mounts nothing\n", opt,
+			c->diff     ? "diff"
+			: c->verify ? "--verify"
+			: c->stats  ? "--stats"
+				    : "--inspect");
+		return EXIT_USAGE;
+	}
+	if (is_known) /* libfuse's, with a value it refuses */
+		fprintf(stderr, "tensorfs: -o %s: libfuse refuses this value (see tensorfs --help)\n", opt);
+	else if (nearest(opt, len, &k))
+		fprintf(stderr,
+			"tensorfs: unknown option '-o %s': did you mean '-o %.*s%s'? (see tensorfs --help)\n",
+			opt, (int)strcspn(k.name, "="), k.name,
+			eq && k.name[strlen(k.name) - 1] == '=' ? eq : "");
+	else
+		fprintf(stderr, "tensorfs: unknown option '-o %s' (see tensorfs --help)\n", opt);
+	return EXIT_USAGE;
+}
+
 int tfs_cli_check_flags(const struct cli *c)
 {
 	int tool = c->inspect || c->verify || c->stats || c->diff;
 	if (c->unknown) {
-		fprintf(stderr, "tensorfs: unknown option '%s' (see tensorfs --help)\n", c->unknown);
+		static const char *const flags[] = {"--inspect", "--verify", "--stats",   "--json", "--xxh64",
+						    "--list",    "--help",   "--version", NULL};
+		const char *near = NULL;
+		size_t ul = strlen(c->unknown);
+		for (const char *const *f = flags; *f && !near && ul > 3; f++)
+			if (distance(c->unknown, ul, *f, strlen(*f), 2) <= 2)
+				near = *f;
+		if (near)
+			fprintf(stderr,
+				"tensorfs: unknown option '%s': did you mean '%s'? (see tensorfs --help)\n",
+				c->unknown, near);
+		else
+			fprintf(stderr, "tensorfs: unknown option '%s' (see tensorfs --help)\n", c->unknown);
 		return EXIT_USAGE;
 	}
 	if (c->json && !tool) {
@@ -301,30 +531,17 @@ int tfs_cli_check_flags(const struct cli *c)
 	return EXIT_OK;
 }
 
-/* EXIT_OK, or EXIT_USAGE with one line said. */
-int tfs_cli_check_settings(struct cli *c, struct settings *s)
+int tfs_cli_check_options(const struct cli *c, int argc, char **argv, struct settings *s)
 {
 	s->uid = getuid();
 	s->gid = getgid();
 	s->readahead_kb = 4096;
 	s->layout = TFS_LAYOUT_FLAT;
-	if (c->bad_extra) {
-		fprintf(stderr,
-			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
-			c->extra);
-		return EXIT_USAGE;
+	for (size_t k = 0; k < c->nodd; k++) {
+		int rc = check_odd(c, c->odd[k], argc, argv);
+		if (rc != EXIT_OK)
+			return rc;
 	}
-	if (!c->source || !c->mountpoint) {
-		fprintf(stderr,
-			"tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
-			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
-		return EXIT_USAGE;
-	}
-	/* Every path named, absolute before anything opens it: the daemon
-	 * works from / once detached. */
-	int rc = tfs_cli_absolute(c, 1);
-	if (rc != EXIT_OK)
-		return rc;
 	/* A name, as sshfs takes it (an fstab line is easier to read so). */
 	if (c->uid && parse_id(c->uid, &s->uid)) {
 		struct passwd *pw = getpwnam(c->uid);
@@ -346,6 +563,45 @@ int tfs_cli_check_settings(struct cli *c, struct settings *s)
 		fprintf(stderr, "tensorfs: -o readahead_kb= takes a number of KiB up to 1048576\n");
 		return EXIT_USAGE;
 	}
+	if (c->layout && strcmp(c->layout, "tree") == 0) {
+		s->layout = TFS_LAYOUT_TREE;
+	} else if (c->layout && strcmp(c->layout, "flat") != 0) {
+		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c->layout);
+		return EXIT_USAGE;
+	}
+	if (c->input && !tfs_format_find(c->input)) {
+		fprintf(stderr, "tensorfs: -o input= takes one of %s, not '%s'\n", tfs_format_names(),
+			c->input);
+		return EXIT_USAGE;
+	}
+	/* The views' own options, each checked by its view. */
+	struct tfs_diag d;
+	if (tfs_views_check(&c->driver_opts, &d) != TFS_OK) {
+		fprintf(stderr, "tensorfs: %s\n", d.msg);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+int tfs_cli_check_settings(struct cli *c)
+{
+	if (c->bad_extra) {
+		fprintf(stderr,
+			"tensorfs: unexpected argument '%s' (usage: tensorfs [options] SOURCE MOUNTPOINT)\n",
+			c->extra);
+		return EXIT_USAGE;
+	}
+	if (!c->source || !c->mountpoint) {
+		fprintf(stderr,
+			"tensorfs: %s (usage: tensorfs [options] SOURCE MOUNTPOINT; see tensorfs --help)\n",
+			!c->source ? "missing SOURCE and MOUNTPOINT" : "missing MOUNTPOINT");
+		return EXIT_USAGE;
+	}
+	/* Every path named, absolute before anything opens it: the daemon
+	 * works from / once detached. */
+	int rc = tfs_cli_absolute(c, 1);
+	if (rc != EXIT_OK)
+		return rc;
 	/* Only root may write the mount's read_ahead_kb in sysfs. */
 	if (c->readahead && geteuid() != 0)
 		fprintf(stderr,
@@ -357,17 +613,6 @@ int tfs_cli_check_settings(struct cli *c, struct settings *s)
 		return EXIT_USAGE;
 	}
 	tfs_log_verbose(c->verbose);
-	if (c->layout && strcmp(c->layout, "tree") == 0) {
-		s->layout = TFS_LAYOUT_TREE;
-	} else if (c->layout && strcmp(c->layout, "flat") != 0) {
-		fprintf(stderr, "tensorfs: -o layout= takes flat or tree, not '%s'\n", c->layout);
-		return EXIT_USAGE;
-	}
-	/* The views' own options, each checked by its view. */
-	if (tfs_views_check(&c->driver_opts, &d) != TFS_OK) {
-		fprintf(stderr, "tensorfs: %s\n", d.msg);
-		return EXIT_USAGE;
-	}
 	return EXIT_OK;
 }
 
@@ -498,5 +743,8 @@ void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args 
 	free(c->edits);
 	free(c->logfile);
 	tfs_opts_free(&c->driver_opts);
+	for (size_t k = 0; k < c->nodd; k++)
+		free(c->odd[k]);
+	free(c->odd);
 	fuse_opt_free_args(args);
 }

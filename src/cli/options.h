@@ -40,6 +40,12 @@ struct cli {
 	int bad_extra;
 	const char *extra;
 	const char *unknown; /* the first option (-x, --xx) nobody takes */
+	int help;            /* -h, --help, -V or --version: nothing else is checked */
+	/* The -o options tensorfs did not take as given (libfuse's, unknown
+	 * ones, one given without the value it takes or with one it does
+	 * not), in order, for tfs_cli_check_options. */
+	char **odd;
+	size_t nodd, odd_cap;
 	int inspect, json, verify, xxh64, stats, diff;
 	const char *source_b; /* diff: B, a copy as source is */
 	char *shown_b;
@@ -66,9 +72,10 @@ extern const struct fuse_opt tfs_cli_opts[];
  * options, SOURCE and MOUNTPOINT (and diff's B). */
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out);
 void tfs_cli_usage(FILE *f);
-/* EXIT_OK, or EXIT_USAGE with one line said. Makes the paths absolute
+/* The mount's arguments and settings (after tfs_cli_check_options): EXIT_OK,
+ * or EXIT_USAGE with one line said. Makes the paths absolute
  * (tfs_cli_absolute) first. */
-int tfs_cli_check_settings(struct cli *c, struct settings *s);
+int tfs_cli_check_settings(struct cli *c);
 /* Right after parsing: the password of every URL option (TFS_OPT_URL)
  * masked in argv, and every URL's user:password@ (options and the
  * environment the drivers declare) left out of messages from now on.
@@ -84,6 +91,13 @@ int tfs_cli_absolute(struct cli *c, int mount);
 /* The options against each other, before anything else: an unknown one,
  * a tool's flag without its tool. EXIT_OK, or EXIT_USAGE with one line. */
 int tfs_cli_check_flags(const struct cli *c);
+/* Every -o option, for every command, before SOURCE is looked at: each
+ * name taken by tensorfs, a source driver, a view or (for a mount)
+ * libfuse, with a value where it takes one (a name near a known one: "did
+ * you mean"); the values of tensorfs's own and the views' (into s). The
+ * source drivers check theirs first thing when SOURCE is resolved, before
+ * any request. EXIT_OK, or EXIT_USAGE with one line said. */
+int tfs_cli_check_options(const struct cli *c, int argc, char **argv, struct settings *s);
 void tfs_cli_free(struct cli *c, struct fuse_cmdline_opts *fo, struct fuse_args *args);
 
 #endif

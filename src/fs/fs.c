@@ -10,9 +10,11 @@
 
 #include "core/names.h"
 
-static const struct tfs_node *node_of(const struct tfs_fs_core *c, uint64_t ino)
+/* The node of ino: the tree's, or a generated directory's entry's, made
+ * into *tmp. */
+static const struct tfs_node *node_of(const struct tfs_fs_core *c, uint64_t ino, struct tfs_node *tmp)
 {
-	return ino >= 1 && ino < c->tree->nnodes ? &c->tree->nodes[ino] : NULL;
+	return tfs_tree_node(c->tree, ino, tmp);
 }
 
 static int generated(const struct tfs_view_ops *v)
@@ -43,7 +45,8 @@ static void fill_stat(const struct tfs_fs_core *c, uint64_t ino, const struct tf
 	st->st_blksize = generated(tfs_view_of_kind(n->kind)) ? 1 << 20 : 4096;
 	if (n->kind == TFS_NODE_DIR) {
 		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2 + n->ref; /* ref: number of subdirectories */
+		/* ref: number of subdirectories (a generated one's are files) */
+		st->st_nlink = 2 + (n->gen ? 0 : n->ref);
 	} else {
 		uint64_t size = tfs_node_size(c->tree, n);
 		st->st_mode = S_IFREG | 0444;
@@ -55,7 +58,8 @@ static void fill_stat(const struct tfs_fs_core *c, uint64_t ino, const struct tf
 
 tfs_err tfs_fs_attr(const struct tfs_fs_core *c, uint64_t ino, struct stat *st)
 {
-	const struct tfs_node *n = node_of(c, ino);
+	struct tfs_node tmp;
+	const struct tfs_node *n = node_of(c, ino, &tmp);
 	if (!n)
 		return TFS_ERR_NOFILE;
 	fill_stat(c, ino, n, st);
@@ -65,7 +69,8 @@ tfs_err tfs_fs_attr(const struct tfs_fs_core *c, uint64_t ino, struct stat *st)
 tfs_err tfs_fs_lookup(const struct tfs_fs_core *c, uint64_t parent, const char *name, uint64_t *ino,
 		      struct stat *st)
 {
-	const struct tfs_node *p = node_of(c, parent);
+	struct tfs_node tmp;
+	const struct tfs_node *p = node_of(c, parent, &tmp);
 	if (!p || p->kind != TFS_NODE_DIR)
 		return TFS_ERR_NOTDIR;
 	size_t len = strlen(name);
@@ -73,25 +78,29 @@ tfs_err tfs_fs_lookup(const struct tfs_fs_core *c, uint64_t parent, const char *
 	 * over NAME_MAX, and saying so beats a plain ENOENT. */
 	if (len > TFS_NAME_MAX)
 		return TFS_ERR_NAMETOOLONG;
-	uint32_t ni = tfs_tree_lookup(c->tree, (uint32_t)parent, name, len);
-	if (!ni)
+	/* (a directory is always a node: parent < 2^32) */
+	uint64_t ni = tfs_tree_find(c->tree, (uint32_t)parent, name, len);
+	const struct tfs_node *n = ni ? node_of(c, ni, &tmp) : NULL;
+	if (!n)
 		return TFS_ERR_NOFILE;
 	*ino = ni;
-	fill_stat(c, ni, &c->tree->nodes[ni], st);
+	fill_stat(c, ni, n, st);
 	return TFS_OK;
 }
 
 tfs_err tfs_fs_opendir(const struct tfs_fs_core *c, uint64_t ino)
 {
-	const struct tfs_node *n = node_of(c, ino);
+	struct tfs_node tmp;
+	const struct tfs_node *n = node_of(c, ino, &tmp);
 	return !n ? TFS_ERR_NOFILE : n->kind != TFS_NODE_DIR ? TFS_ERR_NOTDIR : TFS_OK;
 }
 
-int tfs_fs_dirent(const struct tfs_fs_core *c, uint64_t ino, uint64_t at, const char **name, uint64_t *cino,
-		  mode_t *type)
+int tfs_fs_dirent(const struct tfs_fs_core *c, uint64_t ino, uint64_t at, char *buf, const char **name,
+		  uint64_t *cino, mode_t *type)
 {
-	const struct tfs_node *dir = node_of(c, ino);
-	if (!dir || dir->kind != TFS_NODE_DIR || at >= (uint64_t)dir->count + 2)
+	struct tfs_node tmp;
+	const struct tfs_node *dir = node_of(c, ino, &tmp);
+	if (!dir || dir->kind != TFS_NODE_DIR)
 		return 0;
 	if (at == 0) {
 		*name = ".";
@@ -99,11 +108,11 @@ int tfs_fs_dirent(const struct tfs_fs_core *c, uint64_t ino, uint64_t at, const 
 	} else if (at == 1) {
 		*name = "..";
 		*cino = dir->parent;
-	} else {
-		*cino = c->tree->children[dir->first + (at - 2)];
-		*name = c->tree->nodes[*cino].fname;
+	} else if (!tfs_tree_entry(c->tree, (uint32_t)ino, at - 2, buf, name, cino)) {
+		return 0;
 	}
-	*type = c->tree->nodes[*cino].kind == TFS_NODE_DIR ? S_IFDIR : S_IFREG;
+	/* (a generated directory's entries are files) */
+	*type = *cino < c->tree->nnodes && c->tree->nodes[*cino].kind == TFS_NODE_DIR ? S_IFDIR : S_IFREG;
 	return 1;
 }
 
@@ -113,7 +122,7 @@ void tfs_fs_statfs(const struct tfs_fs_core *c, struct statvfs *sv)
 	sv->f_bsize = 4096;
 	sv->f_frsize = 4096;
 	sv->f_blocks = (fsblkcnt_t)((c->tree->total_bytes + 4095) / 4096);
-	sv->f_files = c->tree->nnodes - 1;
+	sv->f_files = c->tree->nnodes - 1 + c->tree->generated;
 	sv->f_namemax = 255;
 	sv->f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
 }
@@ -151,7 +160,8 @@ static tfs_err open_generated(const struct tfs_fs_core *c, struct tfs_handle *h)
 
 tfs_err tfs_fs_open(const struct tfs_fs_core *c, uint64_t ino, int flags, struct tfs_handle **out)
 {
-	const struct tfs_node *n = node_of(c, ino);
+	struct tfs_node tmp;
+	const struct tfs_node *n = node_of(c, ino, &tmp);
 	if (!n)
 		return TFS_ERR_NOFILE;
 	if (n->kind == TFS_NODE_DIR)
@@ -166,8 +176,10 @@ tfs_err tfs_fs_open(const struct tfs_fs_core *c, uint64_t ino, int flags, struct
 	struct tfs_handle *h = calloc(1, sizeof *h);
 	if (!h)
 		return TFS_ERR_NOMEM;
-	h->ino = (uint32_t)ino;
-	h->n = n;
+	h->ino = ino;
+	/* A generated entry's node lives as long as its handle. */
+	h->node = *n;
+	h->n = n == &tmp ? &h->node : n;
 	h->v = v;
 	h->direct_io = c->direct_io;
 	h->keep_cache = true;
@@ -375,7 +387,8 @@ static tfs_err sized(size_t len, size_t cap)
 tfs_err tfs_fs_getxattr(const struct tfs_fs_core *c, uint64_t ino, const char *name, char *buf, size_t cap,
 			size_t *len)
 {
-	const struct tfs_node *n = node_of(c, ino);
+	struct tfs_node tmp;
+	const struct tfs_node *n = node_of(c, ino, &tmp);
 	if (!n)
 		return TFS_ERR_NOFILE;
 	/* Only user.* exists here. EOPNOTSUPP for the other namespaces lets
@@ -406,7 +419,8 @@ tfs_err tfs_fs_getxattr(const struct tfs_fs_core *c, uint64_t ino, const char *n
 
 tfs_err tfs_fs_listxattr(const struct tfs_fs_core *c, uint64_t ino, char *buf, size_t cap, size_t *len)
 {
-	const struct tfs_node *n = node_of(c, ino);
+	struct tfs_node tmp;
+	const struct tfs_node *n = node_of(c, ino, &tmp);
 	char list[512];
 	size_t l = 0;
 	if (!n)

@@ -57,8 +57,9 @@ struct tfs_fs_core {
 
 /* What an open file reads with, decided at open. */
 struct tfs_handle {
-	uint32_t ino;
-	const struct tfs_node *n;
+	uint64_t ino;
+	const struct tfs_node *n; /* the tree's, or `node` */
+	struct tfs_node node;     /* a generated directory's entry's */
 	const struct tfs_view_ops *v;
 	uint64_t size;
 	bool direct_io;  /* no page cache for this file */
@@ -84,11 +85,12 @@ tfs_err tfs_fs_lookup(const struct tfs_fs_core *c, uint64_t parent, const char *
 /* Whether ino can be listed: TFS_ERR_NOFILE, TFS_ERR_NOTDIR or TFS_OK. */
 tfs_err tfs_fs_opendir(const struct tfs_fs_core *c, uint64_t ino);
 /* Entry `at` of directory ino (0 is ".", 1 "..", 2 + i child i: offsets
- * that stay valid for the life of the mount): its name, inode and type
- * (S_IFDIR or S_IFREG: what a plain listing needs, nothing worked out);
- * 0 past the last. */
-int tfs_fs_dirent(const struct tfs_fs_core *c, uint64_t ino, uint64_t at, const char **name, uint64_t *cino,
-		  mode_t *type);
+ * that stay valid for the life of the mount): its name (*name: the
+ * tree's, or a generated one made into buf, of TFS_NAME_MAX + 1 bytes),
+ * inode and type (S_IFDIR or S_IFREG: what a plain listing needs, nothing
+ * else worked out); 0 past the last. */
+int tfs_fs_dirent(const struct tfs_fs_core *c, uint64_t ino, uint64_t at, char *buf, const char **name,
+		  uint64_t *cino, mode_t *type);
 void tfs_fs_statfs(const struct tfs_fs_core *c, struct statvfs *sv);
 
 /* ---- reading ---- */

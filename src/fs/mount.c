@@ -7,29 +7,30 @@
 #include "core/names.h"
 #include "model/edits.h"
 
-/* The edits of -o edits= on every shard's table. */
-static tfs_err apply_edits(const char *path, struct tfs_model *m, struct tfs_diag *d)
-{
-	struct tfs_edits *ed = NULL;
-	tfs_err e = tfs_edits_load(path, &ed, d);
-	for (uint32_t k = 0; !e && k < m->nshards; k++)
-		e = tfs_edits_apply(ed, &m->shards[k].h, d);
-	tfs_edits_free(ed);
-	return e;
-}
-
 tfs_err tfs_mount_open(const struct tfs_mount_opts *o, struct tfs_mount *out, char *line, size_t cap)
 {
 	struct tfs_model_diag md;
 	struct tfs_diag d = {{0}};
 	char q[TFS_QPATH_MAX];
+	struct tfs_edits *ed = NULL;
 	memset(out, 0, sizeof *out);
-	tfs_err e = tfs_model_open(o->source, o->model, &out->model, &md);
+	/* The edits file first: a mistake in it is said before the source is
+	 * asked anything (a server may take a minute to answer). */
+	tfs_err e = o->edits ? tfs_edits_load(o->edits, &ed, &d) : TFS_OK;
 	if (e) {
-		snprintf(line, cap, "%s: %s", md.where, md.d.msg);
+		snprintf(line, cap, "%s", d.msg);
 		return e;
 	}
-	if (o->edits && (e = apply_edits(o->edits, &out->model, &d))) {
+	if ((e = tfs_model_open(o->source, o->model, &out->model, &md))) {
+		snprintf(line, cap, "%s: %s", md.where, md.d.msg);
+		tfs_edits_free(ed);
+		return e;
+	}
+	/* ... on every shard's table. */
+	for (uint32_t k = 0; !e && ed && k < out->model.nshards; k++)
+		e = tfs_edits_apply(ed, &out->model.shards[k].h, &d);
+	tfs_edits_free(ed);
+	if (e) {
 		snprintf(line, cap, "%s", d.msg);
 		tfs_model_free(&out->model);
 		return e;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "core/names.h"
+
 int tfs_errno(tfs_err e)
 {
 	switch (e) {
@@ -153,10 +155,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 	}
 	size_t used = 0;
 	const char *name;
+	char namebuf[TFS_NAME_MAX + 1];
 	uint64_t cino;
 	mode_t type;
-	for (uint64_t o = off < 0 ? 0 : (uint64_t)off; tfs_fs_dirent(&fs->core, ino, o, &name, &cino, &type);
-	     o++) {
+	for (uint64_t o = off < 0 ? 0 : (uint64_t)off;
+	     tfs_fs_dirent(&fs->core, ino, o, namebuf, &name, &cino, &type); o++) {
 		struct stat st;
 		size_t need;
 		if (plus) {

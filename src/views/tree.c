@@ -219,6 +219,38 @@ tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of,
 	return TFS_OK;
 }
 
+tfs_err tfs_tree_generate(struct tfs_tree_add *a, uint32_t dir, uint32_t ref, uint32_t count)
+{
+	struct tfs_tree *t = a->b->t;
+	if (dir >= t->nnodes || t->nodes[dir].kind != TFS_NODE_DIR || dir == TFS_TREE_ROOT)
+		return TFS_ERR_INVAL;
+	if (count > TFS_TREE_GENERATED_MAX)
+		return TFS_ERR_TOOBIG;
+	struct tfs_node *d = &t->nodes[dir];
+	d->gen = a->kind;
+	d->ref = ref;
+	d->shard = count;
+	t->generated += count;
+	return TFS_OK;
+}
+
+const struct tfs_node *tfs_tree_node(const struct tfs_tree *t, uint64_t ino, struct tfs_node *tmp)
+{
+	if (ino < t->nnodes)
+		return ino ? &t->nodes[ino] : NULL;
+	uint64_t dir = ino >> 32, i = ino & UINT32_MAX;
+	if (dir >= t->nnodes || !t->nodes[dir].gen || i >= t->nodes[dir].shard)
+		return NULL;
+	*tmp = (struct tfs_node){
+		.fname = "",
+		.parent = (uint32_t)dir,
+		.ref = (uint32_t)i,
+		.first = t->nodes[dir].ref,
+		.kind = t->nodes[dir].gen,
+	};
+	return tmp;
+}
+
 void tfs_tree_add_bytes(struct tfs_tree_add *a, uint64_t bytes)
 {
 	a->b->t->total_bytes += bytes;
@@ -400,8 +432,9 @@ static tfs_err add_view(struct build *b, unsigned k, struct tfs_diag *d)
 }
 
 /* Children, in creation order, the files of views that lead their
- * directory first; and each directory's number of subdirectories. */
-static tfs_err link_children(struct build *b)
+ * directory first; and each directory's number of subdirectories. A
+ * generated directory has its entries, and nothing else. */
+static tfs_err link_children(struct build *b, struct tfs_diag *d)
 {
 	struct tfs_tree *t = b->t;
 	t->children = tfs_malloc_big(((size_t)t->nnodes + 1) * sizeof *t->children);
@@ -409,6 +442,9 @@ static tfs_err link_children(struct build *b)
 		return TFS_ERR_NOMEM;
 	for (uint32_t i = 2; i < t->nnodes; i++) {
 		struct tfs_node *p = &t->nodes[t->nodes[i].parent];
+		if (p->gen)
+			return tfs_fail(d, TFS_ERR_FORMAT,
+					"a node under a generated directory (a bug in tensorfs)");
 		p->count++;
 		if (t->nodes[i].kind == TFS_NODE_DIR)
 			p->ref++;
@@ -455,7 +491,7 @@ static tfs_err build_steps(struct build *b, struct tfs_diag *d)
 	if (!e)
 		e = tfs_tree_name_files(b);
 	if (!e)
-		e = link_children(b);
+		e = link_children(b, d);
 	if (!e)
 		e = tfs_tree_index_names(b, d);
 	if (!e)

@@ -4,7 +4,15 @@
  *
  * The tree makes the directories of the layout and a file per tensor;
  * every other file is a view's (views/view.h), added through the
- * registry: the tree knows no view by name. */
+ * registry: the tree knows no view by name.
+ *
+ * A view's directory may be *generated* (tfs_tree_generate): its entries
+ * are files the view names and finds when asked (a Zarr array's chunks),
+ * never nodes, so it costs one node however many entries it has (at most
+ * TFS_TREE_GENERATED_MAX). Their inode numbers are worked out, above every
+ * node's: the directory's node in the high 32 bits, the entry's index in
+ * the low ones (tfs_tree_gen_ino); tfs_tree_node gives a node for either
+ * kind of number. */
 #ifndef TFS_TREE_H
 #define TFS_TREE_H
 
@@ -34,16 +42,20 @@ struct tfs_node {
 	const char *fname; /* NUL-terminated; never holds '/' or NUL */
 	uint32_t fname_len;
 	uint32_t parent;
-	uint32_t shard; /* tensor: which shard */
+	uint32_t shard; /* tensor: which shard; generated dir: its number of
+			     * entries */
 	uint32_t ref;   /* tensor: index in the shard's header; dir: number
 			     * of subdirectories; a view's file: the view's
-			     * (its slot in the view's state) */
+			     * (its slot in the view's state); generated dir:
+			     * the view's; a generated entry: its index */
 	uint32_t first; /* dir: first index into children; tensor: the
 			     * length of its own bytes before the tensor's
 			     * (an NPY header, 0 without); a file beside a
-			     * tensor's or named after a node: that node */
-	uint32_t count; /* dir: number of children */
+			     * tensor's or named after a node: that node; a
+			     * generated entry: its directory's ref */
+	uint32_t count; /* dir: number of children (none when generated) */
 	uint8_t kind;
+	uint8_t gen; /* dir: the kind of the view generating its entries, or 0 */
 };
 
 struct tfs_tree {
@@ -55,6 +67,7 @@ struct tfs_tree {
 	uint32_t *slots; /* node index keyed by (parent, fname); 0 empty */
 	size_t nslots;
 	uint64_t total_bytes; /* the tensors' and the sized files' bytes, for statfs */
+	uint64_t generated;   /* entries of generated directories, for statfs */
 	/* Each wanted view's state, by kind (views/view.h); NULL for a view
 	 * the options do not want. */
 	void *vstate[TFS_VIEWS_MAX];
@@ -108,6 +121,16 @@ tfs_err tfs_tree_add_dir(struct tfs_tree_add *a, uint32_t parent, const char *ra
 /* A file of the view's kind named after node `of` by the view's `name`
  * (views/view.h), under `parent`. */
 tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of, uint32_t ref, uint32_t *out);
+/* At most this many entries in a generated directory: as many as a remote
+ * listing may hold (sources/remote.h), and what a file manager can show. */
+#define TFS_TREE_GENERATED_MAX 1000000u
+/* Directory `dir`, made by this view (tfs_tree_add_node or
+ * tfs_tree_add_dir) with nothing added under it, has `count` entries
+ * (TFS_TREE_GENERATED_MAX at most, else TFS_ERR_TOOBIG) that the view
+ * names and finds on demand (views/view.h: entry_name, entry_find): each
+ * a file of the view's kind whose node (made when asked, never kept) has
+ * `parent` dir, `ref` its index and `first` the directory's `ref`. */
+tfs_err tfs_tree_generate(struct tfs_tree_add *a, uint32_t dir, uint32_t ref, uint32_t count);
 /* Bytes of a file whose size is known now, counted in the mount's size. */
 void tfs_tree_add_bytes(struct tfs_tree_add *a, uint64_t bytes);
 /* The tree being built (its nodes so far) and its model and options. */
@@ -122,8 +145,30 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 		       struct tfs_diag *d);
 void tfs_tree_free(struct tfs_tree *t);
 
-/* Returns the child's node index, or 0. */
+/* Returns the child's node index, or 0 (nodes only: not a generated
+ * directory's entries). */
 uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len);
+
+/* The inode number of a generated directory's entry i. */
+static inline uint64_t tfs_tree_gen_ino(uint32_t dir, uint32_t i)
+{
+	return (uint64_t)dir << 32 | i;
+}
+/* The node of inode ino: the tree's own, or a generated directory's entry
+ * made into *tmp; NULL when there is none. */
+const struct tfs_node *tfs_tree_node(const struct tfs_tree *t, uint64_t ino, struct tfs_node *tmp);
+/* The inode of `name` in directory `parent` (generated or not), or 0. */
+uint64_t tfs_tree_find(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len);
+/* Entry i of directory dir: its name (*name: the node's, or made into buf
+ * of TFS_NAME_MAX + 1 bytes), its inode; 0 past the last. */
+int tfs_tree_entry(const struct tfs_tree *t, uint32_t dir, uint64_t i, char *buf, const char **name,
+		   uint64_t *ino);
+/* Entries of directory dir. */
+static inline uint64_t tfs_tree_entries(const struct tfs_tree *t, uint32_t dir)
+{
+	const struct tfs_node *d = &t->nodes[dir];
+	return d->gen ? d->shard : d->count;
+}
 
 /* The size of the file that a node shows, through its view. */
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n);

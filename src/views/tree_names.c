@@ -26,6 +26,34 @@ uint32_t tfs_tree_lookup(const struct tfs_tree *t, uint32_t parent, const char *
 	return 0;
 }
 
+uint64_t tfs_tree_find(const struct tfs_tree *t, uint32_t parent, const char *name, size_t len)
+{
+	const struct tfs_node *d = &t->nodes[parent];
+	if (!d->gen)
+		return tfs_tree_lookup(t, parent, name, len);
+	const struct tfs_view_ops *v = tfs_view_of_kind(d->gen);
+	uint32_t i;
+	return v->entry_find(t, d, name, len, &i) && i < d->shard ? tfs_tree_gen_ino(parent, i) : 0;
+}
+
+int tfs_tree_entry(const struct tfs_tree *t, uint32_t dir, uint64_t i, char *buf, const char **name,
+		   uint64_t *ino)
+{
+	const struct tfs_node *d = &t->nodes[dir];
+	if (i >= tfs_tree_entries(t, dir))
+		return 0;
+	if (!d->gen) {
+		*ino = t->children[d->first + i];
+		*name = t->nodes[*ino].fname;
+		return 1;
+	}
+	size_t n = tfs_view_of_kind(d->gen)->entry_name(t, d, (uint32_t)i, buf);
+	buf[n] = 0;
+	*name = buf;
+	*ino = tfs_tree_gen_ino(dir, (uint32_t)i);
+	return 1;
+}
+
 uint32_t tfs_tree_slot_insert(struct tfs_tree *t, uint32_t ni)
 {
 	const struct tfs_node *n = &t->nodes[ni];

@@ -2,7 +2,8 @@
  * plug-in, declared in its own file by a struct tfs_view_ops: its -o
  * options, whether a mount wants it, the root names it reserves, the files
  * it adds (at the root, per directory, per tensor, beside each tensor's
- * file, and directories of its own anywhere, one per tensor if it likes),
+ * file, and directories of its own anywhere, one per tensor if it likes,
+ * whose entries it may name on demand),
  * each file's size and pieces, its extended attributes, and whether its
  * files are generated (the page-cache policy follows from that). The tree
  * (views/tree.h) and the file-system core (fs/) ask the registry
@@ -131,6 +132,14 @@ struct tfs_view_ops {
 	 * node's name; its length (at most TFS_NAME_MAX). */
 	size_t (*name_after)(const struct tfs_tree *t, const struct tfs_node *n, const char *of,
 			     size_t of_len, char *out);
+	/* For a view with generated directories (views/tree.h:
+	 * tfs_tree_generate): the name of entry i (below its count) of
+	 * directory node dir into out (TFS_NAME_MAX + 1 bytes), its length;
+	 * and whether an entry is named name[0..len), which (*i). Each entry
+	 * is a file read through size and pieces, with a node made for it. */
+	size_t (*entry_name)(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t i, char *out);
+	int (*entry_find)(const struct tfs_tree *t, const struct tfs_node *dir, const char *name, size_t len,
+			  uint32_t *i);
 	/* Optional: once the tree is whole (every name final). */
 	tfs_err (*built)(const struct tfs_tree *t, void *state);
 	/* Optional: a warning about the tree to say once at mount (what the

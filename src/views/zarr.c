@@ -7,7 +7,13 @@
  * remote cache's zero-copy path); both formats name a chunk the same file
  * ("3.0.0": v2's "." separator, v3's "v2" chunk key encoding). The last
  * slab's file is full size, its rows past the tensor's zeros from one
- * buffer of zeros: nothing of the tensor is copied. */
+ * buffer of zeros: nothing of the tensor is copied.
+ *
+ * The groups and their documents are nodes, made at mount. An array is
+ * one node, a generated directory (views/tree.h) added for its tensor
+ * (per_tensor): its documents and chunks are named, found and read when
+ * asked, so a header declaring petabytes costs no more than one of bytes.
+ * What the arrays are made of is computed in views/zarrdoc.c. */
 #include "views/zarr.h"
 
 #include <pthread.h>
@@ -17,335 +23,28 @@
 
 #include "core/json.h"
 #include "core/hash.h"
+#include "core/mem.h"
 #include "core/names.h"
 #include "core/opts.h"
 #include "views/convert.h"
 #include "views/tree.h"
 #include "views/view.h"
 
-/* ---- the arrays ---- */
+/* A group's files (a node's ref: one of these, ROOT_GROUP for the root's). */
+enum { F_ZGROUP, F_GROUP_ZATTRS, F_GROUP_JSON, ROOT_GROUP = 4 };
+/* An array's entries: its documents (TFS_ZARR_ZARRAY...), then chunk
+ * c as entry DOCS + c. */
+#define DOCS 3
+static const char *const doc_names[DOCS] = {".zarray", ".zattrs", "zarr.json"};
 
-struct ztype {
-	unsigned dtype;
-	const char *typestr, *data_type;
-};
-
-/* The dtypes NumPy has, shown as they are. */
-static const struct ztype native[] = {
-	{TFS_DT_BOOL, "|b1", "bool"},     {TFS_DT_U8, "|u1", "uint8"},         {TFS_DT_I8, "|i1", "int8"},
-	{TFS_DT_I16, "<i2", "int16"},     {TFS_DT_U16, "<u2", "uint16"},       {TFS_DT_F16, "<f2", "float16"},
-	{TFS_DT_I32, "<i4", "int32"},     {TFS_DT_U32, "<u4", "uint32"},       {TFS_DT_F32, "<f4", "float32"},
-	{TFS_DT_C64, "<c8", "complex64"}, {TFS_DT_F64, "<f8", "float64"},      {TFS_DT_I64, "<i8", "int64"},
-	{TFS_DT_U64, "<u8", "uint64"},    {TFS_DT_C128, "<c16", "complex128"},
-};
-
-static uint64_t mul(uint64_t a, uint64_t b, int *over)
-{
-	if (a && b > UINT64_MAX / a)
-		*over = 1;
-	return a * b;
-}
-
-tfs_err tfs_zarr_geom(const struct tfs_table *h, const struct tfs_tensor *t, uint64_t target,
-		      struct tfs_zarr_geom *g)
-{
-	memset(g, 0, sizeof *g);
-	g->dtype = t->dtype;
-	for (size_t k = 0; k < sizeof native / sizeof native[0]; k++)
-		if (native[k].dtype == t->dtype) {
-			g->typestr = native[k].typestr;
-			g->data_type = native[k].data_type;
-			g->itemsize = tfs_dtype_info(t->dtype)->bits / 8;
-		}
-	if (!g->typestr && tfs_converts(t->dtype)) {
-		g->converted = 1;
-		g->typestr = "<f4";
-		g->data_type = "float32";
-		g->itemsize = 4;
-	}
-	if (!g->typestr) {
-		g->raw = 1;
-		g->typestr = "|u1";
-		g->data_type = "uint8";
-		g->itemsize = 1;
-	}
-	int over = 0;
-	g->ndim = g->raw ? 1 : t->ndim;
-	if (g->raw) {
-		g->rows = tfs_tensor_size(t);
-		g->row_bytes = 1;
-	} else {
-		g->rows = t->ndim ? h->dims[t->dims_off] : 1;
-		g->row_bytes = g->itemsize;
-		for (uint32_t k = 1; k < t->ndim; k++)
-			g->row_bytes = mul(g->row_bytes, h->dims[t->dims_off + k], &over);
-	}
-	g->bytes = mul(g->rows, g->row_bytes, &over);
-	if (over)
-		return TFS_ERR_UNHANDLED;
-	if (!g->bytes) {
-		g->slab_rows = 1;
-		return TFS_OK;
-	}
-	if (!target)
-		target = 1;
-	/* The row count nearest the target: never over it by more than half
-	 * a row, at least one. No divisor of the row count is sought: a prime
-	 * count would give one-row chunks. */
-	uint64_t k = target / g->row_bytes + (target % g->row_bytes >= (g->row_bytes + 1) / 2);
-	if (k < 1)
-		k = 1;
-	if (k > g->rows)
-		k = g->rows;
-	g->slab_rows = k;
-	g->chunk_bytes = k * g->row_bytes;
-	g->nchunks = g->rows / k + (g->rows % k != 0);
-	return TFS_OK;
-}
-
-uint64_t tfs_zarr_dim(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
-		      uint32_t k)
-{
-	return g->raw ? g->rows : h->dims[t->dims_off + k];
-}
-
-size_t tfs_zarr_chunk_key(const struct tfs_zarr_geom *g, uint64_t c, char *out, size_t cap)
-{
-	int n = snprintf(out, cap, "%llu", (unsigned long long)c);
-	size_t o = n > 0 ? (size_t)n : 0;
-	for (uint32_t k = 1; k < g->ndim && o + 3 <= cap; k++) {
-		memcpy(out + o, ".0", 3);
-		o += 2;
-	}
-	return o;
-}
-
-void tfs_zarr_chunk_span(const struct tfs_zarr_geom *g, uint64_t c, uint64_t off, uint64_t len,
-			 uint64_t *from, uint64_t *data, uint64_t *zeros)
-{
-	uint64_t at = c * g->chunk_bytes + off;
-	uint64_t have = at < g->bytes ? g->bytes - at : 0;
-	*from = at;
-	*data = len < have ? len : have;
-	*zeros = len - *data;
-}
-
-/* ---- the documents ---- */
-
-/* zarr-python 2 reads its metadata as ASCII (json.dumps' ensure_ascii
- * form): the tail of *buf from `from` on, valid UTF-8 as the one JSON
- * writer leaves it, is rewritten with every other character as \uXXXX (a
- * surrogate pair past U+FFFF). Only strings hold such bytes. */
-static tfs_err ascii_from(char **buf, size_t *len, size_t *cap, size_t from)
-{
-	size_t k = from;
-	while (k < *len && !((unsigned char)(*buf)[k] & 0x80))
-		k++;
-	if (k == *len)
-		return TFS_OK;
-	char *nb = NULL;
-	size_t nl = 0, nc = 0;
-	const unsigned char *s = (const unsigned char *)*buf;
-	tfs_err e = tfs_json_put(&nb, &nl, &nc, *buf, k);
-	while (!e && k < *len) {
-		if (s[k] < 0x80) {
-			e = tfs_json_put(&nb, &nl, &nc, *buf + k, 1);
-			k++;
-			continue;
-		}
-		unsigned n = s[k] >= 0xf0 ? 4 : s[k] >= 0xe0 ? 3 : 2;
-		uint32_t cp = s[k] & (0x7f >> n);
-		for (unsigned j = 1; j < n && k + j < *len; j++)
-			cp = cp << 6 | (s[k + j] & 0x3f);
-		k += n;
-		char esc[16];
-		int el = cp > 0xffff ? snprintf(esc, sizeof esc, "\\u%04x\\u%04x",
-						0xd800 + ((cp - 0x10000) >> 10),
-						0xdc00 + ((cp - 0x10000) & 0x3ff))
-				     : snprintf(esc, sizeof esc, "\\u%04x", cp);
-		e = tfs_json_put(&nb, &nl, &nc, esc, (size_t)el);
-	}
-	if (e) {
-		free(nb);
-		return e;
-	}
-	free(*buf);
-	*buf = nb;
-	*len = nl;
-	*cap = nc;
-	return TFS_OK;
-}
-
-struct out {
-	char **buf;
-	size_t *len, *cap;
-	tfs_err e;
-};
-
-static void put(struct out *o, const char *s)
-{
-	if (!o->e)
-		o->e = tfs_json_puts(o->buf, o->len, o->cap, s);
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-	if (!o->e)
-		o->e = tfs_json_u64(o->buf, o->len, o->cap, v);
-}
-
-static void put_str(struct out *o, const char *s, size_t n)
-{
-	if (!o->e)
-		o->e = tfs_json_str(o->buf, o->len, o->cap, s, n);
-}
-
-/* The array's shape, or (chunks) a chunk's: every axis whole but the
- * first, in slabs; a chunk is never 0 along an axis (an empty array's
- * chunks are still shapes of at least 1). */
-static void put_dims(struct out *o, const struct tfs_zarr_geom *g, const struct tfs_table *h,
-		     const struct tfs_tensor *t, int chunks)
-{
-	put(o, "[");
-	for (uint32_t k = 0; k < g->ndim; k++) {
-		uint64_t d = chunks && !k ? g->slab_rows : tfs_zarr_dim(g, h, t, k);
-		put(o, k ? ", " : "");
-		put_u64(o, chunks && !d ? 1 : d);
-	}
-	put(o, "]");
-}
-
-static void put_fill(struct out *o, const struct tfs_zarr_geom *g)
-{
-	char k = g->typestr[1];
-	if (k == 'b')
-		put(o, "false");
-	else if (k == 'f')
-		put(o, "0.0");
-	else if (k == 'c')
-		put(o, "[0.0, 0.0]"); /* (real, imaginary) in both formats */
-	else
-		put(o, "0");
-}
-
-static void put_dim_names(struct out *o, const struct tfs_zarr_geom *g, const char *leaf, size_t leaf_len)
-{
-	char buf[TFS_NAME_MAX + 32];
-	put(o, "[");
-	for (uint32_t k = 0; k < g->ndim; k++) {
-		int n = snprintf(buf, sizeof buf, "%.*s.%u", (int)leaf_len, leaf, (unsigned)k);
-		put(o, k ? ", " : "");
-		put_str(o, buf, n > 0 ? (size_t)n : 0);
-	}
-	put(o, "]");
-}
-
-/* The tensor's own name, stored dtype and shape. */
-static void put_tensor_attrs(struct out *o, const struct tfs_table *h, const struct tfs_tensor *t,
-			     const char *indent)
-{
-	size_t dl;
-	const char *dt = tfs_tensor_dtype(h, t, &dl);
-	put(o, indent);
-	put(o, "\"tensor_dtype\": ");
-	put_str(o, dt, dl);
-	put(o, ",\n");
-	put(o, indent);
-	put(o, "\"tensor_name\": ");
-	put_str(o, tfs_tensor_name(h, t), t->name_len);
-	put(o, ",\n");
-	put(o, indent);
-	put(o, "\"tensor_shape\": [");
-	for (uint32_t k = 0; k < t->ndim; k++) {
-		put(o, k ? ", " : "");
-		put_u64(o, h->dims[t->dims_off + k]);
-	}
-	put(o, "]");
-}
-
-tfs_err tfs_zarr_zarray(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
-			char **buf, size_t *len, size_t *cap)
-{
-	struct out o = {buf, len, cap, TFS_OK};
-	put(&o, "{\n    \"chunks\": ");
-	put_dims(&o, g, h, t, 1);
-	put(&o, ",\n    \"compressor\": null,\n    \"dimension_separator\": \".\",\n    \"dtype\": \"");
-	put(&o, g->typestr);
-	put(&o, "\",\n    \"fill_value\": ");
-	put_fill(&o, g);
-	put(&o, ",\n    \"filters\": null,\n    \"order\": \"C\",\n    \"shape\": ");
-	put_dims(&o, g, h, t, 0);
-	put(&o, ",\n    \"zarr_format\": 2\n}\n");
-	return o.e;
-}
-
-tfs_err tfs_zarr_zattrs(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
-			const char *leaf, size_t leaf_len, char **buf, size_t *len, size_t *cap)
-{
-	struct out o = {buf, len, cap, TFS_OK};
-	size_t from = *len;
-	/* xarray's name for the dimensions. */
-	put(&o, "{\n    \"_ARRAY_DIMENSIONS\": ");
-	put_dim_names(&o, g, leaf, leaf_len);
-	put(&o, ",\n");
-	put_tensor_attrs(&o, h, t, "    ");
-	put(&o, "\n}\n");
-	return o.e ? o.e : ascii_from(buf, len, cap, from);
-}
-
-tfs_err tfs_zarr_array_json(const struct tfs_zarr_geom *g, const struct tfs_table *h,
-			    const struct tfs_tensor *t, const char *leaf, size_t leaf_len, char **buf,
-			    size_t *len, size_t *cap)
-{
-	struct out o = {buf, len, cap, TFS_OK};
-	size_t from = *len;
-	put(&o, "{\n    \"zarr_format\": 3,\n    \"node_type\": \"array\",\n    \"shape\": ");
-	put_dims(&o, g, h, t, 0);
-	put(&o, ",\n    \"data_type\": \"");
-	put(&o, g->data_type);
-	put(&o, "\",\n    \"chunk_grid\": {\"name\": \"regular\", \"configuration\": {\"chunk_shape\": ");
-	put_dims(&o, g, h, t, 1);
-	put(&o, "}},\n    \"chunk_key_encoding\": {\"name\": \"v2\", \"configuration\": {\"separator\": "
-		"\".\"}},\n    \"fill_value\": ");
-	put_fill(&o, g);
-	/* One-byte types have no byte order to name. */
-	put(&o, g->itemsize > 1 ? ",\n    \"codecs\": [{\"name\": \"bytes\", \"configuration\": {\"endian\": "
-				  "\"little\"}}],\n"
-				: ",\n    \"codecs\": [{\"name\": \"bytes\"}],\n");
-	put(&o, "    \"attributes\": {\n");
-	put_tensor_attrs(&o, h, t, "        ");
-	put(&o, "\n    },\n    \"dimension_names\": ");
-	put_dim_names(&o, g, leaf, leaf_len);
-	put(&o, "\n}\n");
-	return o.e ? o.e : ascii_from(buf, len, cap, from);
-}
-
-tfs_err tfs_zarr_zgroup(char **buf, size_t *len, size_t *cap)
-{
-	return tfs_json_puts(buf, len, cap, "{\n    \"zarr_format\": 2\n}\n");
-}
-
-tfs_err tfs_zarr_group_json(const char *attrs, size_t attrs_len, char **buf, size_t *len, size_t *cap)
-{
-	struct out o = {buf, len, cap, TFS_OK};
-	size_t from = *len;
-	put(&o, "{\n  \"zarr_format\": 3,\n  \"node_type\": \"group\",\n  \"attributes\": ");
-	while (attrs_len && (attrs[attrs_len - 1] == '\n' || attrs[attrs_len - 1] == ' '))
-		attrs_len--;
-	if (!o.e)
-		o.e = tfs_json_nested(buf, len, cap, attrs, attrs_len);
-	put(&o, "\n}\n");
-	return o.e ? o.e : ascii_from(buf, len, cap, from);
-}
-
-/* ---- the view: its files in the tree ---- */
-
-/* What a file of the view is (its node's ref indexes these). */
-enum { F_ZGROUP, F_GROUP_ZATTRS, F_GROUP_JSON, F_ZARRAY, F_ZATTRS, F_ARRAY_JSON, F_CHUNK };
-
-struct zfile {
-	uint32_t shard, ref; /* an array's tensor; a group's: 1 for the root, else 0 */
-	uint64_t what;       /* F_*, F_CHUNK + the chunk's number */
+/* A long name is written in slices of about this many of its bytes; one
+ * of more has the places of its slices kept (in[k] of the name, out[k]
+ * of the text), so that a read of its documents makes only what it asks. */
+#define SLICE (64u << 10)
+struct slices {
+	uint32_t tensor; /* its node */
+	uint32_t n;
+	uint64_t *in, *out; /* n + 1 each: [n] the name's length, the text's */
 };
 
 /* Names live as long as the tree: blocks that never move. */
@@ -366,18 +65,24 @@ struct zmap {
 
 struct tfs_zarr {
 	uint64_t target;
-	struct zfile *files;
-	uint32_t nfiles;
-	size_t fcap;
+	const struct tfs_model *m;
 	struct zblock *names;
+	/* While the tree is built: the groups, and each tensor's (by shard,
+	 * from base[shard] on). */
 	struct zmap groups, hashed;
+	uint32_t *leaf, *base;
+	/* Tensors left out of the store, and the first one's line. */
+	uint64_t left;
+	char first_left[330];
+	pthread_mutex_t lock;
 	/* The root's attributes (the checkpoint's __metadata__), made when
 	 * first asked for. */
-	pthread_mutex_t lock;
 	char *root_attrs, *root_json;
 	size_t root_attrs_len, root_json_len;
 	int root_ready;
-	const struct tfs_model *m;
+	/* Long names' slices: at most a header's bytes over SLICE of them. */
+	struct slices *long_names;
+	size_t nlong, long_cap;
 };
 
 /* The option's value (check refuses a bad one before anything is opened). */
@@ -404,18 +109,35 @@ static void map_free(struct zmap *m)
 	free(m->node);
 	free(m->key);
 	free(m->klen);
+	memset(m, 0, sizeof *m);
+}
+
+/* What only building needs. */
+static tfs_err built(const struct tfs_tree *t, void *state)
+{
+	struct tfs_zarr *z = state;
+	(void)t;
+	map_free(&z->groups);
+	map_free(&z->hashed);
+	free(z->leaf);
+	free(z->base);
+	z->leaf = z->base = NULL;
+	return TFS_OK;
 }
 
 static void state_free(void *state)
 {
 	struct tfs_zarr *z = state;
+	built(NULL, z);
 	for (struct zblock *b = z->names, *nx; b; b = nx) {
 		nx = b->next;
 		free(b);
 	}
-	free(z->files);
-	map_free(&z->groups);
-	map_free(&z->hashed);
+	for (size_t k = 0; k < z->nlong; k++) {
+		free(z->long_names[k].in);
+		free(z->long_names[k].out);
+	}
+	free(z->long_names);
 	free(z->root_attrs);
 	free(z->root_json);
 	pthread_mutex_destroy(&z->lock);
@@ -489,25 +211,13 @@ static tfs_err map_put(struct zmap *m, uint32_t parent, const char *k, size_t n,
 	return TFS_OK;
 }
 
-static tfs_err add_file(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t dir, const char *name,
-			uint32_t shard, uint32_t ref, uint64_t what)
+/* A group's three documents. */
+static tfs_err add_docs(struct tfs_tree_add *a, uint32_t dir, uint32_t root)
 {
-	if (z->nfiles == UINT32_MAX ||
-	    tfs_grow((void **)&z->files, &z->fcap, (size_t)z->nfiles + 1, sizeof *z->files))
-		return TFS_ERR_NOMEM;
-	z->files[z->nfiles] = (struct zfile){shard, ref, what};
-	return tfs_tree_add_node(a, dir, name, 0, z->nfiles++, NULL);
-}
-
-/* A group's three documents (from F_ZGROUP) or an array's (from F_ZARRAY). */
-static tfs_err add_docs(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t dir, uint32_t shard,
-			uint32_t ref, uint64_t first)
-{
-	static const char *const names[] = {".zgroup", ".zattrs", "zarr.json",
-					    ".zarray", ".zattrs", "zarr.json"};
+	static const char *const names[] = {".zgroup", ".zattrs", "zarr.json"};
 	tfs_err e = TFS_OK;
-	for (uint64_t k = first; !e && k < first + 3; k++)
-		e = add_file(z, a, dir, names[k], shard, ref, k);
+	for (uint32_t k = 0; !e && k < 3; k++)
+		e = tfs_tree_add_node(a, dir, names[k], 0, k | root, NULL);
 	return e;
 }
 
@@ -540,26 +250,6 @@ static tfs_err add_dir(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t pare
  * D.dir.safetensors): a group's name is the tree's directory's. */
 #define GROUP_ROOM (sizeof ".dir.safetensors" - 1)
 
-static tfs_err add_array(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t parent, const char *raw,
-			 size_t len, uint32_t shard, uint32_t ref, const struct tfs_zarr_geom *g)
-{
-	int conflict = map_get(&z->groups, parent, raw, len) != 0;
-	uint32_t dir;
-	tfs_err e = add_dir(z, a, parent, raw, len, conflict ? strlen(TFS_CONFLICT_SUFFIX) : 0,
-			    conflict ? TFS_CONFLICT_SUFFIX : "", &dir);
-	if (!e)
-		e = add_docs(z, a, dir, shard, ref, F_ZARRAY);
-	const char *name = NULL;
-	for (uint64_t c = 0; !e && c < g->nchunks; c++) {
-		char key[64];
-		size_t kl = tfs_zarr_chunk_key(g, c, key, sizeof key);
-		if (!(name = keep(z, key, kl)))
-			return TFS_ERR_NOMEM;
-		e = add_file(z, a, dir, name, shard, ref, F_CHUNK + c);
-	}
-	return e;
-}
-
 static tfs_err check(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	const char *v = tfs_opts_get(o, "zarr_chunk_size");
@@ -582,7 +272,11 @@ static const char *const *reserves(const struct tfs_tree_opts *o)
 	return names;
 }
 
-/* The whole store: __zarr__/, its groups and arrays. */
+/* __zarr__/ and its groups, from every tensor's name (the arrays come in
+ * per_tensor, once every group is known: tensors "a.b" and "a.b.c" make
+ * the array "b.tensor" beside the group "b"); each tensor's group kept
+ * for then. Names mostly come sorted: a name with the previous one's
+ * groups takes them as they are. */
 static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 {
 	struct tfs_zarr *z = state;
@@ -590,19 +284,18 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 	uint32_t root;
 	tfs_err e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_ZARR_DIR, 1, 0, &root);
 	if (!e)
-		e = add_docs(z, a, root, 0, 1, F_ZGROUP);
-	/* The groups first, so that an array knows whether a group has its
-	 * name (tensors "a.b" and "a.b.c": the array "b.tensor"); each
-	 * tensor's group kept for the second pass. Names mostly come sorted:
-	 * a name with the previous one's groups takes them as they are. */
+		e = add_docs(a, root, ROOT_GROUP);
 	size_t total = 0;
-	for (uint32_t s = 0; s < m->nshards; s++)
+	z->base = e ? NULL : malloc(((size_t)m->nshards + 1) * sizeof *z->base);
+	for (uint32_t s = 0; z->base && s < m->nshards; s++) {
+		z->base[s] = (uint32_t)total;
 		total += m->shards[s].h.n;
-	uint32_t *leaf = e ? NULL : malloc((total + 1) * sizeof *leaf);
+	}
+	z->leaf = z->base ? tfs_malloc_big((total + 1) * sizeof *z->leaf) : NULL;
 	const char *prev = NULL;
 	size_t prev_len = 0, at = 0;
 	uint32_t prev_dir = root;
-	if (!e && !leaf)
+	if (!e && !z->leaf)
 		e = TFS_ERR_NOMEM;
 	for (uint32_t s = 0; !e && s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
@@ -613,7 +306,7 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 			size_t plen = dot ? (size_t)(dot - name) + 1 : 0;
 			uint32_t parent = root;
 			if (prev && plen == prev_len && memcmp(name, prev, plen) == 0) {
-				leaf[at] = prev_dir;
+				z->leaf[at] = prev_dir;
 				continue;
 			}
 			size_t start = 0;
@@ -627,36 +320,286 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 					if (!e)
 						e = map_put(&z->groups, parent, name + start, k - start, dir);
 					if (!e)
-						e = add_docs(z, a, dir, 0, 0, F_ZGROUP);
+						e = add_docs(a, dir, 0);
 				}
 				parent = dir;
 				start = k + 1;
 			}
-			leaf[at] = parent;
+			z->leaf[at] = parent;
 			prev = name;
 			prev_len = plen;
 			prev_dir = parent;
 		}
 	}
-	at = 0;
-	for (uint32_t s = 0; !e && s < m->nshards; s++) {
-		const struct tfs_table *h = &m->shards[s].h;
-		for (uint32_t i = 0; !e && i < h->n; i++, at++) {
-			const struct tfs_tensor *t = &h->t[i];
-			const char *name = tfs_tensor_name(h, t);
-			const char *dot = memrchr(name, '.', t->name_len);
-			size_t start = dot ? (size_t)(dot - name) + 1 : 0;
-			struct tfs_zarr_geom g;
-			if (tfs_zarr_geom(h, t, z->target, &g))
-				continue; /* (no such tensor passes the formats' checks) */
-			e = add_array(z, a, leaf[at], name + start, t->name_len - start, s, i, &g);
-		}
-	}
-	free(leaf);
 	return e ? tfs_fail(d, e, "out of memory building -o zarr's store") : TFS_OK;
 }
 
-/* ---- the view: reading ---- */
+/* Why tensor t has no array (its geometry in g), or NULL. */
+static const char *left_out(const struct tfs_zarr *z, const struct tfs_table *h, const struct tfs_tensor *t,
+			    struct tfs_zarr_geom *g, char *why, size_t cap)
+{
+	if (tfs_zarr_geom(h, t, z->target, g))
+		return "is too large to describe"; /* (no format lets one through) */
+	if (g->ndim > TFS_ZARR_NDIM_MAX)
+		snprintf(why, cap, "has %u dimensions, over the %d dimensions NumPy holds", (unsigned)g->ndim,
+			 TFS_ZARR_NDIM_MAX);
+	else if (g->nchunks > TFS_TREE_GENERATED_MAX - DOCS)
+		snprintf(why, cap,
+			 "would have %llu chunks, over the 1,000,000 files a directory may hold "
+			 "(a larger -o zarr_chunk_size makes fewer)",
+			 (unsigned long long)g->nchunks);
+	else
+		return NULL;
+	return why;
+}
+
+/* The tensor's array: a generated directory in its group (its documents,
+ * then its chunks), or a line for the notice. */
+static tfs_err per_tensor(struct tfs_tree_add *a, void *state, uint32_t tensor)
+{
+	struct tfs_zarr *z = state;
+	const struct tfs_node *tn = &tfs_tree_add_tree(a)->nodes[tensor];
+	const struct tfs_table *h = &z->m->shards[tn->shard].h;
+	const struct tfs_tensor *t = &h->t[tn->ref];
+	struct tfs_zarr_geom g;
+	char buf[200], q[120];
+	const char *name = tfs_tensor_name(h, t), *why = left_out(z, h, t, &g, buf, sizeof buf);
+	if (why) {
+		tfs_quote(q, sizeof q, name, t->name_len);
+		if (!z->left++)
+			snprintf(z->first_left, sizeof z->first_left, "%s %s", q, why);
+		return TFS_OK;
+	}
+	uint32_t parent = z->leaf[z->base[tn->shard] + tn->ref], dir;
+	const char *dot = memrchr(name, '.', t->name_len);
+	size_t start = dot ? (size_t)(dot - name) + 1 : 0, len = t->name_len - start;
+	int conflict = map_get(&z->groups, parent, name + start, len) != 0;
+	tfs_err e = add_dir(z, a, parent, name + start, len, conflict ? strlen(TFS_CONFLICT_SUFFIX) : 0,
+			    conflict ? TFS_CONFLICT_SUFFIX : "", &dir);
+	return e ? e : tfs_tree_generate(a, dir, tensor, (uint32_t)(DOCS + g.nchunks));
+}
+
+static int notice(const struct tfs_tree *t, const void *state, char *buf, size_t cap)
+{
+	const struct tfs_zarr *z = state;
+	(void)t;
+	if (z->left)
+		snprintf(buf, cap, "-o zarr leaves out %llu tensor%s: %s%s", (unsigned long long)z->left,
+			 z->left == 1 ? "" : "s", z->first_left, z->left > 1 ? ", and more" : "");
+	return z->left != 0;
+}
+
+/* ---- an array's entries ---- */
+
+/* The tensor of an array whose directory's ref is the tensor's node, and
+ * its geometry (it had one: the array is there). */
+static void array_of(const struct tfs_tree *t, const struct tfs_zarr *z, uint32_t tensor,
+		     const struct tfs_table **h, const struct tfs_tensor **ts, struct tfs_zarr_geom *g)
+{
+	const struct tfs_node *tn = &t->nodes[tensor];
+	*h = &t->m->shards[tn->shard].h;
+	*ts = &(*h)->t[tn->ref];
+	tfs_zarr_geom(*h, *ts, z->target, g);
+}
+
+static size_t entry_name(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t i, char *out)
+{
+	const struct tfs_table *h;
+	const struct tfs_tensor *ts;
+	struct tfs_zarr_geom g;
+	if (i < DOCS) {
+		strcpy(out, doc_names[i]);
+		return strlen(out);
+	}
+	array_of(t, t->vstate[dir->gen], dir->ref, &h, &ts, &g);
+	return tfs_zarr_chunk_key(&g, i - DOCS, out, TFS_ZARR_KEY_MAX);
+}
+
+static int entry_find(const struct tfs_tree *t, const struct tfs_node *dir, const char *name, size_t len,
+		      uint32_t *i)
+{
+	const struct tfs_table *h;
+	const struct tfs_tensor *ts;
+	struct tfs_zarr_geom g;
+	uint64_t c;
+	for (uint32_t k = 0; k < DOCS; k++)
+		if (strlen(doc_names[k]) == len && memcmp(doc_names[k], name, len) == 0) {
+			*i = k;
+			return 1;
+		}
+	array_of(t, t->vstate[dir->gen], dir->ref, &h, &ts, &g);
+	if (!tfs_zarr_chunk_find(&g, name, len, &c))
+		return 0;
+	*i = (uint32_t)(DOCS + c);
+	return 1;
+}
+
+/* ---- an array's documents: the text around the name, the name in slices ---- */
+
+/* The name's characters [from, to) as the documents write them, into
+ * *buf from its start. */
+static tfs_err slice_text(const char *name, size_t from, size_t to, char **buf, size_t *len, size_t *cap)
+{
+	*len = 0;
+	return tfs_zarr_name_part(name, from, to, buf, len, cap);
+}
+
+/* Where a name's slices start, in the name and in its text: slice k is
+ * in[k]..in[k + 1], written at out[k]; out[n] is the text's length. */
+struct where {
+	uint32_t n;
+	const uint64_t *in, *out;
+	uint64_t one_in[2], one_out[2];
+};
+
+/* The places of a long name's slices, made once and kept (under z->lock):
+ * 16 bytes a slice. */
+static tfs_err long_name(struct tfs_zarr *z, uint32_t tensor, const char *name, size_t n, struct where *w)
+{
+	const struct slices *found = NULL;
+	for (size_t k = 0; k < z->nlong && !found; k++)
+		if (z->long_names[k].tensor == tensor)
+			found = &z->long_names[k];
+	if (!found) {
+		struct slices sl = {tensor, 0, NULL, NULL};
+		size_t most = n / SLICE + 2, blen = 0, bcap = 0;
+		char *buf = NULL;
+		tfs_err e = TFS_OK;
+		sl.in = malloc(most * sizeof *sl.in);
+		sl.out = malloc(most * sizeof *sl.out);
+		if (!sl.in || !sl.out ||
+		    tfs_grow((void **)&z->long_names, &z->long_cap, z->nlong + 1, sizeof sl))
+			e = TFS_ERR_NOMEM;
+		for (uint64_t at = 0, text = 0; !e; sl.n++) {
+			sl.in[sl.n] = at;
+			sl.out[sl.n] = text;
+			if (at == n)
+				break;
+			size_t to = tfs_zarr_name_cut(name, n, at + SLICE);
+			e = slice_text(name, at, to, &buf, &blen, &bcap);
+			text += blen;
+			at = to;
+		}
+		free(buf);
+		if (e) {
+			free(sl.in);
+			free(sl.out);
+			return e;
+		}
+		z->long_names[z->nlong] = sl;
+		found = &z->long_names[z->nlong++];
+	}
+	/* (the arrays stay where they are when long_names moves) */
+	w->n = found->n;
+	w->in = found->in;
+	w->out = found->out;
+	return TFS_OK;
+}
+
+static tfs_err name_slices(struct tfs_zarr *z, uint32_t tensor, const char *name, size_t n, struct where *w)
+{
+	if (n > SLICE) {
+		pthread_mutex_lock(&z->lock);
+		tfs_err e = long_name(z, tensor, name, n, w);
+		pthread_mutex_unlock(&z->lock);
+		return e;
+	}
+	/* A short name is one slice, its text's length made again. */
+	char *buf = NULL;
+	size_t blen = 0, bcap = 0;
+	tfs_err e = slice_text(name, 0, n, &buf, &blen, &bcap);
+	free(buf);
+	w->n = 1;
+	w->one_in[0] = w->one_out[0] = 0;
+	w->one_in[1] = n;
+	w->one_out[1] = blen;
+	w->in = w->one_in;
+	w->out = w->one_out;
+	return e;
+}
+
+/* Bytes [off, off + len) of the quoted name (its text's length + 2) into
+ * to: only the slices they fall in are made. */
+static tfs_err name_bytes(const struct where *w, const char *name, uint64_t off, size_t len, char *to)
+{
+	uint64_t text = w->out[w->n];
+	char *buf = NULL;
+	size_t blen = 0, bcap = 0;
+	tfs_err e = TFS_OK;
+	while (!e && len) {
+		if (off == 0 || off == text + 1) {
+			*to++ = '"';
+			off++;
+			len--;
+			continue;
+		}
+		uint64_t at = off - 1; /* in the text */
+		uint32_t lo = 0, hi = w->n - 1;
+		while (lo < hi) { /* the last slice starting at or before `at` */
+			uint32_t mid = lo + (hi - lo + 1) / 2;
+			if (w->out[mid] <= at)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		if ((e = slice_text(name, w->in[lo], w->in[lo + 1], &buf, &blen, &bcap)))
+			break;
+		if (blen != w->out[lo + 1] - w->out[lo]) {
+			e = TFS_ERR_IO; /* (the same bytes make the same text) */
+			break;
+		}
+		size_t k = (size_t)(w->out[lo + 1] - at) < len ? (size_t)(w->out[lo + 1] - at) : len;
+		memcpy(to, buf + (at - w->out[lo]), k);
+		to += k;
+		off += k;
+		len -= k;
+	}
+	free(buf);
+	return e;
+}
+
+/* Copies what [off, off + len) holds of text[0..n) placed at `at`. */
+static void part(const char *text, uint64_t n, uint64_t at, uint64_t off, size_t len, char *to)
+{
+	uint64_t a = off > at ? off : at, b = off + len < at + n ? off + len : at + n;
+	if (a < b)
+		memcpy(to + (a - off), text + (a - at), b - a);
+}
+
+/* An array document's size, and with to its bytes [off, off + len). */
+static tfs_err array_doc(const struct tfs_tree *t, struct tfs_zarr *z, const struct tfs_node *n, uint64_t off,
+			 size_t len, char *to, uint64_t *size)
+{
+	const struct tfs_table *h;
+	const struct tfs_tensor *ts;
+	struct tfs_zarr_geom g;
+	struct tfs_zarr_doc x;
+	struct where w;
+	const struct tfs_node *dir = &t->nodes[n->parent];
+	array_of(t, z, n->first, &h, &ts, &g);
+	tfs_err e = tfs_zarr_doc((int)n->ref, &g, h, ts, dir->fname, dir->fname_len, &x);
+	if (e)
+		return e;
+	const char *name = tfs_tensor_name(h, ts);
+	uint64_t nl = 0;
+	if (x.named && !(e = name_slices(z, n->first, name, ts->name_len, &w)))
+		nl = w.out[w.n] + 2;
+	*size = x.head_len + nl + x.tail_len;
+	if (!e && to && (off > *size || len > *size - off))
+		e = TFS_ERR_IO; /* (its size was asked for before: it cannot change) */
+	if (!e && to) {
+		part(x.head, x.head_len, 0, off, len, to);
+		part(x.tail, x.tail_len, x.head_len + nl, off, len, to);
+		uint64_t a = off > x.head_len ? off : x.head_len;
+		uint64_t b = off + len < x.head_len + nl ? off + len : x.head_len + nl;
+		if (a < b)
+			e = name_bytes(&w, name, a - x.head_len, (size_t)(b - a), to + (a - off));
+	}
+	tfs_zarr_doc_free(&x);
+	return e;
+}
+
+/* ---- the groups' documents ---- */
 
 static tfs_err root_docs(const struct tfs_tree *t, struct tfs_zarr *z)
 {
@@ -666,7 +609,7 @@ static tfs_err root_docs(const struct tfs_tree *t, struct tfs_zarr *z)
 		size_t cap = 0;
 		e = tfs_model_meta_json(t->m, &z->root_attrs, &z->root_attrs_len);
 		if (!e)
-			e = ascii_from(&z->root_attrs, &z->root_attrs_len, &cap, 0);
+			e = tfs_zarr_ascii(&z->root_attrs, &z->root_attrs_len, &cap, 0);
 		cap = 0;
 		if (!e)
 			e = tfs_zarr_group_json(z->root_attrs, z->root_attrs_len, &z->root_json,
@@ -677,106 +620,116 @@ static tfs_err root_docs(const struct tfs_tree *t, struct tfs_zarr *z)
 	return e;
 }
 
-/* A document's text: into *buf (malloc'd, the caller frees it), or the
- * root's kept one (*buf NULL, *doc set). */
-static tfs_err doc(const struct tfs_tree *t, const struct tfs_node *n, const char **text, size_t *len,
-		   char **buf)
+/* A group document's text: into *buf (malloc'd, the caller frees it), or
+ * the root's kept one (*buf NULL). */
+static tfs_err group_doc(const struct tfs_tree *t, struct tfs_zarr *z, const struct tfs_node *n,
+			 const char **text, size_t *len, char **buf)
 {
-	struct tfs_zarr *z = t->vstate[n->kind];
-	const struct zfile *f = &z->files[n->ref];
 	size_t cap = 0;
+	uint32_t what = n->ref & ~(uint32_t)ROOT_GROUP;
 	tfs_err e = TFS_OK;
 	*text = *buf = NULL;
 	*len = 0;
-	if ((f->what == F_GROUP_ZATTRS || f->what == F_GROUP_JSON) && f->ref) {
+	if (what != F_ZGROUP && (n->ref & ROOT_GROUP)) {
 		if ((e = root_docs(t, z)))
 			return e;
-		*text = f->what == F_GROUP_ZATTRS ? z->root_attrs : z->root_json;
-		*len = f->what == F_GROUP_ZATTRS ? z->root_attrs_len : z->root_json_len;
+		*text = what == F_GROUP_ZATTRS ? z->root_attrs : z->root_json;
+		*len = what == F_GROUP_ZATTRS ? z->root_attrs_len : z->root_json_len;
 		return TFS_OK;
 	}
-	const struct tfs_node *dir = &t->nodes[n->parent];
-	struct tfs_zarr_geom g;
-	const struct tfs_table *h = f->what >= F_ZARRAY ? &t->m->shards[f->shard].h : NULL;
-	const struct tfs_tensor *ts = h ? &h->t[f->ref] : NULL;
-	if (h && (e = tfs_zarr_geom(h, ts, z->target, &g)))
-		return e; /* (no such tensor passes the formats' checks) */
-	if (f->what == F_ZGROUP)
+	if (what == F_ZGROUP)
 		e = tfs_zarr_zgroup(buf, len, &cap);
-	else if (f->what == F_GROUP_ZATTRS)
+	else if (what == F_GROUP_ZATTRS)
 		e = tfs_json_puts(buf, len, &cap, "{}\n");
-	else if (f->what == F_GROUP_JSON)
-		e = tfs_zarr_group_json("{}", 2, buf, len, &cap);
-	else if (f->what == F_ZARRAY)
-		e = tfs_zarr_zarray(&g, h, ts, buf, len, &cap);
-	else if (f->what == F_ZATTRS)
-		e = tfs_zarr_zattrs(&g, h, ts, dir->fname, dir->fname_len, buf, len, &cap);
 	else
-		e = tfs_zarr_array_json(&g, h, ts, dir->fname, dir->fname_len, buf, len, &cap);
+		e = tfs_zarr_group_json("{}", 2, buf, len, &cap);
 	*text = *buf;
 	return e;
 }
 
+/* ---- the view: reading ---- */
+
+static int is_entry(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	return t->nodes[n->parent].gen != 0;
+}
+
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 {
-	const struct tfs_zarr *z = t->vstate[n->kind];
-	const struct zfile *f = &z->files[n->ref];
-	if (f->what >= F_CHUNK) {
+	struct tfs_zarr *z = t->vstate[n->kind];
+	uint64_t len = 0;
+	if (is_entry(t, n) && n->ref >= DOCS) {
+		const struct tfs_table *h;
+		const struct tfs_tensor *ts;
 		struct tfs_zarr_geom g;
-		const struct tfs_table *h = &t->m->shards[f->shard].h;
-		return tfs_zarr_geom(h, &h->t[f->ref], z->target, &g) ? 0 : g.chunk_bytes;
+		array_of(t, z, n->first, &h, &ts, &g);
+		return g.chunk_bytes;
 	}
+	if (is_entry(t, n))
+		return array_doc(t, z, n, 0, 0, NULL, &len) ? 0 : len;
 	const char *text;
-	size_t len;
 	char *buf;
-	tfs_err e = doc(t, n, &text, &len, &buf);
+	size_t tl;
+	tfs_err e = group_doc(t, z, n, &text, &tl, &buf);
 	free(buf);
-	return e ? 0 : len;
+	return e ? 0 : tl;
 }
 
 /* Never written: the zeros after a last slab's rows. */
 static char zeros[256 << 10];
 
-static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
-		      struct tfs_pieces *out)
+static tfs_err chunk_pieces(const struct tfs_tree *t, struct tfs_zarr *z, const struct tfs_node *n,
+			    uint64_t off, size_t len, struct tfs_pieces *out)
 {
-	const struct tfs_zarr *z = t->vstate[n->kind];
-	const struct zfile *f = &z->files[n->ref];
-	if (f->what < F_CHUNK) {
-		const char *text;
-		size_t tl;
-		char *buf;
-		char *to = NULL;
-		tfs_err e = doc(t, n, &text, &tl, &buf);
-		if (!e && (off > tl || len > tl - off))
-			e = TFS_ERR_IO; /* (its size was asked for before: it cannot change) */
-		else if (!e && !(to = tfs_pieces_room(out, len)))
-			e = TFS_ERR_NOMEM;
-		else if (!e)
-			e = tfs_pieces_mem(out, memcpy(to, text + off, len), len);
-		free(buf);
-		return e;
-	}
-	const struct tfs_shard *sh = &t->m->shards[f->shard];
-	const struct tfs_tensor *ts = &sh->h.t[f->ref];
+	const struct tfs_table *h;
+	const struct tfs_tensor *ts;
 	struct tfs_zarr_geom g;
 	uint64_t from, data, nzero;
-	tfs_err e = tfs_zarr_geom(&sh->h, ts, z->target, &g);
+	array_of(t, z, n->first, &h, &ts, &g);
+	struct tfs_source *src = t->m->shards[t->nodes[n->first].shard].src;
 	/* A shard changed since the mount: EIO, as its tensors' files give
 	 * (whose check is at open; a chunk is spliced from it too). */
-	if (e || tfs_source_changed(sh->src))
+	if (tfs_source_changed(src))
 		return TFS_ERR_IO;
-	tfs_zarr_chunk_span(&g, f->what - F_CHUNK, off, len, &from, &data, &nzero);
+	tfs_zarr_chunk_span(&g, n->ref - DOCS, off, len, &from, &data, &nzero);
+	tfs_err e = TFS_OK;
 	if (data && g.converted)
-		e = tfs_f32_pieces(sh->src, ts, from, (size_t)data, out);
+		e = tfs_f32_pieces(src, ts, from, (size_t)data, out);
 	else if (data)
-		e = tfs_pieces_src(out, sh->src, ts->begin + from, (size_t)data, ts->end);
+		e = tfs_pieces_src(out, src, ts->begin + from, (size_t)data, ts->end);
 	while (!e && nzero) {
 		size_t k = nzero < sizeof zeros ? (size_t)nzero : sizeof zeros;
 		e = tfs_pieces_mem(out, zeros, k);
 		nzero -= k;
 	}
 	return e;
+}
+
+static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+		      struct tfs_pieces *out)
+{
+	struct tfs_zarr *z = t->vstate[n->kind];
+	if (is_entry(t, n) && n->ref >= DOCS)
+		return chunk_pieces(t, z, n, off, len, out);
+	char *to = tfs_pieces_room(out, len);
+	if (!to)
+		return TFS_ERR_NOMEM;
+	uint64_t whole;
+	tfs_err e = TFS_OK;
+	if (is_entry(t, n)) {
+		e = array_doc(t, z, n, off, len, to, &whole);
+	} else {
+		const char *text;
+		char *buf;
+		size_t tl;
+		e = group_doc(t, z, n, &text, &tl, &buf);
+		if (!e && (off > tl || len > tl - off))
+			e = TFS_ERR_IO; /* (its size was asked for before: it cannot change) */
+		else if (!e)
+			memcpy(to, text + off, len);
+		free(buf);
+	}
+	return e ? e : tfs_pieces_mem(out, to, len);
 }
 
 static const struct tfs_opt_spec opts[] = {
@@ -792,6 +745,11 @@ const struct tfs_view_ops tfs_view_zarr = {
 	.state_new = state_new,
 	.state_free = state_free,
 	.at_root = at_root,
+	.per_tensor = per_tensor,
+	.entry_name = entry_name,
+	.entry_find = entry_find,
+	.built = built,
+	.notice = notice,
 	.opts = opts,
 	.check = check,
 	.wanted = wanted,

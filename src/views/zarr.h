@@ -1,7 +1,8 @@
 /* -o zarr: __zarr__/ at the root, a Zarr store (formats 2 and 3 from the
- * same files) of every tensor (views/zarr.c). What is here is the part a
- * unit test reaches without a tree: how a tensor is cut into chunks, the
- * metadata documents, and what a chunk's bytes are made of. */
+ * same files) of every tensor (views/zarr.c, the view). What is here
+ * (views/zarrdoc.c) is what it computes, which a unit test reaches without
+ * a tree: how a tensor is cut into chunks and what each chunk's name is,
+ * the metadata documents, and what a chunk's bytes are made of. */
 #ifndef TFS_ZARR_H
 #define TFS_ZARR_H
 
@@ -14,6 +15,11 @@
 #define TFS_ZARR_DIR "__zarr__"
 /* -o zarr_chunk_size's default: a slab of about this many bytes. */
 #define TFS_ZARR_CHUNK_DEFAULT (64ull << 20)
+/* Arrays of at most this many dimensions (NumPy 2's most; NumPy 1 holds
+ * 32): a tensor of more is left out of the store. */
+#define TFS_ZARR_NDIM_MAX 64
+/* A chunk's name at most, with its NUL: 20 digits and ".0" per other axis. */
+#define TFS_ZARR_KEY_MAX (21 + 2 * (TFS_ZARR_NDIM_MAX - 1))
 
 /* How a tensor is shown as a Zarr array: slabs of whole rows along the
  * first axis, every other axis whole, so that a chunk is one contiguous
@@ -45,8 +51,12 @@ uint64_t tfs_zarr_dim(const struct tfs_zarr_geom *g, const struct tfs_table *h, 
 		      uint32_t k);
 
 /* Chunk c's file name (its key in both formats: "c.0.0", "0" for a
- * scalar) into out (at least 24 + 2 * ndim bytes); its length. */
+ * scalar) into out (TFS_ZARR_KEY_MAX bytes for an array of at most
+ * TFS_ZARR_NDIM_MAX dimensions); its length. */
 size_t tfs_zarr_chunk_key(const struct tfs_zarr_geom *g, uint64_t c, char *out, size_t cap);
+/* Whether name[0..len) is a chunk's name, exactly as tfs_zarr_chunk_key
+ * writes it (no leading zero, no sign), and which (*c). */
+int tfs_zarr_chunk_find(const struct tfs_zarr_geom *g, const char *name, size_t len, uint64_t *c);
 
 /* What bytes [off, off + len) of chunk c's file are: bytes [*from, *from +
  * *data) of the array as shown, then *zeros bytes of zeros (the last
@@ -54,10 +64,35 @@ size_t tfs_zarr_chunk_key(const struct tfs_zarr_geom *g, uint64_t c, char *out, 
 void tfs_zarr_chunk_span(const struct tfs_zarr_geom *g, uint64_t c, uint64_t off, uint64_t len,
 			 uint64_t *from, uint64_t *data, uint64_t *zeros);
 
-/* The documents, appended to *buf (*len, *cap) as core/json.h does. An
- * array's: .zarray, .zattrs, zarr.json; `leaf` is its directory's name
- * (its dimensions are named "leaf.0", "leaf.1"...: no array's name holds a
- * '.', so they never meet another variable's in xarray). */
+/* An array's documents: .zarray, .zattrs, zarr.json; `leaf` is its
+ * directory's name (its dimensions are named "leaf.0", "leaf.1"...: no
+ * array's name holds a '.', so they never meet another variable's in
+ * xarray). Every document is JSON in ASCII, as zarr-python 2 reads it.
+ *
+ * The tensor's name may be as long as a header (100 MB; 6 bytes a
+ * character once in ASCII): a document is made as the text before the
+ * name (head) and after it (tail), and the name itself in slices
+ * (tfs_zarr_name_*), so a read of any part of it makes only that part. */
+enum { TFS_ZARR_ZARRAY, TFS_ZARR_ZATTRS, TFS_ZARR_ARRAY_JSON };
+struct tfs_zarr_doc {
+	char *head, *tail; /* never NULL once made */
+	size_t head_len, tail_len, head_cap, tail_cap;
+	int named; /* the name, quoted, goes between head and tail */
+};
+tfs_err tfs_zarr_doc(int which, const struct tfs_zarr_geom *g, const struct tfs_table *h,
+		     const struct tfs_tensor *t, const char *leaf, size_t leaf_len, struct tfs_zarr_doc *x);
+void tfs_zarr_doc_free(struct tfs_zarr_doc *x);
+/* The first place at or after `at` where a slice of name[0..n) may start
+ * (not inside a character): n at most. */
+size_t tfs_zarr_name_cut(const char *name, size_t n, size_t at);
+/* The name's characters [from, to) (both cuts) as the documents write
+ * them, without quotes, appended to *buf as core/json.h does. */
+tfs_err tfs_zarr_name_part(const char *name, size_t from, size_t to, char **buf, size_t *len, size_t *cap);
+/* The text of *buf from `from` on rewritten in ASCII (\uXXXX). */
+tfs_err tfs_zarr_ascii(char **buf, size_t *len, size_t *cap, size_t from);
+
+/* The whole documents, appended to *buf (*len, *cap) as core/json.h does
+ * (the tests'). */
 tfs_err tfs_zarr_zarray(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,
 			char **buf, size_t *len, size_t *cap);
 tfs_err tfs_zarr_zattrs(const struct tfs_zarr_geom *g, const struct tfs_table *h, const struct tfs_tensor *t,

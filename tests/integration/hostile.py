@@ -23,6 +23,8 @@ if_match, authorization, x-amz-security-token).
                                whose Link rel="next" never ends
   "s3_endless": true           ListObjectsV2 that always IsTruncated
   "delay": S                   every range answer waits S seconds first
+  "size": N                    every file claims N bytes (Content-Range's
+                               total); its bytes past the real ones are zeros
 GET /__inflight gives the most range requests it answered at once.
 """
 
@@ -118,6 +120,14 @@ class Handler(loopback.Handler):
             return self.send(200, data, {"ETag": etag}, head)
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
         a = int(m.group(1))
+        if "size" in mode:
+            # a lying size: at most 1 MiB of zeros past the real bytes
+            total = mode["size"]
+            b = min(int(m.group(2)) if m.group(2) else total - 1, total - 1, a + (1 << 20) - 1)
+            body = (data[a:b + 1] + bytes(b + 1 - max(a, len(data)))) if a < total else b""
+            if a >= total:
+                return self.send(416, b"", {"Content-Range": f"bytes */{total}"}, head)
+            return self.send(206, body, {"ETag": etag, "Content-Range": f"bytes {a}-{b}/{total}"}, head)
         b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
         if "stall_from" in mode and a >= mode["stall_from"]:
             time.sleep(mode.get("stall_seconds", 3600))

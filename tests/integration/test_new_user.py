@@ -6,12 +6,13 @@ http.server), against real servers on 127.0.0.1."""
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
 
 from test_http import gen, web  # noqa: F401 (the nginx fixture)
-from tfsutil import EXIT_USAGE, fuse_ok, is_mounted, mounted, run, write_st
+from tfsutil import BIN, EXIT_USAGE, fuse_ok, is_mounted, mounted, run, write_st
 
 
 @pytest.mark.parametrize("args,says", [
@@ -307,3 +308,106 @@ def test_whole_download_never_holds_up_sigterm(tmp):
         th.join(20)
         assert not th.is_alive() and isinstance(res["r"], int), res.get("r", b"")[:10]
         assert not is_mounted(mnt)
+
+
+# ---- issue 44: every option checked once, for every command, before SOURCE ----
+
+COMMANDS = {  # a command's words before its options, and after them
+    "mount": ([], ["{src}", "{mnt}"]),
+    "--inspect": (["--inspect"], ["{src}"]),
+    "--verify": (["--verify"], ["{src}"]),
+    "--stats": (["--stats"], ["{src}"]),
+    "diff": (["diff"], ["{src}", "{src}"]),
+}
+
+
+def command(cmd, opts, **kw):
+    before, after = COMMANDS[cmd]
+    return before + list(opts) + [a.format(**kw) for a in after]
+
+
+@pytest.mark.parametrize("cmd", list(COMMANDS))
+@pytest.mark.parametrize("bad", ["abc", "0", "-1"])
+def test_view_option_values_are_refused_by_every_command(cmd, bad, tmp):
+    """-o zarr_chunk_size=abc, =0, =-1: the mount refused them and the
+    tools (--inspect, --verify, --stats, diff) went on without a word."""
+    src = os.path.join(tmp, "a.safetensors")
+    write_st(src, [("w", "U8", [4], b"abcd")])
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run(command(cmd, ["-o", f"zarr,zarr_chunk_size={bad}"], src=src, mnt=mnt))
+    assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and f"-o zarr_chunk_size={bad}: expected a size" in r.stderr, r.stderr
+    assert r.stdout == "" and not is_mounted(mnt)
+
+
+@pytest.mark.parametrize("args,says", [
+    (["-o", "layout", "{src}", "{mnt}"], "-o layout takes a value (-o layout=flat|tree)"),
+    (["-o", "layout", "tree", "{src}", "{mnt}"], "-o layout tree: an option's value follows '=' (-o layout=tree)"),
+    (["-o", "zarr,layout", "tree", "{src}", "{mnt}"], "(-o layout=tree)"),
+    (["--inspect", "-o", "layout", "tree", "{src}"], "(-o layout=tree)"),
+    (["-o", "zarr_chunk_size", "{src}", "{mnt}"], "-o zarr_chunk_size takes a value (-o zarr_chunk_size=SIZE)"),
+    (["-o", "edits", "{src}", "{mnt}"], "-o edits takes a value (-o edits=FILE)"),
+    (["-o", "export=1", "{src}", "{mnt}"], "-o export takes no value (-o export)"),
+    (["-o", "strict=yes", "{src}", "{mnt}"], "-o strict takes no value (-o strict)"),
+    (["-o", "zar", "{src}", "{mnt}"], "unknown option '-o zar': did you mean '-o zarr'?"),
+    (["-o", "layuot=tree", "{src}", "{mnt}"], "did you mean '-o layout=tree'?"),
+    (["-o", "direct-io", "{src}", "{mnt}"], "did you mean '-o direct_io'?"),
+    (["-o", "cachedir=/x", "{src}", "{mnt}"], "did you mean '-o cache_dir=/x'?"),
+    (["-o", "alow_other", "{src}", "{mnt}"], "did you mean '-o allow_other'?"),
+    (["--stats", "-o", "zarr_chunksize=1M", "{src}"], "did you mean '-o zarr_chunk_size=1M'?"),
+    (["--inpsect", "{src}"], "unknown option '--inpsect': did you mean '--inspect'?"),
+    (["-o", "nonempty", "{src}", "{mnt}"], "unknown option '-o nonempty' (see tensorfs --help)"),
+    (["--inspect", "-o", "allow_other", "{src}"], "-o allow_other is a mount option: --inspect mounts nothing"),
+    (["-o", "max_threads=many", "{src}", "{mnt}"], "-o max_threads=many: libfuse refuses this value"),
+])
+def test_option_messages(args, says, tmp):
+    """-o layout was called an unknown option, -o layout tree an
+    unexpected argument, and a near-miss got no "did you mean"."""
+    fuse_ok()
+    src = os.path.join(tmp, "a.safetensors")
+    write_st(src, [("w", "U8", [4], b"abcd")])
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run([a.format(src=src, mnt=mnt) for a in args])
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("tensorfs: ") and says in r.stderr, r.stderr
+    if "unknown" in says and "did you mean" not in says:
+        assert "did you mean" not in r.stderr
+    assert r.stdout == "" and not is_mounted(mnt)
+
+
+def test_options_of_libfuse_still_mount(tmp):
+    """What libfuse takes (asked of libfuse itself) still mounts."""
+    src = os.path.join(tmp, "a.safetensors")
+    write_st(src, [("w", "U8", [4], b"abcd")])
+    with mounted(src, "-o", "max_threads=4,clone_fd,noatime,default_permissions,ro") as mnt:
+        assert open(os.path.join(mnt, "w"), "rb").read() == b"abcd"
+
+
+@pytest.mark.parametrize("cmd", list(COMMANDS))
+def test_a_mistake_is_said_before_the_source_is_asked(cmd, tmp):
+    """A server that never answers: a typo, a view's bad value, a missing
+    value, a source driver's bad value, an edits file that is not there
+    are each said at once, and the server is asked nothing (a typo and the
+    edits file used to be said after the source, so the user waited on
+    the server to learn of them)."""
+    from servers import Hostile
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    write_st(os.path.join(root, "m.safetensors"), [("w", "U8", [4], b"abcd")])
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    with Hostile(root) as srv:
+        srv.mode(stall_from=0, stall_seconds=600)
+        for opts, says in ((["-o", "zar"], "did you mean '-o zarr'"),
+                           (["-o", "zarr,zarr_chunk_size=abc"], "zarr_chunk_size=abc"),
+                           (["-o", "layout", "tree"], "-o layout"),
+                           (["-o", "retries=abc"], "-o retries= takes a number"),
+                           (["-o", "edits=" + os.path.join(tmp, "none.json")], "does not exist")):
+            r = subprocess.run([BIN] + command(cmd, opts, src=srv.url("m.safetensors"), mnt=mnt),
+                               capture_output=True, text=True, timeout=60)  # a bound on a hang
+            assert r.returncode == EXIT_USAGE and says in r.stderr, (opts, r.stderr)
+            assert r.stderr.count("\n") == 1, r.stderr
+        assert [s for s in srv.seen() if s["path"] == "/m.safetensors"] == []
+    assert not is_mounted(mnt)

@@ -18,7 +18,7 @@ import pytest
 
 import gen_gguf as gg
 from servers import Nginx
-from tfsutil import EXIT_USAGE, REAL, fname, mounted, need_real, real_files, run, write_st
+from tfsutil import EXIT_USAGE, REAL, SANITIZED, fname, mounted, need_real, real_files, run, unmount, write_st
 
 try:
     import zarr
@@ -552,3 +552,205 @@ def test_over_http_chunks_go_through_the_cache(tmp):
                 assert f.read() == w.tobytes()
             assert [r for r in web.requests() if r["uri"] == "/m.safetensors"] == []
     shutil.rmtree(root)
+
+
+# ---- issue 44: hostile shapes and sizes ----
+
+def test_many_dimensions(tmp):
+    """Tensors of 33 to 64 dimensions: each chunk key (over 64 bytes from
+    33 dimensions on) is a file that holds the chunk, as zarr-python 2
+    names it and as the format 3 metadata does; zarr found no chunk and
+    read zeros. Over 64 dimensions (NumPy's most) a tensor is left out of
+    the store, with one warning."""
+    need_zarr()
+    tensors = []
+    for nd in (32, 33, 47, 64):
+        shape = [5] + [1] * (nd - 2) + [3]
+        tensors.append((f"d{nd}", "F32", shape, (np.arange(15, dtype="<f4") + nd).tobytes()))
+    tensors.append(("d65", "F32", [2] + [1] * 64, np.arange(2, dtype="<f4").tobytes()))
+    src = os.path.join(tmp, "nd.safetensors")
+    write_st(src, tensors)
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    # 12-byte rows in slabs of 2: chunks 0.0...0, 1.0...0 and 2.0...0
+    r = run(["-o", "zarr,zarr_chunk_size=24", src, mnt])
+    assert r.returncode == 0, r.stderr
+    try:
+        store = os.path.join(mnt, "__zarr__")
+        for name, dt, shape, data in tensors[:-1]:
+            adir = os.path.join(store, name)
+            a = zarr.open_array(adir, mode="r")
+            assert a.shape == tuple(shape) and a.chunks == (2,) + tuple(shape[1:]) and a.nchunks == 3
+            for c in range(3):
+                key = a._chunk_key((c,) + (0,) * (len(shape) - 1))
+                part = data[c * 24:(c + 1) * 24]
+                assert a.store[key] == part + bytes(24 - len(part)), (name, key)
+            assert a.nchunks_initialized == 3, name
+            dt3, shape3, got = read_v3(adir)
+            assert shape3 == shape and got == data, name
+            if len(shape) <= 32:  # NumPy 1's most
+                assert a[...].tobytes() == data
+        assert sorted(arrays_in(store)) == ["d32", "d33", "d47", "d64"]
+        warns = [line for line in r.stderr.splitlines() if "warning" in line]
+        assert len(warns) == 1 and "'d65'" in warns[0] and "64 dimensions" in warns[0], r.stderr
+    finally:
+        unmount(mnt)
+
+
+def big_sparse(path, sizes):
+    """A safetensors file of U8 tensors of these sizes, its data a hole."""
+    hdr, at = {}, 0
+    for name, n in sizes:
+        hdr[name] = {"dtype": "U8", "shape": [n], "data_offsets": [at, at + n]}
+        at += n
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.truncate(8 + len(h) + at)
+
+
+def daemon_hwm_kb(mnt):
+    from tfsutil import daemon_pids, vm_kb
+    return vm_kb(daemon_pids(mnt)[0], "VmHWM")
+
+
+def test_chunk_directories_are_generated(tmp):
+    """A 100-byte header declaring 5 TiB (a sparse file): an array of
+    524,288 chunks is a directory whose entries are made when listed or
+    looked up, never held (the daemon stays small: it held 2.6 million
+    nodes, 268 MB); one of 2,097,152 chunks, over the bound of a listing,
+    is left out with one warning instead of millions of entries."""
+    src = os.path.join(tmp, "big.safetensors")
+    big_sparse(src, [("a", 1 << 40), ("b", 1 << 42)])
+    assert os.path.getsize(src) > 1 << 42
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run(["-o", "zarr,zarr_chunk_size=2M", src, mnt])
+    assert r.returncode == 0, r.stderr
+    try:
+        warns = [line for line in r.stderr.splitlines() if "warning" in line]
+        assert len(warns) == 1 and "'b'" in warns[0] and "1,000,000" in warns[0], r.stderr
+        store = os.path.join(mnt, "__zarr__")
+        assert sorted(os.listdir(store)) == [".zattrs", ".zgroup", "a", "zarr.json"]
+        a = os.path.join(store, "a")
+        names = os.listdir(a)
+        assert len(names) == 3 + (1 << 19) and len(set(names)) == len(names)
+        assert set(names) == META_FILES | {str(c) for c in range(1 << 19)}
+        assert os.stat(os.path.join(a, str((1 << 19) - 1))).st_size == 2 << 20
+        for bad in (str(1 << 19), "00", "01", "-1", "1.0", "+1", "1 ", "0x1", str(1 << 64)):
+            assert not os.path.exists(os.path.join(a, bad)), bad
+        with open(os.path.join(a, "12345"), "rb") as f:
+            f.seek((2 << 20) - 4096)
+            assert f.read() == bytes(4096)
+        z = json.load(open(os.path.join(a, ".zarray")))
+        assert z["shape"] == [1 << 40] and z["chunks"] == [2 << 20]
+        inos = {os.stat(os.path.join(a, n)).st_ino for n in ("0", "1", ".zarray", str((1 << 19) - 1))}
+        assert len(inos) == 4
+        if not SANITIZED:
+            assert daemon_hwm_kb(mnt) < 48 << 10
+    finally:
+        unmount(mnt)
+
+
+def test_lying_server_claiming_2_56_bytes(tmp):
+    """An http server that claims 2^56 bytes for a header declaring a
+    tensor of that size: the mount comes up small with one warning (the
+    daemon ran out of memory in seconds), and an array the same server's
+    bytes can hold is there."""
+    from servers import Hostile
+    root = os.path.join(tmp, "www")
+    os.makedirs(root)
+    hdr = {"huge": {"dtype": "U8", "shape": [1 << 56], "data_offsets": [0, 1 << 56]}}
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(root, "m.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    import resource
+    import subprocess
+    from tfsutil import BIN
+
+    def limit():  # the machine is shared: what main did must not take it all
+        if not SANITIZED:
+            resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    with Hostile(root) as srv:
+        srv.mode(size=8 + len(h) + (1 << 56))
+        r = subprocess.run([BIN, "-o", "zarr", srv.url("m.safetensors"), mnt], capture_output=True,
+                           text=True, timeout=120, preexec_fn=limit)
+        assert r.returncode == 0, r.stderr
+        try:
+            warns = [line for line in r.stderr.splitlines() if "warning" in line]
+            assert len(warns) == 1 and "'huge'" in warns[0], r.stderr
+            store = os.path.join(mnt, "__zarr__")
+            assert sorted(os.listdir(store)) == [".zattrs", ".zgroup", "zarr.json"]
+            assert os.stat(os.path.join(mnt, "huge")).st_size == 1 << 56
+            if not SANITIZED:
+                assert daemon_hwm_kb(mnt) < 48 << 10
+        finally:
+            unmount(mnt)
+
+
+def test_long_documents_read_in_small_pieces_by_many_readers(tmp):
+    """A tensor of a 2 MB name (6 MB in an array's metadata, written in
+    ASCII) and 2 MB of metadata (the root group's attributes): 8 readers
+    at once read every document in 16 KiB pieces under direct_io (every
+    piece a request). Each document was made whole again for every piece:
+    the daemon grew with the readers and took minutes. The pieces make
+    the same text as one read, that json and zarr read back."""
+    need_zarr()
+    import threading
+    name = "g." + "\u00e9" * (1 << 20)
+    meta = {f"k{i}": "\u00e8" * 1000 for i in range(1000)}
+    src = os.path.join(tmp, "long.safetensors")
+    write_st(src, [(name, "F32", (2, 2), np.arange(4, dtype="<f4").tobytes()),
+                   ("w", "U8", (1,), b"w")], metadata=meta)
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    r = run(["-o", "zarr,direct_io", src, mnt])
+    assert r.returncode == 0, r.stderr
+    try:
+        store = os.path.join(mnt, "__zarr__")
+        g = [d for d in os.listdir(os.path.join(store, "g")) if d not in {".zgroup", ".zattrs", "zarr.json"}]
+        assert len(g) == 1 and "%~" in g[0]
+        docs = [os.path.join(store, "g", g[0], f) for f in (".zattrs", "zarr.json", ".zarray")] + \
+               [os.path.join(store, f) for f in (".zattrs", "zarr.json")]
+        whole = {p: open(p, "rb").read() for p in docs}
+        assert len(whole[docs[0]]) > 6 << 20 and len(whole[docs[3]]) > 5 << 20
+        assert json.loads(whole[docs[0]])["tensor_name"] == name
+        assert json.loads(whole[docs[1]])["attributes"]["tensor_name"] == name
+        assert json.loads(whole[docs[3]]) == meta
+        assert all(len(whole[p]) == os.stat(p).st_size for p in docs)
+        assert max(whole[docs[0]]) < 0x80, "ASCII"
+        errors = []
+
+        def reader(k):
+            try:
+                for p in docs[k % 2::2] + docs[:k % 2]:
+                    parts = []
+                    with open(p, "rb", buffering=0) as f:
+                        while True:
+                            b = f.read(16 << 10)
+                            if not b:
+                                break
+                            parts.append(b)
+                    if b"".join(parts) != whole[p]:
+                        errors.append(p)
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        import time
+        deadline = time.time() + 300  # a bound on a hang, not a timing
+        for t in threads:
+            t.join(max(0, deadline - time.time()))
+        assert not any(t.is_alive() for t in threads), "readers still reading after 300 s"
+        assert not errors, errors[:3]
+        a = zarr.open_group(store, mode="r")["g/" + g[0]]
+        assert a.attrs["tensor_name"] == name and a[...].tolist() == [[0, 1], [2, 3]]
+        if not SANITIZED:
+            assert daemon_hwm_kb(mnt) < 56 << 10, "the documents made whole for each piece"
+    finally:
+        unmount(mnt)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "core/names.h"
 #include "core/opts.h"
 #include "model/model.h"
 #include "views/tree.h"
@@ -179,10 +180,11 @@ static void test_lookup_attr(void)
 	      "opendir");
 	/* The listing: ".", "..", the table and metadata first, then the rest. */
 	const char *name;
+	char namebuf[TFS_NAME_MAX + 1];
 	uint64_t cino;
 	mode_t type;
 	int n = 0, saw_table = 0, saw_dir = 0;
-	for (uint64_t at = 0; tfs_fs_dirent(&mt.c, 1, at, &name, &cino, &type); at++, n++) {
+	for (uint64_t at = 0; tfs_fs_dirent(&mt.c, 1, at, namebuf, &name, &cino, &type); at++, n++) {
 		saw_table += strcmp(name, "__tensors__.tsv") == 0;
 		saw_dir += strcmp(name, "b") == 0 && type == S_IFDIR;
 	}
@@ -196,21 +198,38 @@ static void test_lookup_attr(void)
 	unmount(&mt);
 }
 
-/* Every file of a tree read whole, in small and large requests alike. */
+/* File ino read whole, in small and large requests alike. */
+static void read_one(const struct mount *mt, uint64_t ino, const char *what, const char *name)
+{
+	char *a = NULL, *b = NULL;
+	struct tfs_node tmp;
+	long la = read_all(mt, ino, 7, &a), lb = read_all(mt, ino, 1 << 20, &b);
+	const struct tfs_view_ops *v = tfs_view_of_kind(tfs_tree_node(&mt->t, ino, &tmp)->kind);
+	CHECK(la >= 0 && la == lb && memcmp(a, b, (size_t)la) == 0, "%s: %s's %s reads whole", what, v->name,
+	      name);
+	free(a);
+	free(b);
+}
+
+/* Every file of a tree read whole: the nodes', and a generated
+ * directory's entries, found by listing it. */
 static void read_every_file(const struct mount *mt, const char *what)
 {
 	int files = 0;
 	for (uint32_t i = 2; i < mt->t.nnodes; i++) {
-		if (mt->t.nodes[i].kind == TFS_NODE_DIR)
-			continue;
-		char *a = NULL, *b = NULL;
-		long la = read_all(mt, i, 7, &a), lb = read_all(mt, i, 1 << 20, &b);
-		const struct tfs_view_ops *v = tfs_view_of_kind(mt->t.nodes[i].kind);
-		CHECK(la >= 0 && la == lb && memcmp(a, b, (size_t)la) == 0, "%s: %s's %s reads whole", what,
-		      v->name, mt->t.nodes[i].fname);
-		files++;
-		free(a);
-		free(b);
+		const struct tfs_node *n = &mt->t.nodes[i];
+		char buf[TFS_NAME_MAX + 1];
+		const char *name;
+		uint64_t ino;
+		mode_t type;
+		for (uint64_t at = 2; n->gen && tfs_fs_dirent(&mt->c, i, at, buf, &name, &ino, &type); at++) {
+			read_one(mt, ino, what, name);
+			files++;
+		}
+		if (n->kind != TFS_NODE_DIR) {
+			read_one(mt, i, what, n->fname);
+			files++;
+		}
 	}
 	CHECK(files > 3, "%s: files", what);
 }
@@ -227,6 +246,7 @@ static void test_reads(void)
 		{TFS_LAYOUT_TREE, "export,stats,pictures", "b.safetensors"},
 		{TFS_LAYOUT_FLAT, "format=npy,convert=f32,max_shard_size=16", "__shards__"},
 		{TFS_LAYOUT_TREE, "format=npy,sums,stats", "__sha256sums__.txt"},
+		{TFS_LAYOUT_TREE, "zarr,zarr_chunk_size=4K,convert=f32", "__zarr__/z/17"},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
 		struct mount mt;
@@ -261,6 +281,73 @@ static void test_reads(void)
 }
 
 /* Whether attribute `name` of node ino is exactly `want`. */
+/* -o zarr's arrays: directories whose entries are made when asked, one
+ * node each, however many chunks (z: 70,000 of a byte). */
+static void test_generated(void)
+{
+	current = "generated directories";
+	struct mount mt;
+	if (mount_with(&mt, TFS_LAYOUT_FLAT, "zarr,zarr_chunk_size=1") != 0) {
+		CHECK(0, "mount");
+		return;
+	}
+	uint64_t z = walk(&mt, "__zarr__/z"), ino, c;
+	struct stat st;
+	CHECK(z && z < mt.t.nnodes && mt.t.nnodes < 64, "one node for 70,003 entries (%u nodes)",
+	      mt.t.nnodes);
+	CHECK(tfs_fs_attr(&mt.c, z, &st) == TFS_OK && S_ISDIR(st.st_mode) && st.st_nlink == 2, "a directory");
+	char buf[TFS_NAME_MAX + 1];
+	const char *name;
+	mode_t type;
+	uint64_t n = 0, last = 0;
+	int ok = 1;
+	for (uint64_t at = 0; tfs_fs_dirent(&mt.c, z, at, buf, &name, &c, &type); at++, n++) {
+		if (at < 2)
+			continue;
+		ok &= type == S_IFREG && c > UINT32_MAX && c != last;
+		if (at % 9973 == 0 || at == 2 || at == 70004)
+			ok &= tfs_fs_lookup(&mt.c, z, name, &ino, &st) == TFS_OK && ino == c &&
+			      st.st_ino == (ino_t)c && S_ISREG(st.st_mode);
+		last = c;
+	}
+	CHECK(n == 2 + 3 + 70000 && ok, "listed, each found again by name: %llu", (unsigned long long)n);
+	CHECK(tfs_fs_lookup(&mt.c, z, "69999", &c, &st) == TFS_OK && st.st_size == 1, "the last chunk");
+	static const char *const bad[] = {"70000",
+					  "00",
+					  "01",
+					  "-1",
+					  "+1",
+					  "1.0",
+					  "",
+					  "1 ",
+					  " 1",
+					  "0x1",
+					  "18446744073709551616",
+					  "99999999999999999999999",
+					  ".zgroup"};
+	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+		CHECK(tfs_fs_lookup(&mt.c, z, bad[k], &ino, &st) == TFS_ERR_NOFILE, "no entry '%s'", bad[k]);
+	CHECK(tfs_fs_lookup(&mt.c, c, "x", &ino, &st) == TFS_ERR_NOTDIR &&
+		      tfs_fs_opendir(&mt.c, c) == TFS_ERR_NOTDIR,
+	      "an entry is a file");
+	CHECK(tfs_fs_attr(&mt.c, tfs_tree_gen_ino((uint32_t)z, 70003), &st) == TFS_ERR_NOFILE &&
+		      tfs_fs_attr(&mt.c, tfs_tree_gen_ino(1, 0), &st) == TFS_ERR_NOFILE &&
+		      tfs_fs_attr(&mt.c, (uint64_t)mt.t.nnodes << 32, &st) == TFS_ERR_NOFILE &&
+		      tfs_fs_attr(&mt.c, UINT64_MAX, &st) == TFS_ERR_NOFILE,
+	      "no other inode");
+	char *got;
+	CHECK(read_all(&mt, walk(&mt, "__zarr__/w/1.0"), 5, &got) == 12 && memcmp(got, W + 3, 12) == 0,
+	      "a chunk's bytes");
+	free(got);
+	long k = read_all(&mt, walk(&mt, "__zarr__/z/.zarray"), 3, &got);
+	CHECK(k > 0 && memmem(got, (size_t)k, "\"chunks\": [1]", 13), "its metadata");
+	free(got);
+	struct statvfs sv;
+	tfs_fs_statfs(&mt.c, &sv);
+	CHECK(sv.f_files == mt.t.nnodes - 1 + mt.t.generated && mt.t.generated > 70000, "statfs counts them");
+	unmount(&mt);
+}
+
 static int xattr_is(struct mount *mt, uint64_t ino, const char *name, const char *want)
 {
 	char v[256];
@@ -355,6 +442,7 @@ int main(void)
 	test_lookup_attr();
 	test_reads();
 	test_xattrs();
+	test_generated();
 	test_changed();
 	unlink(path);
 	return check_report();

@@ -276,6 +276,53 @@ static void test_documents(void)
 	free(b);
 }
 
+/* A name written in slices cut anywhere (tfs_zarr_name_cut) is the name
+ * written whole: bytes that are not UTF-8, sequences cut short, 4-byte
+ * characters (two escapes), control characters, quotes. */
+static void test_name_slices(void)
+{
+	current = "name slices";
+	static const char *const bits[] = {
+		"a",    "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82\xac", "\x80",
+		"\xff", "\xc3",     "\xe2\x82",         "\"",           "\\",
+		"\x01", "\x7f",     "\xf4\x90\x80\x80", "\xed\xa0\x80", "\xc0\xaf"};
+	size_t n = 0, cap = 40000;
+	char *name = malloc(cap);
+	unsigned r = 1;
+	while (n + 4 < cap) {
+		r = r * 1103515245u + 12345u;
+		const char *b = bits[(r >> 16) % (sizeof bits / sizeof *bits)];
+		memcpy(name + n, b, strlen(b));
+		n += strlen(b);
+	}
+	char *whole = NULL, *cut = NULL;
+	size_t wl = 0, wc = 0, cl = 0, cc = 0;
+	CHECK(tfs_zarr_name_part(name, 0, n, &whole, &wl, &wc) == TFS_OK && wl > n, "whole");
+	int ascii = 1;
+	for (size_t k = 0; k < wl; k++)
+		ascii &= !((unsigned char)whole[k] & 0x80);
+	CHECK(ascii && strstr(whole, "\\ud83d\\ude00") && strstr(whole, "\\ufffd") &&
+		      strstr(whole, "\\u0001"),
+	      "in ASCII, with surrogate pairs and U+FFFD");
+	static const size_t steps[] = {1, 2, 3, 5, 7, 64, 1000, 39999};
+	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+		cl = 0;
+		int grew = 1;
+		for (size_t at = 0; at < n;) {
+			size_t to = tfs_zarr_name_cut(name, n, at + steps[k]);
+			grew &= to > at && to <= n && to - at <= steps[k] + 3;
+			if (tfs_zarr_name_part(name, at, to, &cut, &cl, &cc) != TFS_OK)
+				break;
+			at = to;
+		}
+		CHECK(grew && cl == wl && !memcmp(cut, whole, wl), "slices of %zu bytes make the whole",
+		      steps[k]);
+	}
+	free(name);
+	free(whole);
+	free(cut);
+}
+
 /* ---- the store in a tree ---- */
 
 static char *grow(size_t need)
@@ -288,12 +335,20 @@ static char *grow(size_t need)
 }
 
 /* Bytes [off, off + len) of node ni through its view. */
-static int read_node(const struct tfs_tree *t, uint32_t ni, uint64_t off, size_t len, unsigned char *to)
+/* The node of inode ino: the tree's, or a generated entry's (kept until
+ * the next call). */
+static const struct tfs_node *node(const struct tfs_tree *t, uint64_t ino)
+{
+	static struct tfs_node tmp;
+	return tfs_tree_node(t, ino, &tmp);
+}
+
+static int read_node(const struct tfs_tree *t, uint64_t ni, uint64_t off, size_t len, unsigned char *to)
 {
 	struct tfs_piece v[8];
 	static char out[1 << 16];
 	struct tfs_pieces p = {.v = v, .max = 8, .out = out, .cap = sizeof out, .grow = grow};
-	if (tfs_node_pieces(t, &t->nodes[ni], off, len, &p))
+	if (tfs_node_pieces(t, node(t, ni), off, len, &p))
 		return -1;
 	size_t at = 0;
 	for (unsigned k = 0; k < p.n; k++) {
@@ -306,13 +361,16 @@ static int read_node(const struct tfs_tree *t, uint32_t ni, uint64_t off, size_t
 	return at == len ? 0 : -1;
 }
 
-static uint32_t walk(const struct tfs_tree *t, const char *path)
+/* The inode of a path, through generated directories too; 0 if none. */
+static uint64_t walk(const struct tfs_tree *t, const char *path)
 {
 	char buf[256];
-	uint32_t at = 1;
+	uint64_t at = 1;
 	snprintf(buf, sizeof buf, "%s", path);
 	for (char *k = strtok(buf, "/"); k && at; k = strtok(NULL, "/"))
-		at = tfs_tree_lookup(t, at, k, strlen(k));
+		at = at < t->nnodes && t->nodes[at].kind == TFS_NODE_DIR
+			     ? tfs_tree_find(t, (uint32_t)at, k, strlen(k))
+			     : 0;
 	return at;
 }
 
@@ -370,14 +428,14 @@ static void test_store(void)
 	CHECK(walk(&tr, "__zarr__/a/b.tensor/.zarray") && walk(&tr, "__zarr__/a/b.tensor/1.0") &&
 		      !walk(&tr, "__zarr__/a/b.tensor/2.0"),
 	      "array beside a group of its name");
-	uint32_t c[3];
+	uint64_t c[3];
 	for (int k = 0; k < 3; k++) {
 		char p[64];
 		snprintf(p, sizeof p, "__zarr__/a/b/c/%d.0", k);
 		c[k] = walk(&tr, p);
 	}
 	CHECK(c[0] && c[1] && c[2] && !walk(&tr, "__zarr__/a/b/c/3.0"), "3 chunks");
-	CHECK(c[2] && tfs_node_size(&tr, &tr.nodes[c[2]]) == 16, "last chunk full size");
+	CHECK(c[2] && tfs_node_size(&tr, node(&tr, c[2])) == 16, "last chunk full size");
 	unsigned char got[16];
 	uint32_t want[4];
 	for (int k = 0; k < 4; k++) /* rows 2, 3 of the BF16 tensor as float32 */
@@ -390,17 +448,17 @@ static void test_store(void)
 	      "last chunk zero-filled");
 	CHECK(c[2] && read_node(&tr, c[2], 6, 6, got) == 0 && !memcmp(got, (char *)want + 6, 6), "a range");
 	/* F32: a range of the source itself, then zeros: no copy. */
-	uint32_t f0 = walk(&tr, "__zarr__/a/b.tensor/1.0");
+	uint64_t f0 = walk(&tr, "__zarr__/a/b.tensor/1.0");
 	struct tfs_piece v[4];
 	static char out[64];
 	struct tfs_pieces p = {.v = v, .max = 4, .out = out, .cap = sizeof out, .grow = grow};
-	CHECK(f0 && tfs_node_pieces(&tr, &tr.nodes[f0], 0, 16, &p) == TFS_OK && p.n == 2 &&
+	CHECK(f0 && tfs_node_pieces(&tr, node(&tr, f0), 0, 16, &p) == TFS_OK && p.n == 2 &&
 		      v[0].mem == NULL && v[0].off == 8 + (uint64_t)hl + 16 && v[0].len == 8 && v[1].mem &&
 		      v[1].len == 8,
 	      "source piece, then zeros");
-	uint32_t za = walk(&tr, "__zarr__/.zattrs");
+	uint64_t za = walk(&tr, "__zarr__/.zattrs");
 	char text[64] = {0};
-	uint64_t zl = za ? tfs_node_size(&tr, &tr.nodes[za]) : 0;
+	uint64_t zl = za ? tfs_node_size(&tr, node(&tr, za)) : 0;
 	CHECK(zl && zl < sizeof text && read_node(&tr, za, 0, zl, (unsigned char *)text) == 0 &&
 		      !strcmp(text, "{\n  \"k\": \"v\"\n}\n"),
 	      "root attributes: __metadata__ (%s)", text);
@@ -478,7 +536,7 @@ static void test_hashed_names(void)
 	tfs_name_hash_hook = same_hash;
 	CHECK(tfs_tree_build(&m, &o, &tr, &d) == TFS_OK, "build: %s", d.msg);
 	tfs_name_hash_hook = NULL;
-	uint32_t g = walk(&tr, "__zarr__/g");
+	uint32_t g = (uint32_t)walk(&tr, "__zarr__/g");
 	char seen[2] = {0, 0};
 	int n = 0;
 	for (uint32_t k = 0; g && k < tr.nodes[g].count; k++) {
@@ -487,7 +545,7 @@ static void test_hashed_names(void)
 			continue;
 		n++;
 		CHECK(strstr(a->fname, "%~") != NULL, "hashed: %s", a->fname);
-		uint32_t c = tfs_tree_lookup(&tr, tr.children[tr.nodes[g].first + k], "0", 1);
+		uint64_t c = tfs_tree_find(&tr, tr.children[tr.nodes[g].first + k], "0", 1);
 		unsigned char byte = 0;
 		CHECK(c && read_node(&tr, c, 0, 1, &byte) == 0 && (byte == 'A' || byte == 'B'), "chunk");
 		seen[byte == 'B'] = 1;
@@ -507,6 +565,7 @@ int main(void)
 	test_geometry();
 	test_span();
 	test_documents();
+	test_name_slices();
 	test_store();
 	test_tree_layout();
 	test_hashed_names();
