@@ -21,6 +21,7 @@ PKGS=(
   curl                            # baselines in make bench
   aria2                           # the downloader baseline of the stream rows (make bench)
   python3 python3-pytest python3-numpy  # integration tests
+  python3-lz4 b3sum               # the Xet double writes LZ4 frames and hashes with BLAKE3
   python3-pytest-xdist            # ... on two workers (make check's time budget)
   python3-zarr python3-dask python3-xarray  # -o zarr's tests read the store with real Zarr readers
   attr                            # getfattr / setfattr for tests and the demo
