@@ -13,6 +13,7 @@ PKGS=(
   libxxhash-dev                   # XXH3 (disk cache blocks), XXH64 (user.hash.xxh64)
   libssl-dev                      # libcrypto: SHA-256 with the CPU's SHA instructions
   libpng-dev                      # the PNG pictures of -o pictures
+  liblz4-dev                      # LZ4 frames (LZ4F): the compressed chunks of Xet, the Hub's storage
   python3-pil                     # tests decode those pictures with an independent reader
   libgdk-pixbuf2.0-bin            # gdk-pixbuf-thumbnailer, the file managers' PNG thumbnailer, in a test
   xxhash                          # xxh64sum, the baseline of make bench's hash rows
