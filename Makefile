@@ -170,6 +170,11 @@ clean:
 $(BUILD)/nullfs: tests/bench/nullfs.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(DEPS_LIBS) -lpthread
 
+# What verifying Xet costs: BLAKE3, the Merkle hash and chunk decoding in
+# MB/s on this machine (build/xetspeed [DATA_MIB [RUNS]]).
+$(BUILD)/xetspeed: tests/bench/xetspeed.c $(CORE_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
+
 # Not part of check: prints ratios against baselines from the same run.
 bench: deps
 	$(MAKE) all $(BUILD)/nullfs
