@@ -479,7 +479,8 @@ static tfs_err check_fetches(struct tfs_xet_plan *p, struct tfs_diag *d)
 	uint32_t *best = p->nfetch ? malloc(p->nfetch * sizeof *best) : NULL;
 	if (p->nfetch && !best)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory while reading a reconstruction");
-	qsort(p->fetch, p->nfetch, sizeof *p->fetch, fetch_cmp);
+	if (p->nfetch)
+		qsort(p->fetch, p->nfetch, sizeof *p->fetch, fetch_cmp);
 	for (uint32_t i = 0; i < p->nfetch; i++) {
 		int same = i && memcmp(p->fetch[i - 1].xorb, p->fetch[i].xorb, TFS_XET_HASH_LEN) == 0;
 		best[i] = same && p->fetch[best[i - 1]].end >= p->fetch[i].end ? best[i - 1] : i;
