@@ -13,6 +13,7 @@ PKGS=(
   libxxhash-dev                   # XXH3 (disk cache blocks), XXH64 (user.hash.xxh64)
   libssl-dev                      # libcrypto: SHA-256 with the CPU's SHA instructions
   libpng-dev                      # the PNG pictures of -o pictures
+  liblz4-dev                      # LZ4 frames (LZ4F): the compressed chunks of Xet, the Hub's storage
   python3-pil                     # tests decode those pictures with an independent reader
   libgdk-pixbuf2.0-bin            # gdk-pixbuf-thumbnailer, the file managers' PNG thumbnailer, in a test
   xxhash                          # xxh64sum, the baseline of make bench's hash rows
@@ -21,6 +22,7 @@ PKGS=(
   curl                            # baselines in make bench
   aria2                           # the downloader baseline of the stream rows (make bench)
   python3 python3-pytest python3-numpy  # integration tests
+  python3-lz4 b3sum               # the Xet double writes LZ4 frames and hashes with BLAKE3
   python3-pytest-xdist            # ... on two workers (make check's time budget)
   python3-zarr python3-dask python3-xarray  # -o zarr's tests read the store with real Zarr readers
   attr                            # getfattr / setfattr for tests and the demo

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the test tools that come from the npm registry, each at the
 # versions pinned by tests/TOOL/package-lock.json, into build/npm/TOOL
-# (nothing outside the checkout): s3rver (the S3 server of the tests) and
-# gguf-js (the @huggingface/gguf parser, run on every generated GGUF).
+# (nothing outside the checkout): s3rver (the S3 server of the tests),
+# gguf-js (the @huggingface/gguf parser, run on every generated GGUF) and
+# hub-js (@huggingface/hub, the reference Xet reader the Xet double is
+# checked against).
 # Does nothing for a tool that is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,3 +26,4 @@ install_tool() { # NAME FILE-THAT-SHOWS-IT-IS-THERE
 }
 install_tool s3rver s3rver/bin/s3rver.js
 install_tool gguf-js @huggingface/gguf/package.json
+install_tool hub-js @huggingface/hub/package.json
