@@ -378,9 +378,10 @@ static void compare(struct run *r, const struct tfs_manifest *man)
 		char hex[80], want[80];
 		tfs_manifest_hex(x, want);
 		if (!x->node) {
-			const char *name = tfs_manifest_name(man, x);
+			size_t ml = 0;
+			const char *name = tfs_manifest_name(man, x, &ml);
 			r->missing++;
-			mismatch(r, name, strlen(name), "in the manifest, not in the checkpoint", want, "");
+			mismatch(r, name, ml, "in the manifest, not in the checkpoint", want, "");
 			continue;
 		}
 		size_t nl;
