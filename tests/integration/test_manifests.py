@@ -224,3 +224,30 @@ def test_a_line_whose_name_holds_a_nul_is_checked(tmp):
     assert rc == 0 and err.endswith(": 1 checked, 0 mismatched (some manifest lines were not checksum "
                                     "lines)\n"), err
 
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_manifest_of_npy_files_says_which_option_wrote_it(tmp, n):
+    """A manifest written with -o format=npy names every tensor's file
+    NAME.npy: checked without the option it was "of another model" (and a
+    one-line manifest had no hint at all). The first line now says which -o
+    wrote it; the lines and the exit code stay; with the option it checks."""
+    names = [f"model.layers.{i}.w" for i in range(n)]
+    src = os.path.join(tmp, "p.safetensors")
+    write_st(src, [(name, "F32", (2,), bytes([i]) * 8) for i, name in enumerate(names)])
+    r = run(["--verify", "-o", "format=npy", src])
+    assert r.returncode == 0 and r.stdout.count(".npy\n") == n, r.stdout
+    man = os.path.join(tmp, "npy.sha256")
+    open(man, "w").write(r.stdout)
+    rc, out, err = verify(src, man)
+    assert rc == 6 and out.count("in the manifest, not in the checkpoint") == n, (out, err)
+    assert err.splitlines()[0] == (
+        f"tensorfs: {man}: its names are the tensors' names with .npy added: it was written with -o "
+        "format=npy; check it with the same -o (tensorfs --verify -o format=npy SOURCE MANIFEST)"), err
+    assert "another model" not in err
+    r = run(["--verify", "-o", "format=npy", src, man])
+    assert r.returncode == 0 and f"{n} checked, 0 mismatched" in r.stderr, r.stderr
+    # names of another model with .npy added are still another model's
+    other = os.path.join(tmp, "o.safetensors")
+    write_st(other, [(f"transformer.h.{i}.w", "F32", (2,), b"\0" * 8) for i in range(3)])
+    rc, out, err = verify(other, man)
+    assert rc == 6 and "with .npy added" not in err, err
