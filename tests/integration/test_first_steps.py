@@ -453,3 +453,58 @@ def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F81
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     r = run(["--inspect", "-o", "path_style", url], env=dict(os.environ, NO_PROXY="*"))
     assert r.returncode == 0 and "-o path_style is an option of s3:// sources" in r.stderr, r.stderr
+
+
+def _list_all(out):
+    """--list's output as a list of (mount point, pid, source, [detail lines]),
+    in its order (two mounts may share a mount point)."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["PID", "MOUNTPOINT", "SOURCE"], out
+    entries = []
+    for line in lines[1:]:
+        if line.startswith("         "):
+            entries[-1][3].append(line.strip())
+            continue
+        pid, rest = line.split(None, 1)
+        mnt, source = rest.split("  ", 1)
+        entries.append((mnt, pid, source, []))
+    return entries
+
+
+def test_list_names_a_covered_mount_covered(tmp):
+    """Two mounts on one mount point (-o overmount): --list showed the upper
+    daemon's PID and options for the lower mount too, and killing that PID
+    killed the wrong daemon. Each entry shows its own daemon, or says that
+    it is covered; so does a mount hidden by a mount on a directory above
+    it. Once the upper one is gone, the lower one's own daemon shows."""
+    fuse_ok()
+    a = _sums(tmp, "a", ["x"])
+    b = _sums(tmp, "b", ["y"])
+    top = os.path.join(tmp, "top")
+    mnt = os.path.join(top, "m")
+    os.makedirs(mnt)
+    covered = "daemon: covered by another mount on top of it: unmount that one first to reach this one's daemon"
+    try:
+        assert run(["-o", "layout=tree", a, mnt]).returncode == 0
+        lower = daemon_pids(mnt)
+        assert len(lower) == 1
+        r = run(["-o", "overmount,notsv", b, mnt])
+        assert r.returncode == 0, r.stderr
+        upper = [p for p in daemon_pids(mnt) if p not in lower]
+        assert len(upper) == 1
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] == mnt]
+        assert mine == [(mnt, "-", a, [covered]), (mnt, str(upper[0]), b, ["options: -o overmount,notsv"])], mine
+        # a mount on a directory above hides it too
+        r = run(["-o", "overmount", b, top])
+        assert r.returncode == 0, r.stderr
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] in (mnt, top)]
+        assert [(e[0], e[1], e[3]) for e in mine[:2]] == [(mnt, "-", [covered])] * 2, mine
+        assert mine[2][0] == top and mine[2][1] != "-", mine
+        subprocess.run(["fusermount3", "-u", top], check=True)
+        subprocess.run(["fusermount3", "-u", mnt], check=True)
+        assert wait_gone(upper[0])
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] == mnt]
+        assert mine == [(mnt, str(lower[0]), a, ["options: -o layout=tree"])], mine
+    finally:
+        for m in (top, mnt, mnt):
+            unmount(m)
