@@ -1,9 +1,12 @@
+import atexit
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -29,6 +32,14 @@ def _sanitizer_logs_per_worker():
 
 
 _sanitizer_logs_per_worker()
+
+# Where there is no syslog (a container without /dev/log), a detached
+# daemon keeps its lines in $XDG_STATE_HOME/tensorfs/tensorfs.log: the
+# daemons the tests start keep theirs in a directory of this run's, never
+# in the home directory of whoever runs the tests.
+_state = tempfile.mkdtemp(prefix="tfs-state-")
+os.environ["XDG_STATE_HOME"] = _state
+atexit.register(shutil.rmtree, _state, True)
 
 # A shell without job control starts a background job (`make check &`) with
 # SIGINT ignored, every process under it inherits that, and libfuse keeps
