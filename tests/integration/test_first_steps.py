@@ -317,8 +317,13 @@ def _mount_warnings(d, tmp):
         unmount(mnt, daemon_pids(mnt))
 
 
-WARN_TAIL = ("yet a directory without an index is mounted as one: mount one file, or only the files "
-             "of one format with -o input=FORMAT\n")
+def warn_tail(d, first):
+    """What the warning says to do: the files are all of one format (a
+    directory mounts one format's files), so -o input=FORMAT, which it
+    used to suggest, cannot part them."""
+    return ("yet a directory without an index is mounted as one: mount each file on its own "
+            f"({d}/{first}), or give each model's files a directory or an index "
+            "(model.safetensors.index.json) of their own\n")
 
 
 def test_directory_of_two_models_with_other_layers_warns(tmp):
@@ -332,7 +337,7 @@ def test_directory_of_two_models_with_other_layers_warns(tmp):
                              + ["transformer.wte.weight"]),
     })
     want = (f"tensorfs: {d}: warning: its 2 files do not look like one model ('gpt2.safetensors' and "
-            f"'llama.safetensors' have no layer names in common), " + WARN_TAIL)
+            f"'llama.safetensors' have no layer names in common), " + warn_tail(d, "gpt2.safetensors"))
     assert _mount_warnings(d, tmp) == want
     r = run(["--inspect", d])
     assert r.returncode == 0 and r.stderr == want, r.stderr
@@ -348,7 +353,7 @@ def test_directory_of_two_formats_of_metadata_warns(tmp):
     })
     assert _mount_warnings(d, tmp) == (
         f"tensorfs: {d}: warning: its 2 files do not look like one model ('a.safetensors' says format "
-        f"'pt', 'b.safetensors' says 'mlx'), " + WARN_TAIL)
+        f"'pt', 'b.safetensors' says 'mlx'), " + warn_tail(d, "a.safetensors"))
 
 
 def test_directory_of_one_sharded_model_says_nothing(tmp):
