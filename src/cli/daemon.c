@@ -496,6 +496,23 @@ void *tfs_ready_thread(void *arg)
 	return NULL;
 }
 
+/* nohup, a shell without job control (SIGINT for `cmd &`), some service
+ * managers and CI runners start programs with these ignored, to outlive a
+ * terminal's hangup or an interrupt meant for someone else. The detached
+ * daemon has left that terminal (setsid): no hangup or interrupt of it
+ * can reach it, only a kill meant for it, and these three are the
+ * documented ways to unmount. In the foreground (-f) it is still the
+ * caller's, and keeps what it was given, as every libfuse server does. */
+void tfs_signals_detached(void)
+{
+	static const int sigs[] = {SIGHUP, SIGINT, SIGTERM};
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+		struct sigaction old;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			signal(sigs[i], SIG_DFL);
+	}
+}
+
 int tfs_daemonize(void)
 {
 	int pfd[2];

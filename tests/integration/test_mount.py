@@ -476,6 +476,74 @@ def test_signals_unmount(model, tmp, sig):
     assert not is_mounted(mnt)
 
 
+ENDING = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore_the_ending_signals():
+    for s in ENDING:
+        signal.signal(s, signal.SIG_IGN)
+
+
+def _sig_mask(pid, field):
+    """The signals of /proc/PID/status's SigIgn or SigCgt."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = int(next(line for line in f if line.startswith(field + ":")).split()[1], 16)
+    return {s for s in ENDING if mask & (1 << (s - 1))}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_daemon_started_with_the_signals_ignored_ends_on_them(model, tmp, sig):
+    """Started by nohup, a shell without job control, or a service manager
+    or CI runner that ignores SIGHUP, SIGINT or SIGTERM, the detached
+    daemon kept them ignored (libfuse installs its handler only for a
+    signal that is not), so kill PID did nothing. Detached, in a session of
+    its own, no terminal can send it anything: it takes the three as the
+    documented ways to unmount."""
+    path, _, _ = model
+    fuse_ok()
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    r = subprocess.run([BIN, path, mnt], preexec_fn=_ignore_the_ending_signals, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    pids = daemon_pids(mnt)
+    try:
+        assert len(pids) == 1
+        assert _sig_mask(pids[0], "SigIgn") == set()
+        assert _sig_mask(pids[0], "SigCgt") == set(ENDING)
+        os.kill(pids[0], sig)
+        assert wait_gone(pids[0], timeout=5)
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt, pids)
+
+
+def test_in_the_foreground_ignored_signals_stay_ignored(model, tmp):
+    """tensorfs -f keeps what it was started with, as every libfuse server
+    does: nohup tensorfs -f lives through its terminal's hangup. The
+    signals it was not told to ignore still end it."""
+    path, _, _ = model
+    fuse_ok()
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", path, mnt], preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 10
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.01)
+        assert is_mounted(mnt)
+        assert _sig_mask(p.pid, "SigIgn") == {signal.SIGHUP}
+        assert _sig_mask(p.pid, "SigCgt") == {signal.SIGINT, signal.SIGTERM}
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=5) == 0
+        assert not is_mounted(mnt)
+    finally:
+        if p.poll() is None:
+            unmount(mnt)
+            p.wait(timeout=30)
+
+
 def test_foreground_exit_status(model, tmp):
     path, _, _ = model
     fuse_ok()
