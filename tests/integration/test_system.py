@@ -283,6 +283,38 @@ def test_bash_completion_offers_exactly_the_options_of_help(tmp):
     assert complete(["tensorfs", "-o", "gi"], tmp) == ["gid="]
 
 
+def test_every_value_the_completion_offers_is_documented(tmp):
+    """-o convert=none was documented nowhere but in the completion: each
+    value the completion offers for layout=, format= and convert= is in
+    --help, in the option table of Mounting and in the man page's entry of
+    its key."""
+    import re
+    import shutil
+    from tfsutil import BIN, REPO
+    if os.path.basename(BIN) != "tensorfs":
+        shutil.copy(BIN, os.path.join(tmp, "tensorfs"))
+    help_ = help_text()
+    man = man_section(man_text(), "OPTIONS")
+    table = open(os.path.join(REPO, "docs", "mounting.md")).read().split("## Mount options", 1)[1]
+    for key in ("layout", "format", "convert"):
+        values = [c.split("=", 1)[1] for c in complete(["tensorfs", "-o", f"{key}="], tmp)]
+        assert len(values) >= 2, (key, values)
+        hline = re.search(rf"^ {{7}}{key}=(\S+)", help_, flags=re.M)
+        assert hline and sorted(hline.group(1).split("|")) == sorted(values), (key, values)
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{key}="))
+        tag = re.search(rf"^\.TP\n\.BR? {key}=.*?(?=^\.TP$)", man, flags=re.M | re.S)
+        entry = re.sub(r"\\f[BIRP]|\\-", "", tag.group(0)) if tag else ""
+        for v in values:
+            assert f"`{key}={v}`" in row, (key, v, row)
+            assert re.search(rf"\b{v}\b", entry), (key, v, entry)
+    # what convert=none does: the stored bytes, also after convert=f32
+    src = os.path.join(tmp, "b.safetensors")
+    write_st(src, [("w", "BF16", [2], b"\x80\x3f\x00\x40")])
+    plain, f32, none = (run(["--verify"] + o + [src]).stdout
+                        for o in ([], ["-o", "convert=f32"], ["-o", "convert=f32,convert=none"]))
+    assert plain == none != f32 and plain
+
+
 def test_make_install_puts_manual_and_completion(tmp):
     """make install: the binary, the man page (man finds it) and the bash
     completion, under DESTDIR."""
