@@ -119,6 +119,39 @@ def test_demo_uses_a_directory_of_the_users_own(tmp, where):
         unmount(mnt, daemon_pids(mnt))
 
 
+def test_two_checkouts_of_one_user_share_the_demo_directory(tmp):
+    """The README said that two checkouts never unmount each other's demo:
+    for one user both use $XDG_RUNTIME_DIR/tensorfs-demo, and the second
+    make demo replaces the first one's mount. It says so now, and that
+    TENSORFS_DEMO_DIR keeps them apart."""
+    readme = " ".join(open(os.path.join(REPO, "README.md")).read().split())
+    assert "two checkouts on one machine never" not in readme
+    assert ("Two checkouts of one user share it: the second `make demo` unmounts the first one's example and "
+            "mounts its own; give each its own `TENSORFS_DEMO_DIR`") in readme
+    other = os.path.join(tmp, "other-checkout")
+    os.makedirs(os.path.join(other, "scripts"))
+    for f in ("scripts/demo.sh", "scripts/make-example.py", "tensorfs"):
+        shutil.copy2(os.path.join(REPO, f), os.path.join(other, f))
+    run_dir = os.path.join(tmp, "run")
+    os.mkdir(run_dir, 0o700)
+    env = dict(os.environ, TENSORFS_DEMO_DIR=None, XDG_RUNTIME_DIR=run_dir)
+    mnt = os.path.join(run_dir, "tensorfs-demo", "mnt")
+    r = _demo(env, tmp)
+    try:
+        assert r.returncode == 0, r.stderr
+        first = daemon_pids(mnt)
+        assert len(first) == 1 and os.readlink(f"/proc/{first[0]}/exe") == os.path.join(REPO, "tensorfs")
+        env = {k: v for k, v in env.items() if v is not None}
+        r = subprocess.run([os.path.join(other, "scripts", "demo.sh")], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert wait_gone(first[0])
+        second = daemon_pids(mnt)
+        assert len(second) == 1 and os.readlink(f"/proc/{second[0]}/exe") == os.path.join(other, "tensorfs")
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+
+
 def test_demo_refuses_a_directory_another_user_made(tmp):
     """In a shared /tmp another user can make tensorfs-demo-UID first: the
     demo refuses it with one line rather than mount into it."""
@@ -425,6 +458,51 @@ def test_plain_make_builds_tensorfs_without_werror():
     links = [line for line in r.stdout.splitlines() if re.search(r"(^|\s)-o tensorfs(\s|$)", line)]
     assert len(links) == 1, r.stdout[-2000:]
     assert "-Werror" not in r.stdout
+
+
+# What only the tests need: make demo must not ask for them.
+TEST_PACKAGES = {"clang", "libclang-rt-14-dev", "clang-format", "valgrind", "nginx-light",
+                 "libnginx-mod-http-echo", "python3-pytest", "python3-pytest-xdist", "python3-numpy",
+                 "python3-zarr", "python3-dask", "python3-xarray", "python3-pil", "libgdk-pixbuf2.0-bin",
+                 "xxhash", "curl", "aria2", "ca-certificates", "nodejs", "npm", "python3-torch"}
+BUILD_PACKAGES = {"gcc", "make", "pkg-config", "libc6-dev", "libfuse3-dev", "fuse3", "libjson-c-dev",
+                  "libcurl4-openssl-dev", "libxxhash-dev", "libssl-dev", "libpng-dev"}
+
+
+def _make_n(target, *flags):
+    """make -n TARGET's output. Never for check: make runs a line that
+    holds $(MAKE) even under -n, and check's would run the suite (which
+    holds this test)."""
+    assert target != "check"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    r = subprocess.run(["make", "-n", *flags, target], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _packages_asked(target):
+    """The Debian packages `make TARGET` asks for: its install-deps.sh
+    command, read from make -n, asked to --list (which installs nothing)."""
+    cmds = [line.strip().lstrip("@") for line in _make_n(target).splitlines() if "install-deps.sh" in line]
+    assert len(cmds) == 1, cmds
+    r = subprocess.run(["bash", "-c", cmds[0] + " --list"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_make_demo_asks_for_the_build_toolchain_and_fuse_only():
+    """make demo installed the whole test toolchain (clang, valgrind,
+    nginx, dask...); it asks for the build toolchain, FUSE and what the
+    demo itself runs (python3, getfattr, hexdump), and make check (through
+    make deps) for everything."""
+    demo = _packages_asked("demo")
+    assert BUILD_PACKAGES | {"python3", "attr", "bsdextrautils"} == demo, demo
+    check = _packages_asked("deps")
+    assert demo <= check and (TEST_PACKAGES - {"python3-torch", "nodejs", "npm"}) <= check, check
+    # check needs deps: make's database, printed by a make -n of deps
+    db = _make_n("deps", "-p")
+    assert re.search(r"^check: test-tools$", db, flags=re.M) and re.search(r"^test-tools: deps$", db, flags=re.M)
 
 
 def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F811
