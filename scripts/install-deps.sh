@@ -56,6 +56,7 @@ CHECK=(
   clang libclang-rt-14-dev        # libFuzzer target and ASan/UBSan runtime
   clang-format                    # make check: every C file as .clang-format lays it out
   valgrind                        # memcheck runs
+  psmisc                          # fuser, in the test of unmounting a busy mount
 )
 
 PKGS=("${BUILD[@]}" "${DEMO[@]}")

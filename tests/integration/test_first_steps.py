@@ -464,7 +464,7 @@ def test_plain_make_builds_tensorfs_without_werror():
 TEST_PACKAGES = {"clang", "libclang-rt-14-dev", "clang-format", "valgrind", "nginx-light",
                  "libnginx-mod-http-echo", "python3-pytest", "python3-pytest-xdist", "python3-numpy",
                  "python3-zarr", "python3-dask", "python3-xarray", "python3-pil", "libgdk-pixbuf2.0-bin",
-                 "xxhash", "curl", "aria2", "ca-certificates", "nodejs", "npm", "python3-torch"}
+                 "xxhash", "curl", "aria2", "ca-certificates", "psmisc", "nodejs", "npm", "python3-torch"}
 BUILD_PACKAGES = {"gcc", "make", "pkg-config", "libc6-dev", "libfuse3-dev", "fuse3", "libjson-c-dev",
                   "libcurl4-openssl-dev", "libxxhash-dev", "libssl-dev", "libpng-dev"}
 

@@ -544,6 +544,59 @@ def test_in_the_foreground_ignored_signals_stay_ignored(model, tmp):
             p.wait(timeout=30)
 
 
+def test_unmounting_a_busy_mount(tmp):
+    """What Mounting says of a mount a reader holds open: fusermount3 -u
+    refuses it (busy), fuser -m names the reader, fusermount3 -uz takes the
+    mount out of the tree at once while the open file still reads, and the
+    daemon ends with the last close; SIGTERM unmounts at once, and the
+    reader's next read of bytes not in the page cache fails with ENOTCONN."""
+    import errno
+    import shutil
+    from tfsutil import REPO, missing
+    fuse_ok()
+    if not shutil.which("fuser"):
+        missing("fuser (Debian's psmisc)")
+    n = 16 << 20
+    src = os.path.join(tmp, "big.safetensors")
+    data = bytes(range(256)) * (n // 256)
+    write_st(src, [("w", "U8", [n], data)])
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    for how in ("-uz", "SIGTERM"):
+        assert run([src, mnt]).returncode == 0
+        pid = daemon_pids(mnt)[0]
+        f = open(os.path.join(mnt, "w"), "rb", buffering=0)
+        try:
+            assert f.read(4) == data[:4]
+            r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True)
+            assert r.returncode == 1 and r.stderr == (f"fusermount3: failed to unmount {mnt}: Device or resource "
+                                                      "busy\n"), r.stderr
+            assert is_mounted(mnt)
+            r = subprocess.run(["fuser", "-m", mnt], capture_output=True, text=True)
+            assert str(os.getpid()) in r.stdout.split(), r.stdout
+            if how == "-uz":
+                assert subprocess.run(["fusermount3", "-uz", mnt]).returncode == 0
+                assert not is_mounted(mnt) and os.listdir(mnt) == []
+                f.seek(n - 4096)
+                assert f.read(4096) == data[-4096:]  # the open file still reads
+                assert os.path.exists(f"/proc/{pid}")
+            else:
+                os.kill(pid, signal.SIGTERM)
+                assert wait_gone(pid, 10)
+                assert not is_mounted(mnt) and os.listdir(mnt) == []
+                f.seek(n - 4096)
+                with pytest.raises(OSError) as ei:
+                    f.read(4096)
+                assert ei.value.errno == errno.ENOTCONN
+        finally:
+            f.close()
+            unmount(mnt)
+        assert wait_gone(pid)
+    guide = " ".join(open(os.path.join(REPO, "docs", "mounting.md")).read().split())
+    for said in ("fuser -m", "fusermount3 -uz", "Device or resource busy", "Transport endpoint is not connected"):
+        assert said in guide, said
+
+
 def test_foreground_exit_status(model, tmp):
     path, _, _ = model
     fuse_ok()
