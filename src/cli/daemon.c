@@ -444,7 +444,10 @@ static tfs_err open_state_log(char *path, size_t psz, struct tfs_diag *d)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	setvbuf(f, NULL, _IOLBF, 0);
+	/* (the workers may be logging already) */
+	pthread_mutex_lock(&log_lock);
 	log_file = f;
+	pthread_mutex_unlock(&log_lock);
 	return TFS_OK;
 }
 
