@@ -1,5 +1,6 @@
 # tensorfs: `make` builds ./tensorfs; `make check` installs what is missing,
-# builds, and runs every test; `make demo` mounts a small example.
+# builds, and runs every test; `make demo` installs what the build and the
+# demo need, and mounts a small example.
 
 # A plain `make` builds ./tensorfs, whatever rule comes first below (the
 # flag stamps' rules, made by $(eval), would otherwise be the default).
@@ -79,7 +80,7 @@ CHECK_FUZZ_SECONDS ?= 10
 # make check builds on every core.
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: FORCE bench all deps test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
+.PHONY: FORCE bench all deps deps-demo test-tools check unit integration san-check fuzz fuzz-build demo install uninstall clean
 
 all: tensorfs
 
@@ -125,8 +126,13 @@ FUZZ_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(FUZZ_CORE_OBJ) $(ALL_HDRS) | $(BUILD)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CORE_OBJ) $(JSONC_LIBS) -lpthread -lm
 
+# Everything make check, make fuzz and make bench need; make demo needs
+# only the build toolchain, FUSE and what the demo runs.
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh check
+
+deps-demo:
+	@scripts/install-deps.sh demo
 
 # The test tools from the npm registry (make check needs them, make does not).
 test-tools: deps
@@ -150,7 +156,7 @@ fuzz: deps
 	$(MAKE) $(FUZZ_BINS)
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
-demo: deps
+demo: deps-demo
 	$(MAKE) all
 	scripts/demo.sh
 

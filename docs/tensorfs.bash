@@ -36,7 +36,6 @@ _tensorfs_ovalues()
 	line=$(_tensorfs_help "$bin" | sed -n "s/^       $key=\([^ ]*\).*/\1/p" | head -1)
 	case $key in
 	input) _tensorfs_help "$bin" | sed -n 's/.*Formats: \(.*\)\./\1/p' | tr -d ',' ;;
-	convert) echo "f32 none" ;;
 	proxy) echo "http:// https://" ;;
 	*) case $line in *'|'*) echo "${line//|/ }" ;; esac ;;
 	esac

@@ -3,10 +3,12 @@
 # stays up so you can look around; the last line says how to unmount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A directory of the user's own, so two users or two checkouts on one
-# machine never unmount or rewrite each other's example: TENSORFS_DEMO_DIR,
-# else $XDG_RUNTIME_DIR/tensorfs-demo (the login's private runtime
-# directory), else ${TMPDIR:-/tmp}/tensorfs-demo-$UID.
+# A directory of the user's own, so two users on one machine never unmount
+# or rewrite each other's example: TENSORFS_DEMO_DIR, else
+# $XDG_RUNTIME_DIR/tensorfs-demo (the login's private runtime directory),
+# else ${TMPDIR:-/tmp}/tensorfs-demo-$UID. Two checkouts of one user share
+# it (the second replaces the first's mount) unless TENSORFS_DEMO_DIR
+# parts them.
 if [ -n "${TENSORFS_DEMO_DIR:-}" ]; then
   dir=$TENSORFS_DEMO_DIR
 elif [ -n "${XDG_RUNTIME_DIR:-}" ] && [ -d "$XDG_RUNTIME_DIR" ] && [ -O "$XDG_RUNTIME_DIR" ]; then

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <paths.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -366,6 +369,103 @@ void tfs_watch_end(struct tfs_watch *w)
 	pthread_join(w->th, NULL);
 }
 
+/* Whether syslog() reaches anyone: something listens on /dev/log (glibc
+ * tries a datagram socket, then a stream one). In a container without it
+ * every line is dropped in silence. */
+static int syslog_here(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", _PATH_LOG);
+	static const int types[] = {SOCK_DGRAM, SOCK_STREAM};
+	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+		int fd = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0);
+		int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return 1;
+	}
+	return 0;
+}
+
+/* The log of a daemon with no syslog and no -o logfile: the user's state
+ * directory, as the XDG Base Directory spec puts logs ($XDG_STATE_HOME,
+ * absolute, else ~/.local/state), each directory made 0700 as it asks; a
+ * file that outlives the mount and the login, where $XDG_RUNTIME_DIR would
+ * not (and is unset in most containers, where this matters). Opened by the
+ * one safe open for appending; one line in d when there is no place. */
+#define STATE_LOG "tensorfs/tensorfs.log"
+/* At mount, a log over this is moved to NAME.1 (replacing it). */
+#define STATE_LOG_MAX (16u << 20)
+
+static tfs_err open_state_log(char *path, size_t psz, struct tfs_diag *d)
+{
+	const char *st = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	size_t from; /* where the directories to make start: never $HOME itself */
+	int n;
+	if (st && st[0] == '/') {
+		n = snprintf(path, psz, "%s/" STATE_LOG, st);
+		from = 1;
+	} else if (home && home[0] == '/') {
+		n = snprintf(path, psz, "%s/.local/state/" STATE_LOG, home);
+		from = strlen(home) + 1;
+	} else {
+		return tfs_fail(d, TFS_ERR_INVAL, "and no $XDG_STATE_HOME or $HOME for a log");
+	}
+	if (n < 0 || (size_t)n >= psz)
+		return tfs_fail(d, TFS_ERR_INVAL, "and $XDG_STATE_HOME or $HOME is too long for a log");
+	for (char *p = strchr(path + from, '/'); p; p = strchr(p + 1, '/')) {
+		*p = 0;
+		int r = mkdir(path, 0700);
+		*p = '/';
+		if (r != 0 && errno != EEXIST)
+			break; /* (the open below says why) */
+	}
+	int fd;
+	struct stat sb;
+	struct tfs_diag od;
+	tfs_err e = tfs_file_append("log ", path, &fd, &od);
+	if (!e && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > STATE_LOG_MAX) {
+		char old[4300];
+		snprintf(old, sizeof old, "%s.1", path);
+		close(fd);
+		if (rename(path, old) != 0) {
+			char q[TFS_QPATH_MAX];
+			return tfs_fail(d, TFS_ERR_OPEN, "and the log %s is over 16 MiB: %s",
+					tfs_quote_path(q, sizeof q, path), strerror(errno));
+		}
+		e = tfs_file_append("log ", path, &fd, &od);
+	}
+	if (e)
+		return tfs_fail(d, e, "and the %s", od.msg);
+	FILE *f = fdopen(fd, "a");
+	if (!f) {
+		close(fd);
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	setvbuf(f, NULL, _IOLBF, 0);
+	/* (the workers may be logging already) */
+	pthread_mutex_lock(&log_lock);
+	log_file = f;
+	pthread_mutex_unlock(&log_lock);
+	return TFS_OK;
+}
+
+/* Where the detached daemon's lines go when there is no -o logfile:
+ * syslog, or the state directory's log; the one warning when neither can
+ * take them, while the mount command still has its terminal. */
+static void detached_log(void)
+{
+	char path[4200];
+	struct tfs_diag d;
+	if (log_file || syslog_here() || !open_state_log(path, sizeof path, &d))
+		return;
+	fprintf(stderr,
+		"tensorfs: warning: no syslog here (" _PATH_LOG
+		"), %s: the daemon's messages are lost; give -o logfile=PATH\n",
+		d.msg);
+}
+
 void *tfs_ready_thread(void *arg)
 {
 	struct tfs_ready *r = arg;
@@ -376,12 +476,16 @@ void *tfs_ready_thread(void *arg)
 	if (fd >= 0)
 		close(fd);
 	if (r->notify_fd >= 0) {
+		/* Said while the terminal is still there. */
+		if (fd >= 0)
+			detached_log();
 		/* The parent has printed nothing and exits with `status`; from
 		 * here on the daemon has no terminal. */
 		ssize_t w = write(r->notify_fd, &status, 1);
 		(void)w;
 		close(r->notify_fd);
-		openlog("tensorfs", LOG_PID, LOG_DAEMON);
+		if (!log_file)
+			openlog("tensorfs", LOG_PID, LOG_DAEMON);
 		log_syslog = 1;
 		int nul = open("/dev/null", O_RDWR);
 		if (nul >= 0) {
@@ -393,6 +497,23 @@ void *tfs_ready_thread(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* nohup, a shell without job control (SIGINT for `cmd &`), some service
+ * managers and CI runners start programs with these ignored, to outlive a
+ * terminal's hangup or an interrupt meant for someone else. The detached
+ * daemon has left that terminal (setsid): no hangup or interrupt of it
+ * can reach it, only a kill meant for it, and these three are the
+ * documented ways to unmount. In the foreground (-f) it is still the
+ * caller's, and keeps what it was given, as every libfuse server does. */
+void tfs_signals_detached(void)
+{
+	static const int sigs[] = {SIGHUP, SIGINT, SIGTERM};
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+		struct sigaction old;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			signal(sigs[i], SIG_DFL);
+	}
 }
 
 int tfs_daemonize(void)

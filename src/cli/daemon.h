@@ -70,4 +70,9 @@ void tfs_watch_end(struct tfs_watch *w);
  * the write end of the pipe in the child, -1 on failure. */
 int tfs_daemonize(void);
 
+/* Before libfuse's handlers are set, for a mount that will detach: SIGHUP,
+ * SIGINT and SIGTERM, if ignored, back to their default, so that libfuse
+ * (which leaves an ignored signal ignored) handles them. */
+void tfs_signals_detached(void);
+
 #endif

@@ -2,7 +2,10 @@
  * the PID and the counters from the daemon itself (user.pid and
  * user.counters on the mount's root), asked by a child process so that a
  * stopped or hung daemon costs a second, never a hang; the options from
- * the daemon's command line, where the secrets were masked at start. */
+ * the daemon's command line, where the secrets were masked at start. A
+ * mount that another covers (-o overmount, or a mount on a directory above
+ * it) cannot be asked through its path, which reaches the other: it is
+ * said to be covered, never given the other's PID. */
 #include "cli/list.h"
 
 #include <errno.h>
@@ -11,6 +14,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -38,8 +43,9 @@ static void unescape(char *s)
 }
 
 /* What the daemon answers: "PID\nCOUNTERS" into buf. 0, or -1 with why
- * in buf (not answering, gone). */
-static int ask_daemon(const char *mnt, char *buf, size_t sz)
+ * in buf (not answering, gone, covered). dev: the mount's device number
+ * in mountinfo, which what the path reaches must have. */
+static int ask_daemon(const char *mnt, dev_t dev, char *buf, size_t sz)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0) {
@@ -55,15 +61,27 @@ static int ask_daemon(const char *mnt, char *buf, size_t sz)
 	}
 	if (child == 0) {
 		char v[512];
+		struct stat st;
 		close(p[0]);
-		ssize_t n = getxattr(mnt, "user.pid", v, sizeof v - 1);
+		/* The descriptor, not the path again: what is asked is what
+		 * was checked. */
+		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 && errno != ENOENT && errno != ENOTDIR) {
+			dprintf(p[1], "-%d", errno);
+			_exit(0);
+		}
+		if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != dev) {
+			dprintf(p[1], "-covered");
+			_exit(0);
+		}
+		ssize_t n = fgetxattr(fd, "user.pid", v, sizeof v - 1);
 		if (n < 0) {
 			dprintf(p[1], "-%d", errno);
 			_exit(0);
 		}
 		v[n] = 0;
 		dprintf(p[1], "%s\n", v);
-		n = getxattr(mnt, "user.counters", v, sizeof v - 1);
+		n = fgetxattr(fd, "user.counters", v, sizeof v - 1);
 		if (n > 0) {
 			v[n] = 0;
 			dprintf(p[1], "%s", v);
@@ -99,6 +117,12 @@ static int ask_daemon(const char *mnt, char *buf, size_t sz)
 		;
 	if (timed_out) {
 		snprintf(buf, sz, "not answering (stopped or hung?)");
+		return -1;
+	}
+	if (strcmp(buf, "-covered") == 0) {
+		snprintf(buf, sz,
+			 "covered by another mount on top of it: unmount that one first to reach this "
+			 "one's daemon");
 		return -1;
 	}
 	if (buf[0] == '-' || !len) {
@@ -181,7 +205,10 @@ int tfs_list_mounts(FILE *out)
 		unescape(mnt);
 		unescape(source);
 		char ans[1024], qm[TFS_QPATH_MAX], qs[TFS_QPATH_MAX], opts[1024];
-		int ok = ask_daemon(mnt, ans, sizeof ans) == 0;
+		unsigned maj = 0, min = 0;
+		if (sscanf(fields[2], "%u:%u", &maj, &min) != 2)
+			continue;
+		int ok = ask_daemon(mnt, makedev(maj, min), ans, sizeof ans) == 0;
 		if (!n++)
 			fprintf(out, "%-8s %s\n", "PID", "MOUNTPOINT  SOURCE");
 		char *counters = ok ? strchr(ans, '\n') : NULL;

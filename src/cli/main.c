@@ -323,6 +323,8 @@ static int session(struct fuse_args *args, const struct fuse_cmdline_opts *fo, c
 	struct fuse_session *se = fuse_session_new(args, &tfs_fuse_ops, sizeof tfs_fuse_ops, fs);
 	if (!se)
 		return EXIT_USAGE; /* libfuse said which option it refused */
+	if (!fo->foreground)
+		tfs_signals_detached();
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, rd->mountpoint) != 0) {

@@ -263,7 +263,7 @@ void tfs_cli_usage(FILE *f)
 		   "                          0 keeps the kernel's 128; needs root)\n"
 		   "       max_threads=N      worker threads (default 10)\n"
 		   "       logfile=PATH       the daemon's messages appended to PATH, with\n"
-		   "                          times (default: syslog once detached)\n"
+		   "                          times (default: syslog, else ~/.local/state/tensorfs)\n"
 		   "       verbose            also retries, and the counters at unmount\n");
 	const struct tfs_opt_spec *o;
 	for (size_t k = 0; (o = tfs_view_opt_at(k)); k++)

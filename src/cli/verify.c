@@ -378,9 +378,10 @@ static void compare(struct run *r, const struct tfs_manifest *man)
 		char hex[80], want[80];
 		tfs_manifest_hex(x, want);
 		if (!x->node) {
-			const char *name = tfs_manifest_name(man, x);
+			size_t ml = 0;
+			const char *name = tfs_manifest_name(man, x, &ml);
 			r->missing++;
-			mismatch(r, name, strlen(name), "in the manifest, not in the checkpoint", want, "");
+			mismatch(r, name, ml, "in the manifest, not in the checkpoint", want, "");
 			continue;
 		}
 		size_t nl;
@@ -393,19 +394,48 @@ static void compare(struct run *r, const struct tfs_manifest *man)
 	}
 }
 
-/* When most of the manifest's names are not in the checkpoint, the likely
- * cause is said first, before a line for each missing name: a manifest of
- * another model (or of another checkpoint of it). */
-static void other_model(const struct tfs_manifest *man, const char *manifest_path, const char *shown)
+/* A manifest whose every missing name is a tensor's file name with .npy
+ * added, that tensor's file having no NPY header here: one written with -o
+ * format=npy (a mount's __sha256sums__.txt, or --verify -o format=npy),
+ * checked without it. */
+static int npy_names(const struct tfs_manifest *man, const struct index *x)
+{
+	size_t npy = 0;
+	for (size_t k = 0; k < man->n; k++) {
+		size_t nl = 0;
+		const char *name = man->e[k].node ? NULL : tfs_manifest_name(man, &man->e[k], &nl);
+		if (!name)
+			continue;
+		if (nl <= 4 || memcmp(name + nl - 4, ".npy", 4) != 0)
+			return 0;
+		uint32_t i = resolve((void *)x, name, nl - 4);
+		if (!i || x->t->nodes[i].first)
+			return 0;
+		npy++;
+	}
+	return npy > 0;
+}
+
+/* When the manifest's names are not in the checkpoint, the likely cause is
+ * said first, before a line for each missing name: names of a -o
+ * format=npy mount, or (most of them missing) a manifest of another model
+ * (or of another checkpoint of it). */
+static void other_model(const struct tfs_manifest *man, const struct index *x, const char *manifest_path,
+			const char *shown)
 {
 	size_t missing = missing_names(man);
-	if (man->n < 2 || missing * 2 <= man->n)
-		return;
 	char qm[TFS_QPATH_MAX];
-	fprintf(stderr,
-		"tensorfs: %s: %zu of its %zu names are not in %s: this manifest seems to be of another "
-		"model\n",
-		tfs_quote_path(qm, sizeof qm, manifest_path), missing, man->n, shown);
+	tfs_quote_path(qm, sizeof qm, manifest_path);
+	if (npy_names(man, x))
+		fprintf(stderr,
+			"tensorfs: %s: its names are the tensors' names with .npy added: it was written with -o "
+			"format=npy; check it with the same -o (tensorfs --verify -o format=npy SOURCE MANIFEST)\n",
+			qm);
+	else if (man->n >= 2 && missing * 2 > man->n)
+		fprintf(stderr,
+			"tensorfs: %s: %zu of its %zu names are not in %s: this manifest seems to be of another "
+			"model\n",
+			qm, missing, man->n, shown);
 	fflush(stderr);
 }
 
@@ -501,7 +531,7 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 			fputs(manifest_path ? ", \"mismatches\": [" : ", \"tensors\": [", out);
 		}
 		if (manifest_path)
-			other_model(&man, manifest_path, shown);
+			other_model(&man, &ix, manifest_path, shown);
 		if (manifest_path)
 			compare(&r, &man);
 		else

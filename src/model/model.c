@@ -143,6 +143,108 @@ static void warn_others(const char *dir, const struct tfs_dirlist *dl, size_t ch
 	o->warn(o->warn_ctx, where, msg);
 }
 
+/* Does a listing hold a file a directory mount would take (a checkpoint
+ * file or an index of the format -o input= names, or of any)? Its bytes,
+ * or 0. */
+static uint64_t checkpoint_bytes(const struct tfs_dirlist *dl, const struct tfs_model_opts *o)
+{
+	uint64_t bytes = 0;
+	int any = 0;
+	for (size_t i = 0; i < dl->n; i++)
+		for (size_t f = 0; tfs_formats[f]; f++) {
+			const char *ext = o && o->format ? o->format->ext : tfs_formats[f]->ext;
+			char isuf[64];
+			if (!ext)
+				continue;
+			snprintf(isuf, sizeof isuf, "%s.index.json", ext);
+			if (tfs_ends_with(dl->name[i], ext) || tfs_ends_with(dl->name[i], isuf)) {
+				bytes += dl->size[i];
+				any = 1;
+				break;
+			}
+		}
+	return any ? bytes + 1 : 0;
+}
+
+/* The subfolders that are listed for the hint: a bound on the listings a
+ * failed mount makes (one request each on some stores). */
+#define HINT_DIRS 256
+/* The names the hint shows at most, and their bytes. */
+#define HINT_SHOWN 6
+#define HINT_LIST 280
+
+/* A directory with no checkpoint of its own: which of its subfolders hold
+ * one (a diffusers pipeline: unet/, vae/, text_encoder/, beside
+ * scheduler/ and tokenizer/), sorted, the rest counted, and the one with
+ * the most bytes to mount. Appended to `out` ("" when it has none). */
+static void subfolder_hint(struct tfs_model *m, const char *dir, const struct tfs_dirlist *dl,
+			   const char *where, const struct tfs_model_opts *o, char *out, size_t osz)
+{
+	*out = 0;
+	if (!dl->ndirs)
+		return;
+	char **dirs = malloc(dl->ndirs * sizeof *dirs);
+	if (!dirs)
+		return;
+	memcpy(dirs, dl->dirs, dl->ndirs * sizeof *dirs);
+	qsort(dirs, dl->ndirs, sizeof *dirs, name_cmp);
+	size_t looked = dl->ndirs < HINT_DIRS ? dl->ndirs : HINT_DIRS, held = 0, shown = 0, best = 0;
+	uint64_t most = 0;
+	char list[HINT_LIST + 1] = "";
+	size_t len = 0;
+	for (size_t i = 0; i < looked; i++) {
+		struct tfs_dirlist sub = {0};
+		struct tfs_diag d;
+		char *path = malloc(strlen(dir) + strlen(dirs[i]) + 2);
+		uint64_t b = 0;
+		if (path) {
+			sprintf(path, "%s%s/", dir, dirs[i]);
+			if (!m->store->ops->list(m->store, path, &sub, &d))
+				b = checkpoint_bytes(&sub, o);
+		}
+		free(path);
+		tfs_dirlist_free(&sub);
+		if (!b)
+			continue;
+		held++;
+		if (b > most)
+			most = b, best = i;
+		char q[TFS_QPATH_MAX];
+		tfs_quote_path(q, sizeof q, dirs[i]);
+		size_t ql = strlen(q) + 1 + (shown ? 2 : 0);
+		if (shown == held - 1 && shown < HINT_SHOWN && len + ql <= HINT_LIST) {
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s/", shown ? ", " : "", q);
+			shown++;
+		}
+	}
+	char more[64] = "", tail[64] = "";
+	if (held > shown)
+		snprintf(more, sizeof more, " and %zu more", held - shown);
+	if (looked < dl->ndirs)
+		snprintf(tail, sizeof tail, " (the first %zu looked at)", looked);
+	if (!held) {
+		snprintf(out, osz, ", nor do%s its %zu subfolder%s%s", dl->ndirs == 1 ? "es" : "", dl->ndirs,
+			 dl->ndirs == 1 ? "" : "s", tail);
+	} else {
+		/* (bounded, with the list, to the one diagnostic line) */
+		char qw[240], qb[240], *full = NULL;
+		/* Where to mount, as the user wrote the directory; a long one
+		 * leaves room for the list. */
+		size_t wl = strlen(where);
+		if (wl < 200 &&
+		    asprintf(&full, "%s%s%s", where, wl && where[wl - 1] == '/' ? "" : "/", dirs[best]) < 0)
+			full = NULL;
+		tfs_quote_path(qw, sizeof qw, full ? full : dirs[best]);
+		free(full);
+		tfs_quote_path(qb, sizeof qb, dirs[best]);
+		snprintf(out, osz, "; %zu of its %zu subfolder%s hold%s one (%s%s)%s: mount %s (%s%s%s)",
+			 held, dl->ndirs, dl->ndirs == 1 ? "" : "s", held == 1 ? "s" : "", list, more, tail,
+			 held == 1 ? "it" : "one of them", qw, strcmp(qw, qb) == 0 ? "/" : "",
+			 held > 1 ? ", the largest" : "");
+	}
+	free(dirs);
+}
+
 static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 			const struct tfs_model_opts *o, struct tfs_model_diag *md)
 {
@@ -210,20 +312,10 @@ static tfs_err open_dir(struct tfs_model *m, const char *dir, const char *where,
 			if (tfs_formats[f]->ext)
 				k += (size_t)snprintf(exts + k, sizeof exts - k, "%s%s", k ? ", " : "",
 						      tfs_formats[f]->ext);
-		/* A repository whose checkpoints are in subfolders (diffusers:
-		 * unet/, vae/...): name them. */
-		char subs[300] = "";
-		for (size_t i = 0, at = 0; i < dl.ndirs && at < sizeof subs - 1; i++)
-			at += (size_t)snprintf(subs + at, sizeof subs - at, "%s%s/", i ? ", " : "",
-					       dl.dirs[i]);
-		if (dl.ndirs)
-			e = tfs_mfail(
-				md, where, TFS_ERR_FORMAT,
-				"the directory holds no checkpoint file (%s) and no index; it has subfolders (%s): mount one of them (%s%s%s)",
-				exts, subs, where, where[strlen(where) - 1] == '/' ? "" : "/", dl.dirs[0]);
-		else
-			e = tfs_mfail(md, where, TFS_ERR_FORMAT,
-				      "the directory holds no checkpoint file (%s) and no index", exts);
+		char hint[TFS_DIAG_MAX];
+		subfolder_hint(m, dir, &dl, where, o, hint, sizeof hint);
+		e = tfs_mfail(md, where, TFS_ERR_FORMAT,
+			      "the directory holds no checkpoint file (%s) and no index%s", exts, hint);
 		goto out;
 	}
 	qsort(files, nfiles, sizeof *files, name_cmp);

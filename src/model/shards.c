@@ -345,6 +345,7 @@ void tfs_model_warn_mixed(const struct tfs_model *m, const char *where, const st
 	if (!o || !o->warn || m->kind != TFS_MODEL_DIR || m->nshards < 2)
 		return;
 	char why[1024] = "";
+	uint32_t named = 0; /* the first file the reason names */
 	/* Metadata that names what a file is, different between two files. */
 	static const char *const keys[] = {"format", "general.architecture", "architecture"};
 	for (size_t k = 0; !*why && k < sizeof keys / sizeof *keys; k++) {
@@ -363,6 +364,7 @@ void tfs_model_warn_mixed(const struct tfs_model *m, const char *where, const st
 				snprintf(why, sizeof why, "%s says %s %s, %s says %s",
 					 quoted_name(m->shards[first].name).s, keys[k], q0,
 					 quoted_name(m->shards[s].name).s, q1);
+				named = first;
 			}
 		}
 	}
@@ -381,20 +383,32 @@ void tfs_model_warn_mixed(const struct tfs_model *m, const char *where, const st
 		} else if (!ref) {
 			ref = p, nref = n, refs = s;
 		} else {
-			if (!share_any(ref, nref, p, n))
+			if (!share_any(ref, nref, p, n)) {
 				snprintf(why, sizeof why, "%s and %s have no layer names in common",
 					 quoted_name(m->shards[refs].name).s,
 					 quoted_name(m->shards[s].name).s);
+				named = refs;
+			}
 			free(p);
 		}
 	}
 	free(ref);
 	if (!*why)
 		return;
-	char msg[1300];
+	/* Its files are all of one format (a directory mounts one format's
+	 * files): what parts them is a file named on its own, a directory or
+	 * an index. */
+	char *one = NULL, qo[TFS_QPATH_MAX], msg[2200];
+	size_t wl = strlen(where);
+	const struct tfs_format *f = m->shards[named].h.driver;
+	if (asprintf(&one, "%s%s%s", where, wl && where[wl - 1] == '/' ? "" : "/", m->shards[named].name) < 0)
+		one = NULL;
 	snprintf(msg, sizeof msg,
 		 "its %u files do not look like one model (%s), yet a directory without an index is "
-		 "mounted as one: mount one file, or only the files of one format with -o input=FORMAT",
-		 (unsigned)m->nshards, why);
+		 "mounted as one: mount each file on its own (%s), or give each model's files a directory or "
+		 "an index (model%s.index.json) of their own",
+		 (unsigned)m->nshards, why, tfs_quote_path(qo, sizeof qo, one ? one : m->shards[named].name),
+		 f && f->ext ? f->ext : "");
+	free(one);
 	o->warn(o->warn_ctx, where, msg);
 }

@@ -35,12 +35,15 @@ static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char 
 	x->node = m->resolve ? m->resolve(m->ctx, name, nl) : 0;
 	x->name = UINT32_MAX;
 	if (!x->node) {
-		/* Kept to be reported: not in the checkpoint (or no resolver). */
-		if (m->nlen + nl + 1 > UINT32_MAX)
+		/* Kept to be reported: not in the checkpoint (or no resolver).
+		 * Its length first, as the name may hold a NUL. */
+		uint32_t len = (uint32_t)nl;
+		size_t need = sizeof len + nl + 1;
+		if (m->nlen + need > UINT32_MAX)
 			return -1;
-		if (m->nlen + nl + 1 > m->ncap) {
+		if (m->nlen + need > m->ncap) {
 			size_t cap = m->ncap ? m->ncap : 4096;
-			while (cap < m->nlen + nl + 1)
+			while (cap < m->nlen + need)
 				cap *= 2;
 			char *b = realloc(m->names, cap);
 			if (!b)
@@ -48,10 +51,11 @@ static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char 
 			m->names = b;
 			m->ncap = cap;
 		}
-		memcpy(m->names + m->nlen, name, nl);
-		m->names[m->nlen + nl] = 0;
+		memcpy(m->names + m->nlen, &len, sizeof len);
+		memcpy(m->names + m->nlen + sizeof len, name, nl);
+		m->names[m->nlen + sizeof len + nl] = 0;
 		x->name = (uint32_t)m->nlen;
-		m->nlen += nl + 1;
+		m->nlen += need;
 	}
 	m->n++;
 	return 0;
@@ -66,25 +70,33 @@ void tfs_manifest_hex(const struct tfs_manifest_entry *x, char *hex)
 	hex[hl] = 0;
 }
 
-const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x)
+const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x, size_t *len)
 {
-	return x->name == UINT32_MAX ? NULL : m->names + x->name;
+	uint32_t l = 0;
+	if (x->name == UINT32_MAX)
+		return NULL;
+	memcpy(&l, m->names + x->name, sizeof l);
+	*len = l;
+	return m->names + x->name + sizeof l;
 }
 
 /* sha256sum / xxh64sum: HEX, a space, ' ' or '*', NAME; a line starting
  * with '\' has "\\" and "\n" escaped in NAME. An empty NAME (which
  * sha256sum refuses) is taken as the empty tensor name; tensorfs writes
- * that one's file name, "%empty". */
-static int coreutils_line(struct tfs_manifest *m, char *s)
+ * that one's file name, "%empty". NAME is every byte to the end of the
+ * line, a NUL too: a tensor's name may hold one, and a line is never taken
+ * for a shorter name than it holds (sha256sum -c reads up to the NUL). */
+static int coreutils_line(struct tfs_manifest *m, char *s, size_t n)
 {
+	char *end = s + n;
 	int esc = *s == '\\';
 	s += esc;
 	size_t hl = strspn(s, "0123456789abcdefABCDEF");
 	if ((hl != 64 && hl != 16) || s[hl] != ' ' || (s[hl + 1] != ' ' && s[hl + 1] != '*'))
 		return 0;
 	char *name = s + hl + 2, *o = name;
-	for (char *p = name; *p; p++) {
-		if (esc && *p == '\\' && (p[1] == '\\' || p[1] == 'n' || p[1] == 'r')) {
+	for (char *p = name; p < end; p++) {
+		if (esc && *p == '\\' && p + 1 < end && (p[1] == '\\' || p[1] == 'n' || p[1] == 'r')) {
 			p++;
 			*o++ = *p == 'n' ? '\n' : *p == 'r' ? '\r' : '\\';
 		} else {
@@ -130,8 +142,9 @@ tfs_err tfs_manifest_line(struct tfs_manifest *m, char *s, size_t n)
 	while (n && s[n - 1] == '\r')
 		n--;
 	s[n] = 0; /* (the newline, or the caller's spare byte) */
-	int r = !n || s[0] == '#' || memchr(s, 0, n) ? 2 : coreutils_line(m, s);
-	if (r == 0)
+	int r = !n || s[0] == '#' ? 2 : coreutils_line(m, s, n);
+	/* llama-gguf-hash prints names with printf's %s: never a NUL. */
+	if (r == 0 && !memchr(s, 0, n))
 		r = gguf_hash_line(m, s);
 	if (r < 0)
 		return TFS_ERR_NOMEM;

@@ -34,7 +34,8 @@ struct tfs_manifest {
 	size_t n, cap;
 	size_t bad;   /* lines that are no checksum line */
 	size_t lines; /* read so far */
-	char *names;  /* the names not found, each NUL-terminated */
+	char *names;  /* the names not found: each its length (a uint32_t), its
+		       * bytes and a NUL */
 	size_t nlen, ncap;
 	/* The node a line's name means, 0 when none (then the name is kept):
 	 * set before the first line; NULL keeps every name. */
@@ -45,7 +46,8 @@ struct tfs_manifest {
 /* Takes one line (without its newline; s[n] must be writable: it is
  * parsed in place). Lines it does not check (comments, llama-gguf-hash's
  * whole-model line and its sha1, xxh3 and uuid lines) are skipped; lines of
- * no known form are counted in `bad`. TFS_ERR_NOMEM or TFS_OK. */
+ * no known form are counted in `bad`. A NUL in a name is a byte of it.
+ * TFS_ERR_NOMEM or TFS_OK. */
 tfs_err tfs_manifest_line(struct tfs_manifest *m, char *s, size_t n);
 
 /* After the last line: TFS_ERR_INVAL when no line can be checked. */
@@ -56,9 +58,10 @@ tfs_err tfs_manifest_done(struct tfs_manifest *m, struct tfs_diag *d);
 tfs_err tfs_manifest_parse(char *text, size_t len, struct tfs_manifest *m, struct tfs_diag *d);
 
 /* An entry's digest as lowercase hex (65 bytes with the NUL), and its name
- * when it was kept (NULL otherwise). */
+ * when it was kept (NULL otherwise), *len bytes (it may hold a NUL; one
+ * follows it). */
 void tfs_manifest_hex(const struct tfs_manifest_entry *x, char *hex);
-const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x);
+const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x, size_t *len);
 
 void tfs_manifest_free(struct tfs_manifest *m);
 

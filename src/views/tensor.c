@@ -262,7 +262,8 @@ static tfs_err xattr_get(const struct tfs_tree *t, const struct tfs_node *n, con
 
 static const struct tfs_opt_spec opts[] = {
 	{"format", 1, "npy: NAME.npy files that np.load reads", "raw|npy", 0},
-	{"convert", 1, "narrow float and quantized tensors as float32", "f32", 0},
+	{"convert", 1, "f32: narrow float and quantized tensors as float32;\nnone (the default): as stored",
+	 "f32|none", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 

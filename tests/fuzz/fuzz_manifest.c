@@ -30,9 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			char hex[80];
 			tfs_manifest_hex(x, hex);
 			size_t hl = tfs_digest_hex_len((enum tfs_digest_algo)x->a);
-			const char *name = tfs_manifest_name(&m, x);
+			size_t nl = 0;
+			const char *name = tfs_manifest_name(&m, x, &nl);
 			if (x->a >= TFS_DIGEST_COUNT || strlen(hex) != hl ||
-			    strspn(hex, "0123456789abcdef") != hl || !name || x->line == 0 || x->line > lines)
+			    strspn(hex, "0123456789abcdef") != hl || !name || nl > size || name[nl] ||
+			    x->line == 0 || x->line > lines)
 				abort();
 		}
 		tfs_manifest_free(&m);

@@ -1,9 +1,12 @@
+import atexit
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -30,12 +33,27 @@ def _sanitizer_logs_per_worker():
 
 _sanitizer_logs_per_worker()
 
-# A shell without job control starts a background job (`make check &`) with
-# SIGINT ignored, every process under it inherits that, and libfuse keeps
-# an ignored signal ignored: the daemons the tests start would then live
-# through the SIGINT the signal tests send. A handler of our own is reset
-# to the default in every program this process starts.
+# Where there is no syslog (a container without /dev/log), a detached
+# daemon keeps its lines in $XDG_STATE_HOME/tensorfs/tensorfs.log: the
+# daemons the tests start keep theirs in a directory of this run's, never
+# in the home directory of whoever runs the tests.
+_state = tempfile.mkdtemp(prefix="tfs-state-")
+os.environ["XDG_STATE_HOME"] = _state
+atexit.register(shutil.rmtree, _state, True)
+
+# A runner can start the tests with signals ignored: a shell without job
+# control ignores SIGINT in a background job (`make check &`), nohup
+# SIGHUP, some service managers and CI runners SIGTERM too. Every process
+# under it inherits that, and libfuse keeps an ignored signal ignored: the
+# daemons the tests start (in the foreground, where tensorfs keeps what it
+# was given) would live through the signals the tests send. A handler of
+# our own is reset to the default in every program this process starts;
+# this process itself still ignores what the runner meant it to (the
+# handler does nothing), and SIGINT still stops it.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in (signal.SIGHUP, signal.SIGTERM):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, lambda signum, frame: None)
 
 
 @pytest.fixture(autouse=True)

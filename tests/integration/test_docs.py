@@ -111,3 +111,48 @@ def test_an_undocumented_option_fails(tmp):
     open(man, "w").write(text)
     r = check(root, fake)
     assert r.returncode == 0, r.stdout
+
+
+# Debian's Python modules the guide's examples use: the system Python's
+# (python3-numpy, -zarr, -dask, -xarray, -pil), which a python3 found first
+# on PATH (a venv, conda, /usr/local) does not have.
+DEBIAN_MODULES = ("numpy", "zarr", "dask", "xarray", "PIL")
+
+
+def guide_commands():
+    """Every command of the guide's console blocks (a "$ " line and the
+    lines that follow it up to the next prompt or output), with its page."""
+    import glob
+    import re
+    pages = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
+    for page in pages:
+        text = open(page).read()
+        for block in re.findall(r"^```(?:console|sh)?\n(.*?)^```", text, flags=re.M | re.S):
+            cmd = None
+            for line in block.splitlines():
+                if line.startswith("$ "):
+                    if cmd:
+                        yield page, cmd
+                    cmd = line
+                elif cmd is not None and cmd.count("'") % 2 == 1:
+                    cmd += "\n" + line  # inside a quoted script (python3 -c '...')
+                elif cmd is not None:
+                    yield page, cmd
+                    cmd = None
+            if cmd:
+                yield page, cmd
+
+
+def test_examples_with_debians_modules_call_usr_bin_python3():
+    """The Zarr examples called python3 where Debian's modules need
+    /usr/bin/python3: every command of the guide that imports numpy, zarr,
+    dask, xarray or PIL runs /usr/bin/python3, as the tests do."""
+    import re
+    imports = re.compile(r"\b(?:import|from) (?:%s)\b" % "|".join(DEBIAN_MODULES))
+    seen, bad = 0, []
+    for page, cmd in guide_commands():
+        if imports.search(cmd):
+            seen += 1
+            if not cmd.startswith("$ /usr/bin/python3 "):
+                bad.append((os.path.relpath(page, REPO), cmd.splitlines()[0]))
+    assert seen >= 10 and bad == [], bad

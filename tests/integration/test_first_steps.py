@@ -119,6 +119,39 @@ def test_demo_uses_a_directory_of_the_users_own(tmp, where):
         unmount(mnt, daemon_pids(mnt))
 
 
+def test_two_checkouts_of_one_user_share_the_demo_directory(tmp):
+    """The README said that two checkouts never unmount each other's demo:
+    for one user both use $XDG_RUNTIME_DIR/tensorfs-demo, and the second
+    make demo replaces the first one's mount. It says so now, and that
+    TENSORFS_DEMO_DIR keeps them apart."""
+    readme = " ".join(open(os.path.join(REPO, "README.md")).read().split())
+    assert "two checkouts on one machine never" not in readme
+    assert ("Two checkouts of one user share it: the second `make demo` unmounts the first one's example and "
+            "mounts its own; give each its own `TENSORFS_DEMO_DIR`") in readme
+    other = os.path.join(tmp, "other-checkout")
+    os.makedirs(os.path.join(other, "scripts"))
+    for f in ("scripts/demo.sh", "scripts/make-example.py", "tensorfs"):
+        shutil.copy2(os.path.join(REPO, f), os.path.join(other, f))
+    run_dir = os.path.join(tmp, "run")
+    os.mkdir(run_dir, 0o700)
+    env = dict(os.environ, TENSORFS_DEMO_DIR=None, XDG_RUNTIME_DIR=run_dir)
+    mnt = os.path.join(run_dir, "tensorfs-demo", "mnt")
+    r = _demo(env, tmp)
+    try:
+        assert r.returncode == 0, r.stderr
+        first = daemon_pids(mnt)
+        assert len(first) == 1 and os.readlink(f"/proc/{first[0]}/exe") == os.path.join(REPO, "tensorfs")
+        env = {k: v for k, v in env.items() if v is not None}
+        r = subprocess.run([os.path.join(other, "scripts", "demo.sh")], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert wait_gone(first[0])
+        second = daemon_pids(mnt)
+        assert len(second) == 1 and os.readlink(f"/proc/{second[0]}/exe") == os.path.join(other, "tensorfs")
+    finally:
+        unmount(mnt, daemon_pids(mnt))
+
+
 def test_demo_refuses_a_directory_another_user_made(tmp):
     """In a shared /tmp another user can make tensorfs-demo-UID first: the
     demo refuses it with one line rather than mount into it."""
@@ -317,8 +350,13 @@ def _mount_warnings(d, tmp):
         unmount(mnt, daemon_pids(mnt))
 
 
-WARN_TAIL = ("yet a directory without an index is mounted as one: mount one file, or only the files "
-             "of one format with -o input=FORMAT\n")
+def warn_tail(d, first):
+    """What the warning says to do: the files are all of one format (a
+    directory mounts one format's files), so -o input=FORMAT, which it
+    used to suggest, cannot part them."""
+    return ("yet a directory without an index is mounted as one: mount each file on its own "
+            f"({d}/{first}), or give each model's files a directory or an index "
+            "(model.safetensors.index.json) of their own\n")
 
 
 def test_directory_of_two_models_with_other_layers_warns(tmp):
@@ -332,7 +370,7 @@ def test_directory_of_two_models_with_other_layers_warns(tmp):
                              + ["transformer.wte.weight"]),
     })
     want = (f"tensorfs: {d}: warning: its 2 files do not look like one model ('gpt2.safetensors' and "
-            f"'llama.safetensors' have no layer names in common), " + WARN_TAIL)
+            f"'llama.safetensors' have no layer names in common), " + warn_tail(d, "gpt2.safetensors"))
     assert _mount_warnings(d, tmp) == want
     r = run(["--inspect", d])
     assert r.returncode == 0 and r.stderr == want, r.stderr
@@ -348,7 +386,7 @@ def test_directory_of_two_formats_of_metadata_warns(tmp):
     })
     assert _mount_warnings(d, tmp) == (
         f"tensorfs: {d}: warning: its 2 files do not look like one model ('a.safetensors' says format "
-        f"'pt', 'b.safetensors' says 'mlx'), " + WARN_TAIL)
+        f"'pt', 'b.safetensors' says 'mlx'), " + warn_tail(d, "a.safetensors"))
 
 
 def test_directory_of_one_sharded_model_says_nothing(tmp):
@@ -422,6 +460,51 @@ def test_plain_make_builds_tensorfs_without_werror():
     assert "-Werror" not in r.stdout
 
 
+# What only the tests need: make demo must not ask for them.
+TEST_PACKAGES = {"clang", "libclang-rt-14-dev", "clang-format", "valgrind", "nginx-light",
+                 "libnginx-mod-http-echo", "python3-pytest", "python3-pytest-xdist", "python3-numpy",
+                 "python3-zarr", "python3-dask", "python3-xarray", "python3-pil", "libgdk-pixbuf2.0-bin",
+                 "xxhash", "curl", "aria2", "ca-certificates", "psmisc", "nodejs", "npm", "python3-torch"}
+BUILD_PACKAGES = {"gcc", "make", "pkg-config", "libc6-dev", "libfuse3-dev", "fuse3", "libjson-c-dev",
+                  "libcurl4-openssl-dev", "libxxhash-dev", "libssl-dev", "libpng-dev"}
+
+
+def _make_n(target, *flags):
+    """make -n TARGET's output. Never for check: make runs a line that
+    holds $(MAKE) even under -n, and check's would run the suite (which
+    holds this test)."""
+    assert target != "check"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    r = subprocess.run(["make", "-n", *flags, target], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _packages_asked(target):
+    """The Debian packages `make TARGET` asks for: its install-deps.sh
+    command, read from make -n, asked to --list (which installs nothing)."""
+    cmds = [line.strip().lstrip("@") for line in _make_n(target).splitlines() if "install-deps.sh" in line]
+    assert len(cmds) == 1, cmds
+    r = subprocess.run(["bash", "-c", cmds[0] + " --list"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_make_demo_asks_for_the_build_toolchain_and_fuse_only():
+    """make demo installed the whole test toolchain (clang, valgrind,
+    nginx, dask...); it asks for the build toolchain, FUSE and what the
+    demo itself runs (python3, getfattr, hexdump), and make check (through
+    make deps) for everything."""
+    demo = _packages_asked("demo")
+    assert BUILD_PACKAGES | {"python3", "attr", "bsdextrautils"} == demo, demo
+    check = _packages_asked("deps")
+    assert demo <= check and (TEST_PACKAGES - {"python3-torch", "nodejs", "npm"}) <= check, check
+    # check needs deps: make's database, printed by a make -n of deps
+    db = _make_n("deps", "-p")
+    assert re.search(r"^check: test-tools$", db, flags=re.M) and re.search(r"^test-tools: deps$", db, flags=re.M)
+
+
 def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F811
     """-o cache_size= (remote sources) or -o path_style (S3) with a local
     file is accepted, as sshfs accepts what does not apply, but said once
@@ -453,3 +536,58 @@ def test_options_of_other_sources_are_said_to_do_nothing(web, tmp):  # noqa: F81
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     r = run(["--inspect", "-o", "path_style", url], env=dict(os.environ, NO_PROXY="*"))
     assert r.returncode == 0 and "-o path_style is an option of s3:// sources" in r.stderr, r.stderr
+
+
+def _list_all(out):
+    """--list's output as a list of (mount point, pid, source, [detail lines]),
+    in its order (two mounts may share a mount point)."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["PID", "MOUNTPOINT", "SOURCE"], out
+    entries = []
+    for line in lines[1:]:
+        if line.startswith("         "):
+            entries[-1][3].append(line.strip())
+            continue
+        pid, rest = line.split(None, 1)
+        mnt, source = rest.split("  ", 1)
+        entries.append((mnt, pid, source, []))
+    return entries
+
+
+def test_list_names_a_covered_mount_covered(tmp):
+    """Two mounts on one mount point (-o overmount): --list showed the upper
+    daemon's PID and options for the lower mount too, and killing that PID
+    killed the wrong daemon. Each entry shows its own daemon, or says that
+    it is covered; so does a mount hidden by a mount on a directory above
+    it. Once the upper one is gone, the lower one's own daemon shows."""
+    fuse_ok()
+    a = _sums(tmp, "a", ["x"])
+    b = _sums(tmp, "b", ["y"])
+    top = os.path.join(tmp, "top")
+    mnt = os.path.join(top, "m")
+    os.makedirs(mnt)
+    covered = "daemon: covered by another mount on top of it: unmount that one first to reach this one's daemon"
+    try:
+        assert run(["-o", "layout=tree", a, mnt]).returncode == 0
+        lower = daemon_pids(mnt)
+        assert len(lower) == 1
+        r = run(["-o", "overmount,notsv", b, mnt])
+        assert r.returncode == 0, r.stderr
+        upper = [p for p in daemon_pids(mnt) if p not in lower]
+        assert len(upper) == 1
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] == mnt]
+        assert mine == [(mnt, "-", a, [covered]), (mnt, str(upper[0]), b, ["options: -o overmount,notsv"])], mine
+        # a mount on a directory above hides it too
+        r = run(["-o", "overmount", b, top])
+        assert r.returncode == 0, r.stderr
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] in (mnt, top)]
+        assert [(e[0], e[1], e[3]) for e in mine[:2]] == [(mnt, "-", [covered])] * 2, mine
+        assert mine[2][0] == top and mine[2][1] != "-", mine
+        subprocess.run(["fusermount3", "-u", top], check=True)
+        subprocess.run(["fusermount3", "-u", mnt], check=True)
+        assert wait_gone(upper[0])
+        mine = [e for e in _list_all(run(["--list"]).stdout) if e[0] == mnt]
+        assert mine == [(mnt, str(lower[0]), a, ["options: -o layout=tree"])], mine
+    finally:
+        for m in (top, mnt, mnt):
+            unmount(m)

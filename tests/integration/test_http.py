@@ -21,7 +21,7 @@ import time
 import pytest
 
 from servers import FaultProxy, Nginx
-from tfsutil import (BIN, EXIT_SOURCE, SANITIZED, EXIT_USAGE, REAL, daemon_pids, fname, fuse_ok,
+from tfsutil import (BIN, EXIT_SOURCE, SANITIZED, EXIT_USAGE, REAL, REPO, daemon_pids, fname, fuse_ok,
                      is_mounted, mounted, need_real, real_files, run, sha256, unmount, vm_kb, wait_gone,
                      write_st)
 
@@ -361,6 +361,45 @@ def test_a_transfer_coding_is_undone(web, proxied, tmp):
     with mounted(proxied.url("gen/te-gzip.safetensors")) as mnt:
         assert read_in(mnt) == raw
     assert "__accept_encoding" not in proxied.stats()
+
+
+def test_which_numpy_calls_see_a_failed_read(web, proxied, tmp):
+    """A read of a remote mount that fails for good is EIO. numpy 1.24
+    (Debian 12) ignores it in np.fromfile: the array comes back whole, with
+    zeros where the reads failed, and no error (with an offset, an empty
+    array). open().read() raises OSError (EIO), so np.frombuffer over it
+    never sees wrong bytes, and np.load of a -o format=npy file raises. The
+    guide, where it suggests np.fromfile, says so and shows those."""
+    import numpy as np
+    n = 16 << 20  # 64 MiB: far more than a read-ahead fetches before the faults start
+    v = np.arange(1, n + 1, dtype=np.float32)
+    gen(web, "np/a.safetensors", [("w", "F32", [n], v.tobytes())])
+    url = proxied.url("gen/np/a.safetensors")
+    for opts in ("retries=0", "retries=0,format=npy"):
+        with mounted(url, "-o", opts) as mnt:
+            proxied.faults({"match": "np/a.safetensors", "fault": "status", "status": 500})
+            try:
+                if "npy" in opts:
+                    with pytest.raises(ValueError):
+                        np.load(os.path.join(mnt, "w.npy"))
+                    continue
+                path = os.path.join(mnt, "w")
+                a = np.fromfile(path, np.float32)  # no error
+                assert a.size == n and (a == 0).any() and not np.array_equal(a, v), (a.size, int((a == 0).sum()))
+                assert np.fromfile(path, np.float32, count=4, offset=n * 2).size == 0
+                with pytest.raises(OSError) as ei:
+                    np.frombuffer(open(path, "rb").read(), np.float32)
+                assert ei.value.errno == 5  # EIO
+                with open(path, "rb") as f, pytest.raises(OSError) as ei:
+                    f.seek(n * 2)
+                    np.frombuffer(f.read(16), np.float32)
+                assert ei.value.errno == 5
+            finally:
+                proxied.faults()
+    for page in ("README.md", "docs/recipes.md", "docs/remote.md", "docs/troubleshooting.md"):
+        text = open(os.path.join(REPO, page)).read()
+        assert "np.fromfile" in text and "zeros" in text and "np.frombuffer(open(" in text and "np.load" in text, \
+            page
 
 
 def test_stalled_server_times_out(web, proxied, tmp):

@@ -49,6 +49,12 @@ def layout(root):
     put("v2", "sub/model.safetensors", tensors=[("inner", "U8", (1,), b"i")])
     for i in range(9):
         put("many", f"model-{i + 1:05d}-of-00009.safetensors", tensors=[(f"t{i}", "U8", (1,), bytes([i]))])
+    # a diffusers pipeline: checkpoints in some subfolders only
+    put("pipe", "unet/diffusion_pytorch_model.safetensors", tensors=[("u", "U8", (64,), b"u" * 64)])
+    put("pipe", "vae/diffusion_pytorch_model.safetensors", tensors=[("v", "U8", (8,), b"v" * 8)])
+    os.makedirs(os.path.join(root, "pipe", "scheduler"), exist_ok=True)
+    with open(os.path.join(root, "pipe", "scheduler", "scheduler_config.json"), "w") as f:
+        f.write("{}")
     os.makedirs(os.path.join(root, "two"), exist_ok=True)
     for n in ("model.safetensors.index.json", "other.safetensors.index.json"):
         with open(os.path.join(root, "two", n), "w") as f:
@@ -65,6 +71,7 @@ def layout(root):
         "org/gated": {"gated": True, "refs": {"main": C1}, "commits": {C1: "v1"}},
         "org/many": {"refs": {"main": C1}, "commits": {C1: "many"}},
         "org/two": {"refs": {"main": C1}, "commits": {C1: "two"}},
+        "org/pipe": {"refs": {"main": C1}, "commits": {C1: "pipe"}},
         "org/dotdot": {"refs": {"main": C1}, "commits": {C1: "v1"}, "hostile": "dotdot"},
         "org/foreign": {"refs": {"main": C1}, "commits": {C1: "many"}, "hostile": "foreign_link"},
         "org/data": {"type": "datasets", "refs": {"main": C1}, "commits": {C1: "v1"}},
@@ -213,6 +220,8 @@ def test_paginated_listing(hub, env):
 
 @pytest.mark.parametrize("repo, code, want", [
     ("org/two", EXIT_FORMAT, "2 index files (model.safetensors.index.json, other.safetensors.index.json)"),
+    ("org/pipe", EXIT_FORMAT, "; 2 of its 3 subfolders hold one (unet/, vae/): mount one of them "
+                              "(hf://org/pipe/unet, the largest)\n"),
     ("org/dotdot", EXIT_FORMAT, "unsafe path '../../etc/passwd'"),
     ("org/foreign", EXIT_FORMAT, "points its next page at another host"),
     ("org/none", EXIT_SOURCE, "not on the Hub (HTTP 404)"),

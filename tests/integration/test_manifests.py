@@ -182,3 +182,72 @@ def test_older_manifests_still_read(tmp):
                 f.write(f"{h}  {n}\n")
     rc, out, err = verify(src, man)
     assert rc == 0 and f"{len(NAMES) - 2} checked, 0 mismatched" in err, (out, err)
+
+
+def test_a_line_whose_name_holds_a_nul_is_checked(tmp):
+    """A line whose name holds a NUL byte was skipped in silence ("0
+    checked, 0 mismatched", exit 0) where sha256sum -c fails it. The NUL is
+    a byte of the name like any other (a tensor's name may hold one; its
+    file name has %00): the line names a tensor that is not there, a
+    mismatch (exit 6), or the tensor of that very name, which is checked.
+    sha256sum -c reads the name only up to the NUL; --verify never takes
+    'x\\0y' for 'x'."""
+    src = os.path.join(tmp, "n.safetensors")
+    write_st(src, [("x", "F32", (2,), b"\1" * 8), ("n\0ul", "F32", (2,), b"\2" * 8)])
+    r = run(["--verify", "--json", src])
+    hashes = {t["name"]: t["sha256"] for t in json.loads(r.stdout)["tensors"]}
+    assert set(hashes) == {"x", "n\0ul"}
+    man = os.path.join(tmp, "nul.sha256")
+    for want, line, out in [
+            (6, "0" * 64 + "  x\0y\n", "'x\\x00y': in the manifest, not in the checkpoint\n"),
+            (6, hashes["x"] + "  x\0y\n", "'x\\x00y': in the manifest, not in the checkpoint\n"),
+            (0, hashes["n\0ul"] + "  n\0ul\n", ""),
+            (6, hashes["x"] + "  n\0ul\n",
+             f"'n\\x00ul': sha256 differs: expected {hashes['x']}, got {hashes['n' + chr(0) + 'ul']}\n")]:
+        open(man, "wb").write(line.encode())
+        rc, o, err = verify(src, man)
+        assert (rc, o) == (want, out), (line, rc, o, err)
+        checked = 0 if "x\0y" in line else 1
+        assert err.endswith(f": {checked} checked, {int(bool(want))} mismatched\n"), (line, err)
+    # beside a good line (it was "1 checked, 0 mismatched", exit 0)
+    open(man, "wb").write((hashes["x"] + "  x\n" + "0" * 64 + "  n\0ul\n").encode())
+    rc, o, err = verify(src, man)
+    assert rc == 6 and o.startswith("'n\\x00ul': sha256 differs") and err.endswith(": 2 checked, 1 mismatched\n")
+    # what sha256sum -c makes of the first line, in a mount's root
+    open(man, "wb").write(("0" * 64 + "  x\0y\n").encode())
+    with mounted(src) as mnt:
+        r = subprocess.run(["sha256sum", "-c", man], cwd=mnt, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "x: FAILED" in r.stdout, r.stdout + r.stderr
+    # a NUL in the digest: no checksum line, as for sha256sum
+    open(man, "wb").write((hashes["x"] + "  x\n" + "0" * 10 + "\0" + "0" * 53 + "  x\n").encode())
+    rc, o, err = verify(src, man)
+    assert rc == 0 and err.endswith(": 1 checked, 0 mismatched (some manifest lines were not checksum "
+                                    "lines)\n"), err
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_manifest_of_npy_files_says_which_option_wrote_it(tmp, n):
+    """A manifest written with -o format=npy names every tensor's file
+    NAME.npy: checked without the option it was "of another model" (and a
+    one-line manifest had no hint at all). The first line now says which -o
+    wrote it; the lines and the exit code stay; with the option it checks."""
+    names = [f"model.layers.{i}.w" for i in range(n)]
+    src = os.path.join(tmp, "p.safetensors")
+    write_st(src, [(name, "F32", (2,), bytes([i]) * 8) for i, name in enumerate(names)])
+    r = run(["--verify", "-o", "format=npy", src])
+    assert r.returncode == 0 and r.stdout.count(".npy\n") == n, r.stdout
+    man = os.path.join(tmp, "npy.sha256")
+    open(man, "w").write(r.stdout)
+    rc, out, err = verify(src, man)
+    assert rc == 6 and out.count("in the manifest, not in the checkpoint") == n, (out, err)
+    assert err.splitlines()[0] == (
+        f"tensorfs: {man}: its names are the tensors' names with .npy added: it was written with -o "
+        "format=npy; check it with the same -o (tensorfs --verify -o format=npy SOURCE MANIFEST)"), err
+    assert "another model" not in err
+    r = run(["--verify", "-o", "format=npy", src, man])
+    assert r.returncode == 0 and f"{n} checked, 0 mismatched" in r.stderr, r.stderr
+    # names of another model with .npy added are still another model's
+    other = os.path.join(tmp, "o.safetensors")
+    write_st(other, [(f"transformer.h.{i}.w", "F32", (2,), b"\0" * 8) for i in range(3)])
+    rc, out, err = verify(other, man)
+    assert rc == 6 and "with .npy added" not in err, err

@@ -476,6 +476,127 @@ def test_signals_unmount(model, tmp, sig):
     assert not is_mounted(mnt)
 
 
+ENDING = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore_the_ending_signals():
+    for s in ENDING:
+        signal.signal(s, signal.SIG_IGN)
+
+
+def _sig_mask(pid, field):
+    """The signals of /proc/PID/status's SigIgn or SigCgt."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = int(next(line for line in f if line.startswith(field + ":")).split()[1], 16)
+    return {s for s in ENDING if mask & (1 << (s - 1))}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_daemon_started_with_the_signals_ignored_ends_on_them(model, tmp, sig):
+    """Started by nohup, a shell without job control, or a service manager
+    or CI runner that ignores SIGHUP, SIGINT or SIGTERM, the detached
+    daemon kept them ignored (libfuse installs its handler only for a
+    signal that is not), so kill PID did nothing. Detached, in a session of
+    its own, no terminal can send it anything: it takes the three as the
+    documented ways to unmount."""
+    path, _, _ = model
+    fuse_ok()
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    r = subprocess.run([BIN, path, mnt], preexec_fn=_ignore_the_ending_signals, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    pids = daemon_pids(mnt)
+    try:
+        assert len(pids) == 1
+        assert _sig_mask(pids[0], "SigIgn") == set()
+        assert _sig_mask(pids[0], "SigCgt") == set(ENDING)
+        os.kill(pids[0], sig)
+        assert wait_gone(pids[0], timeout=5)
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt, pids)
+
+
+def test_in_the_foreground_ignored_signals_stay_ignored(model, tmp):
+    """tensorfs -f keeps what it was started with, as every libfuse server
+    does: nohup tensorfs -f lives through its terminal's hangup. The
+    signals it was not told to ignore still end it."""
+    path, _, _ = model
+    fuse_ok()
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", path, mnt], preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 10
+        while not is_mounted(mnt) and time.time() < deadline:
+            time.sleep(0.01)
+        assert is_mounted(mnt)
+        assert _sig_mask(p.pid, "SigIgn") == {signal.SIGHUP}
+        assert _sig_mask(p.pid, "SigCgt") == {signal.SIGINT, signal.SIGTERM}
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=5) == 0
+        assert not is_mounted(mnt)
+    finally:
+        if p.poll() is None:
+            unmount(mnt)
+            p.wait(timeout=30)
+
+
+def test_unmounting_a_busy_mount(tmp):
+    """What Mounting says of a mount a reader holds open: fusermount3 -u
+    refuses it (busy), fuser -m names the reader, fusermount3 -uz takes the
+    mount out of the tree at once while the open file still reads, and the
+    daemon ends with the last close; SIGTERM unmounts at once, and the
+    reader's next read of bytes not in the page cache fails with ENOTCONN."""
+    import errno
+    import shutil
+    from tfsutil import REPO, missing
+    fuse_ok()
+    if not shutil.which("fuser"):
+        missing("fuser (Debian's psmisc)")
+    n = 16 << 20
+    src = os.path.join(tmp, "big.safetensors")
+    data = bytes(range(256)) * (n // 256)
+    write_st(src, [("w", "U8", [n], data)])
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    for how in ("-uz", "SIGTERM"):
+        assert run([src, mnt]).returncode == 0
+        pid = daemon_pids(mnt)[0]
+        f = open(os.path.join(mnt, "w"), "rb", buffering=0)
+        try:
+            assert f.read(4) == data[:4]
+            r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True)
+            assert r.returncode == 1 and r.stderr == (f"fusermount3: failed to unmount {mnt}: Device or resource "
+                                                      "busy\n"), r.stderr
+            assert is_mounted(mnt)
+            r = subprocess.run(["fuser", "-m", mnt], capture_output=True, text=True)
+            assert str(os.getpid()) in r.stdout.split(), r.stdout
+            if how == "-uz":
+                assert subprocess.run(["fusermount3", "-uz", mnt]).returncode == 0
+                assert not is_mounted(mnt) and os.listdir(mnt) == []
+                f.seek(n - 4096)
+                assert f.read(4096) == data[-4096:]  # the open file still reads
+                assert os.path.exists(f"/proc/{pid}")
+            else:
+                os.kill(pid, signal.SIGTERM)
+                assert wait_gone(pid, 10)
+                assert not is_mounted(mnt) and os.listdir(mnt) == []
+                f.seek(n - 4096)
+                with pytest.raises(OSError) as ei:
+                    f.read(4096)
+                assert ei.value.errno == errno.ENOTCONN
+        finally:
+            f.close()
+            unmount(mnt)
+        assert wait_gone(pid)
+    guide = " ".join(open(os.path.join(REPO, "docs", "mounting.md")).read().split())
+    for said in ("fuser -m", "fusermount3 -uz", "Device or resource busy", "Transport endpoint is not connected"):
+        assert said in guide, said
+
+
 def test_foreground_exit_status(model, tmp):
     path, _, _ = model
     fuse_ok()

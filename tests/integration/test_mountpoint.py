@@ -36,8 +36,9 @@ def test_relative_mountpoint_unmounts(tmp, how):
     fuse_ok()
     # a name of this test's own: daemon_pids() finds daemons by their
     # command line, and the other tests of this kind may run beside it
-    # (pytest -n 2) with a relative mount point too
-    mp = f"mp-{how}"
+    # (pytest -n 2) with a relative mount point too, and so may this very
+    # test in another pytest (test_harness.py runs it again in one)
+    mp = f"mp-{how}-{os.getpid()}"
     work = os.path.join(tmp, "work")
     os.makedirs(os.path.join(work, mp))
     checkpoint(work)
@@ -75,7 +76,7 @@ def test_relative_mountpoint_unmounts_unprivileged(tmp, how):
 
 
 def unprivileged(tmp, how):
-    mp = f"mpu-{how}"  # of its own, as above
+    mp = f"mpu-{how}-{os.getpid()}"  # of its own, as above
     work = os.path.join(tmp, "work")
     os.makedirs(os.path.join(work, mp))
     checkpoint(work)

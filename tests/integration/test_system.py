@@ -283,6 +283,38 @@ def test_bash_completion_offers_exactly_the_options_of_help(tmp):
     assert complete(["tensorfs", "-o", "gi"], tmp) == ["gid="]
 
 
+def test_every_value_the_completion_offers_is_documented(tmp):
+    """-o convert=none was documented nowhere but in the completion: each
+    value the completion offers for layout=, format= and convert= is in
+    --help, in the option table of Mounting and in the man page's entry of
+    its key."""
+    import re
+    import shutil
+    from tfsutil import BIN, REPO
+    if os.path.basename(BIN) != "tensorfs":
+        shutil.copy(BIN, os.path.join(tmp, "tensorfs"))
+    help_ = help_text()
+    man = man_section(man_text(), "OPTIONS")
+    table = open(os.path.join(REPO, "docs", "mounting.md")).read().split("## Mount options", 1)[1]
+    for key in ("layout", "format", "convert"):
+        values = [c.split("=", 1)[1] for c in complete(["tensorfs", "-o", f"{key}="], tmp)]
+        assert len(values) >= 2, (key, values)
+        hline = re.search(rf"^ {{7}}{key}=(\S+)", help_, flags=re.M)
+        assert hline and sorted(hline.group(1).split("|")) == sorted(values), (key, values)
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{key}="))
+        tag = re.search(rf"^\.TP\n\.BR? {key}=.*?(?=^\.TP$)", man, flags=re.M | re.S)
+        entry = re.sub(r"\\f[BIRP]|\\-", "", tag.group(0)) if tag else ""
+        for v in values:
+            assert f"`{key}={v}`" in row, (key, v, row)
+            assert re.search(rf"\b{v}\b", entry), (key, v, entry)
+    # what convert=none does: the stored bytes, also after convert=f32
+    src = os.path.join(tmp, "b.safetensors")
+    write_st(src, [("w", "BF16", [2], b"\x80\x3f\x00\x40")])
+    plain, f32, none = (run(["--verify"] + o + [src]).stdout
+                        for o in ([], ["-o", "convert=f32"], ["-o", "convert=f32,convert=none"]))
+    assert plain == none != f32 and plain
+
+
 def test_make_install_puts_manual_and_completion(tmp):
     """make install: the binary, the man page (man finds it) and the bash
     completion, under DESTDIR."""
@@ -424,8 +456,85 @@ def test_whole_model_and_subfolder_hints(tmp):
                  [("w", "F32", [1], np.ones(1, "<f4").tobytes())])
     r = run([d, mnt])
     assert r.returncode == EXIT_FORMAT and r.stderr.count("\n") == 1, r.stderr
-    assert "subfolders (unet/, vae/)" in r.stderr or "subfolders (vae/, unet/)" in r.stderr, r.stderr
+    assert "2 of its 2 subfolders hold one (unet/, vae/)" in r.stderr, r.stderr
     assert "mount one of them" in r.stderr
+
+
+NO_CKPT = "the directory holds no checkpoint file (.safetensors, .gguf, .bt, .tensorsafe, .bin, .npz) and no index"
+
+
+def _folders(d, spec):
+    """spec: {folder: {file name: size in bytes}}; checkpoint files are
+    real safetensors files of about that size."""
+    for sub, files in spec.items():
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+        for fn, size in files.items():
+            p = os.path.join(d, sub, fn)
+            if fn.endswith(".safetensors"):
+                write_st(p, [("w", "U8", [size], b"\1" * size)])
+            else:
+                open(p, "w").write("{}")
+
+
+def test_subfolder_hint_names_the_folders_that_hold_a_checkpoint(tmp):
+    """A diffusers pipeline: the hint named the first folder in readdir
+    order, from a list holding scheduler/, tokenizer/ and empty folders,
+    cut at 300 bytes. It now names the folders that hold a checkpoint,
+    sorted, with how many of all, and suggests the one with the most bytes
+    (the denoiser: unet/)."""
+    from tfsutil import EXIT_FORMAT
+    d = os.path.join(tmp, "pipe")
+    _folders(d, {
+        "feature_extractor": {"preprocessor_config.json": 0},
+        "safety_checker": {"model.safetensors": 300, "config.json": 0},
+        "scheduler": {"scheduler_config.json": 0},
+        "text_encoder": {"model.safetensors": 400, "config.json": 0},
+        "tokenizer": {"vocab.json": 0, "merges.txt": 0},
+        "unet": {"diffusion_pytorch_model.safetensors": 2000, "config.json": 0},
+        "vae": {"diffusion_pytorch_model.safetensors": 100, "config.json": 0},
+        "empty": {},
+    })
+    open(os.path.join(d, "model_index.json"), "w").write("{}")
+    want = (f"tensorfs: {d}: {NO_CKPT}; 4 of its 8 subfolders hold one (safety_checker/, text_encoder/, unet/, "
+            f"vae/): mount one of them ({d}/unet, the largest)\n")
+    for args in ([d, os.path.join(tmp, "mnt")], ["--inspect", d]):
+        r = run(args)
+        assert (r.returncode, r.stderr) == (EXIT_FORMAT, want), r.stderr
+    # one holds one
+    o = os.path.join(tmp, "one")
+    _folders(o, {"scheduler": {"scheduler_config.json": 0}, "transformer": {"model.safetensors": 10}})
+    r = run(["--inspect", o])
+    assert (r.returncode, r.stderr) == (EXIT_FORMAT, (
+        f"tensorfs: {o}: {NO_CKPT}; 1 of its 2 subfolders holds one (transformer/): mount it "
+        f"({o}/transformer)\n")), r.stderr
+    # none holds one
+    e = os.path.join(tmp, "nothing")
+    _folders(e, {"scheduler": {"scheduler_config.json": 0}, "empty": {}})
+    r = run(["--inspect", e])
+    assert (r.returncode, r.stderr) == (EXIT_FORMAT, f"tensorfs: {e}: {NO_CKPT}, nor do its 2 subfolders\n"), \
+        r.stderr
+
+
+def test_subfolder_hint_counts_the_rest_and_never_cuts_a_name(tmp):
+    """Many folders, or long names: whole names, sorted, then "and N
+    more"; the line stays one line of bounded length."""
+    from tfsutil import EXIT_FORMAT
+    d = os.path.join(tmp, "many")
+    _folders(d, {f"part{i:02d}": {"model.safetensors": 10 + i} for i in range(9)})
+    r = run(["--inspect", d])
+    assert (r.returncode, r.stderr) == (EXIT_FORMAT, (
+        f"tensorfs: {d}: {NO_CKPT}; 9 of its 9 subfolders hold one (part00/, part01/, part02/, part03/, "
+        f"part04/, part05/ and 3 more): mount one of them ({d}/part08, the largest)\n")), r.stderr
+    d = os.path.join(tmp, "long")
+    names = [c * 200 for c in "abcd"]
+    _folders(d, {n: {"model.safetensors": 10} for n in names})
+    r = run(["--inspect", d])
+    assert r.returncode == EXIT_FORMAT and r.stderr.count("\n") == 1, r.stderr
+    shown = r.stderr.split("subfolders hold one (", 1)[1].split("): mount", 1)[0]
+    parts = shown.split(" and ")
+    assert all(n in names for n in parts[0][:-1].split("/, ")), shown
+    assert parts[1] == f"{4 - len(parts[0].split(', '))} more", shown
+    assert len(r.stderr) < 1500, len(r.stderr)
 
 
 def test_dev_fuse_denied_says_how_to_fix(tmp):
