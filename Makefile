@@ -143,7 +143,7 @@ test-tools: deps
 # integration tests (which mostly waits) goes on beside them.
 check: test-tools
 	$(MAKE) -j$(NPROC) WERROR=1 all $(UNIT_BINS)
-	CHECK_FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) \
+	CHECK_FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) CHECK_UNIT_TESTS="$(UNIT_TESTS)" \
 		CHECK_BUILD_REST="$(MAKE) -j$(NPROC) WERROR=1 $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)" \
 		scripts/run-checks.sh
 

@@ -466,7 +466,7 @@ TEST_PACKAGES = {"clang", "libclang-rt-14-dev", "clang-format", "valgrind", "ngi
                  "python3-zarr", "python3-dask", "python3-xarray", "python3-pil", "libgdk-pixbuf2.0-bin",
                  "xxhash", "curl", "aria2", "ca-certificates", "psmisc", "nodejs", "npm", "python3-torch"}
 BUILD_PACKAGES = {"gcc", "make", "pkg-config", "libc6-dev", "libfuse3-dev", "fuse3", "libjson-c-dev",
-                  "libcurl4-openssl-dev", "libxxhash-dev", "libssl-dev", "libpng-dev"}
+                  "libcurl4-openssl-dev", "libxxhash-dev", "libssl-dev", "libpng-dev", "liblz4-dev"}
 
 
 def _make_n(target, *flags):
