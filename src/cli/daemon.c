@@ -89,12 +89,12 @@ void tfs_log_detail_line(const char *line)
 		emit(LOG_INFO, line);
 }
 
-void tfs_log_counters(const char *why)
+void tfs_log_counters(struct tfs_sources *ss, const char *why)
 {
 	struct tfs_counters c;
 	char line[400];
 	int n = snprintf(line, sizeof line, "%s: ", why);
-	tfs_sources_counters(&c);
+	tfs_sources_counters(ss, &c);
 	tfs_counters_line(&c, line + n, sizeof line - (size_t)n);
 	emit(LOG_NOTICE, line);
 }
@@ -320,7 +320,7 @@ void tfs_after_init(void *arg)
 	if (r->readahead_kb)
 		set_readahead(r->mountpoint, r->readahead_kb);
 	/* In the process that serves the mount, after any fork. */
-	tfs_sources_start();
+	tfs_sources_start(r->sources);
 }
 
 /* SIGUSR1 asks for the counters in the log, as rclone's stats; the
@@ -341,18 +341,19 @@ static void *watch(void *arg)
 		nanosleep(&tick, NULL);
 		if (usr1) {
 			usr1 = 0;
-			tfs_log_counters("counters (SIGUSR1)");
+			tfs_log_counters(w->sources, "counters (SIGUSR1)");
 		}
 	}
-	tfs_sources_stop();
+	tfs_sources_stop(w->sources);
 	if (log_verbose)
-		tfs_log_counters("counters at unmount");
+		tfs_log_counters(w->sources, "counters at unmount");
 	return NULL;
 }
 
-int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se)
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se, struct tfs_sources *ss)
 {
 	w->se = se;
+	w->sources = ss;
 	w->done = 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);

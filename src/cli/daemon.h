@@ -34,15 +34,16 @@ tfs_err tfs_log_open_file(const char *path, struct tfs_diag *d);
 void tfs_log_info_line(const char *line);
 /* tfs_log_detail's sink: -o verbose only. */
 void tfs_log_detail_line(const char *line);
-/* One line of the sources' counters, "WHY: requests=N ...", always. */
-void tfs_log_counters(const char *why);
+/* One line of the mount's sources' counters, "WHY: requests=N ...", always. */
+void tfs_log_counters(struct tfs_sources *ss, const char *why);
 
 /* Checks the mount point and returns its absolute, symlink-free path, or
  * NULL after one line on stderr. */
 char *tfs_check_mountpoint(const char *mp, int overmount);
 
 struct tfs_ready {
-	char *mountpoint; /* absolute: the daemon leaves the caller's cwd */
+	char *mountpoint;            /* absolute: the daemon leaves the caller's cwd */
+	struct tfs_sources *sources; /* the mount's, started after INIT */
 	unsigned long readahead_kb;
 	int notify_fd; /* write end of the parent's pipe, or -1 */
 };
@@ -60,10 +61,11 @@ void *tfs_ready_thread(void *ready);
  * with the signals blocked. */
 struct tfs_watch {
 	struct fuse_session *se;
+	struct tfs_sources *sources; /* the mount's, stopped at its end */
 	int done;
 	pthread_t th;
 };
-int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se);
+int tfs_watch_start(struct tfs_watch *w, struct fuse_session *se, struct tfs_sources *ss);
 void tfs_watch_end(struct tfs_watch *w);
 
 /* Forks; the parent waits for the child's word and exits with it. Returns

@@ -144,7 +144,7 @@ static int open_mount(const struct cli *c, const char *source, const char *shown
 	}
 	if (s) {
 		tfs_views_notice(&out->tree, say_warning, (void *)shown);
-		tfs_sources_notice(say_warning, (void *)shown);
+		tfs_sources_notice(out->model.sources, say_warning, (void *)shown);
 	}
 	return EXIT_OK;
 }
@@ -171,9 +171,11 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 			tfs_mount_close(&a);
 			return 2;
 		}
-		tfs_sources_start();
+		tfs_sources_start(a.model.sources);
+		tfs_sources_start(b.model.sources);
 		rc = tfs_diff(model, c->shown, &b.model, c->shown_b, c->json, stdout);
-		tfs_sources_stop();
+		tfs_sources_stop(b.model.sources);
+		tfs_sources_stop(a.model.sources);
 		if (fflush(stdout) != 0)
 			rc = 2;
 		tfs_mount_close(&b);
@@ -181,18 +183,18 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 		return rc;
 	}
 	if (c->stats) {
-		tfs_sources_start();
+		tfs_sources_start(model->sources);
 		rc = tfs_stats_print(model, c->shown, c->json, stdout) ? EXIT_SOURCE : EXIT_OK;
-		tfs_sources_stop();
+		tfs_sources_stop(model->sources);
 		if (fflush(stdout) != 0 && rc == EXIT_OK)
 			rc = EXIT_INTERNAL;
 		tfs_mount_close(&a);
 		return rc;
 	}
 	if (c->verify) {
-		tfs_sources_start(); /* read-ahead for remote sources */
+		tfs_sources_start(model->sources); /* read-ahead for remote sources */
 		rc = tfs_verify(model, &c->driver_opts, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
-		tfs_sources_stop();
+		tfs_sources_stop(model->sources);
 		if (fflush(stdout) != 0 && rc == EXIT_OK)
 			rc = EXIT_INTERNAL;
 		tfs_mount_close(&a);
@@ -252,7 +254,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 	int tr = fo->foreground ? 0 : pthread_create(rt, NULL, tfs_ready_thread, rd);
 	*have_rt = !fo->foreground && tr == 0;
 	struct tfs_watch watch;
-	int tw = tr == 0 ? tfs_watch_start(&watch, se) : -1;
+	int tw = tr == 0 ? tfs_watch_start(&watch, se, fs->core.m->sources) : -1;
 	/* Only generated files drop pages behind their readers: a tensor's
 	 * file is what np.memmap and repeated reads use. Whether they are
 	 * cached at all is known only after INIT (fuse/kinit.h), so the thread
@@ -432,6 +434,7 @@ int main(int argc, char **argv)
 	fs.nosplice = c.nosplice;
 	fs.timeout = 86400.0 * 365;
 	rd.readahead_kb = s.readahead_kb;
+	rd.sources = mnt.model.sources;
 	rc = session(&args, &fo, &c, &fs, &rd);
 
 out_tree:

@@ -224,6 +224,9 @@ void tfs_store_close(struct tfs_store *st);
 /* ---- source drivers ---- */
 
 struct tfs_counters;
+/* What the sources of one mount share (sources/rlayer.h): its options and
+ * the remote layer its remote drivers make. */
+struct tfs_sources;
 
 struct tfs_source_driver {
 	const char *name;
@@ -233,26 +236,17 @@ struct tfs_source_driver {
 	/* 1 when the SOURCE argument is this driver's (by its scheme). */
 	int (*claims)(const char *spec);
 	/* Opens the store that `spec` lives in; *target is the name in it
-	 * that spec points at (a file), or NULL when spec is a directory. */
-	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
-			   struct tfs_diag *d);
+	 * that spec points at (a file), or NULL when spec is a directory.
+	 * What the mount's sources share is ss (a remote driver's files read
+	 * through its remote layer, tfs_sources_remote). */
+	tfs_err (*resolve)(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+			   struct tfs_store **st, char **target, struct tfs_diag *d);
 	const struct tfs_opt_spec *opts; /* its mount options, NULL-terminated by name */
-	/* Options it shares with other drivers (the remote ones: cache, retries),
-	 * one table that each of them names. Optional. */
-	const struct tfs_opt_spec *shared_opts;
-	/* The rest is optional. The mount is up, in the process that serves
-	 * it: work in the background (prefetching) may start. */
-	void (*start)(void);
-	/* The mount is going away: transfers in progress end now. */
-	void (*stop)(void);
-	/* The warm-up's progress (-o warm): 1 when it was asked for. */
-	int (*warm)(uint64_t *done, uint64_t *total);
-	/* Adds its counters to *c (drivers that share them share this). */
-	void (*counters)(struct tfs_counters *c);
-	/* A warning about the sources opened to say once, when the mount is
-	 * ready to be made (what they do otherwise than asked), into buf; 0
-	 * when there is none (drivers that share it share this). */
-	int (*notice)(char *buf, size_t cap);
+	/* Its files read through the remote layer (sources/rlayer.h): it
+	 * takes the remote drivers' shared options too (the cache, retries),
+	 * and the mount's start, stop, counters, warm-up and notice are the
+	 * layer's. Nothing else to wire. */
+	int remote;
 	/* spec as messages may show it (a URL's credentials left out)... */
 	void (*redact)(const char *spec, char *out, size_t n);
 	/* ... and spec overwritten in place where it holds a secret (a URL's
@@ -274,13 +268,19 @@ struct tfs_source_driver {
 	const char *env_help;
 };
 
+/* What the sources of a mount share, over its options `o` (which outlive
+ * it): made before SOURCE is resolved (tfs_model_open), freed after every
+ * file it opened is closed. TFS_ERR_NOMEM. */
+tfs_err tfs_sources_new(const struct tfs_opts *o, struct tfs_sources **out);
+void tfs_sources_free(struct tfs_sources *ss);
+
 /* The mount is up, in the process that serves it: the sources' work in the
  * background (prefetching) may start. Nothing runs before, so nothing is
  * lost when the daemon forks. */
-void tfs_sources_start(void);
+void tfs_sources_start(struct tfs_sources *ss);
 /* The mount is going away: every transfer in progress ends now, and reads
  * that need the network fail. */
-void tfs_sources_stop(void);
+void tfs_sources_stop(struct tfs_sources *ss);
 /* Whether it is (since tfs_sources_stop): work that can take minutes (the
  * statistics, picture or hash of a huge tensor) checks it between chunks
  * and gives up (TFS_ERR_IO), so that unmounting and SIGTERM never wait. */
@@ -292,16 +292,30 @@ void tfs_sources_set_stopped(int v);
 struct tfs_counters {
 	uint64_t requests, bytes_fetched, retries, cache_hits, cache_misses, disk_hits;
 };
-void tfs_sources_counters(struct tfs_counters *c);
+void tfs_sources_counters(struct tfs_sources *ss, struct tfs_counters *c);
 /* As one line: "requests=N bytes_fetched=N ..."; its length. */
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n);
 
-/* Every driver's notice about the sources opened, one say() each. */
-void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx);
+/* The notices about the sources opened (what they do otherwise than
+ * asked: files downloaded whole), one say() each. */
+void tfs_sources_notice(struct tfs_sources *ss, void (*say)(void *ctx, const char *line), void *ctx);
 
 /* Progress of the warm-up (-o warm): bytes in the disk cache so far and
  * of all; 0 when none was asked for. */
-int tfs_sources_warm(uint64_t *done, uint64_t *total);
+int tfs_sources_warm(struct tfs_sources *ss, uint64_t *done, uint64_t *total);
+
+/* An object of the mounted model (a tensor): bytes [begin, end) of src,
+ * named name (kept, not copied, until the next call). */
+struct tfs_object {
+	struct tfs_source *src;
+	uint64_t begin, end;
+	const char *name;
+};
+/* The model's objects, in its tables' order (shard by shard, each in its
+ * header's order), for the sources that predict which object a reader
+ * reads next (the remote layer's read-ahead across files); n 0 forgets
+ * them (before the names go). */
+void tfs_sources_objects(struct tfs_sources *ss, const struct tfs_object *objs, size_t n);
 
 /* spec as messages may show it, and spec with its secrets overwritten in
  * place (the claiming driver's redact and hide). Messages keep at most
@@ -326,8 +340,8 @@ size_t tfs_spec_scheme(const char *spec);
 
 /* The driver for `spec`, then its resolve; a URL whose scheme no driver
  * takes is TFS_ERR_INVAL, with a line naming it and those there are. */
-tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
-			   struct tfs_diag *d);
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+			   struct tfs_store **st, char **target, struct tfs_diag *d);
 
 /* Whether some driver takes mount option `name`, and if so whether it
  * takes a value. */

@@ -353,12 +353,12 @@ size_t tfs_reply_len(const struct tfs_reply *r)
 
 /* Attributes of the root: what the sources did so far (requests, bytes,
  * cache), and the warm-up's progress (bytes cached and of all). */
-static tfs_err root_xattr(const char *name, char *v, size_t cap, size_t *len)
+static tfs_err root_xattr(const struct tfs_fs_core *c, const char *name, char *v, size_t cap, size_t *len)
 {
 	uint64_t done, total;
 	if (strcmp(name, "user.counters") == 0) {
 		struct tfs_counters cn;
-		tfs_sources_counters(&cn);
+		tfs_sources_counters(c->m->sources, &cn);
 		*len = (size_t)tfs_counters_line(&cn, v, cap);
 		return TFS_OK;
 	}
@@ -369,7 +369,7 @@ static tfs_err root_xattr(const char *name, char *v, size_t cap, size_t *len)
 		return TFS_OK;
 	}
 	if (strcmp(name, "user.warm") == 0) {
-		if (!tfs_sources_warm(&done, &total))
+		if (!tfs_sources_warm(c->m->sources, &done, &total))
 			return TFS_ERR_NODATA;
 		*len = (size_t)snprintf(v, cap, "%llu %llu", (unsigned long long)done,
 					(unsigned long long)total);
@@ -399,7 +399,7 @@ tfs_err tfs_fs_getxattr(const struct tfs_fs_core *c, uint64_t ino, const char *n
 		return TFS_ERR_NOTSUP;
 	if (ino == TFS_TREE_ROOT) {
 		char v[400];
-		tfs_err e = root_xattr(name, v, sizeof v, len);
+		tfs_err e = root_xattr(c, name, v, sizeof v, len);
 		if (e != TFS_ERR_UNHANDLED) {
 			if (!e && !(e = sized(*len, cap)) && cap)
 				memcpy(buf, v, *len);
@@ -430,11 +430,11 @@ tfs_err tfs_fs_listxattr(const struct tfs_fs_core *c, uint64_t ino, char *buf, s
 		struct tfs_counters cn;
 		/* Listed where there is something to count (a remote source);
 		 * a local mount's root keeps no attribute. */
-		if ((tfs_sources_counters(&cn), cn.requests > 0)) {
+		if ((tfs_sources_counters(c->m->sources, &cn), cn.requests > 0)) {
 			memcpy(list, "user.counters", 14);
 			l = 14;
 		}
-		if (tfs_sources_warm(&done, &total)) {
+		if (tfs_sources_warm(c->m->sources, &done, &total)) {
 			memcpy(list + l, "user.warm", 10);
 			l += 10;
 		}

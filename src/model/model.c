@@ -13,7 +13,6 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/mem.h"
-#include "sources/readahead.h"
 
 static int name_cmp(const void *a, const void *b)
 {
@@ -356,31 +355,25 @@ static void model_identity(struct tfs_model *m)
 	}
 }
 
-/* ---- The read-ahead across files (sources/readahead.h) learns, over the
- * model's tensors, the order each reader goes in: the model last opened
- * is the one mounted. Its names stay in the tables until tfs_model_free,
- * which forgets them first. ---- */
-static const struct tfs_model *ra_model;
-
-static void ra_register(const struct tfs_model *m)
+/* The model's tensors, for the sources that predict which one a reader
+ * reads next (the remote layer's read-ahead across files), in the tables'
+ * order; nothing is predicted when there is no memory for the list. */
+static void tell_objects(const struct tfs_model *m)
 {
-	struct tfs_ra *ra = tfs_ra_global();
-	if (!ra)
+	size_t n = 0, k = 0;
+	for (uint32_t i = 0; i < m->nshards; i++)
+		n += m->shards[i].src ? m->shards[i].h.n : 0;
+	struct tfs_object *objs = malloc((n ? n : 1) * sizeof *objs);
+	if (!objs)
 		return;
-	tfs_ra_reset(ra);
-	tfs_err e = TFS_OK;
-	for (uint32_t i = 0; !e && i < m->nshards; i++) {
+	for (uint32_t i = 0; i < m->nshards; i++) {
 		const struct tfs_shard *s = &m->shards[i];
-		/* Only sources that read ahead ask (remote ones: a local
-		 * mount keeps no table of its tensors here). */
-		for (uint32_t j = 0; !e && s->src && s->src->ops->then && j < s->h.n; j++)
-			e = tfs_ra_add(ra, s->src, s->h.t[j].begin, s->h.t[j].end,
-				       tfs_tensor_name(&s->h, &s->h.t[j]));
+		for (uint32_t j = 0; s->src && j < s->h.n; j++)
+			objs[k++] = (struct tfs_object){s->src, s->h.t[j].begin, s->h.t[j].end,
+							tfs_tensor_name(&s->h, &s->h.t[j])};
 	}
-	if (e || tfs_ra_seal(ra))
-		tfs_ra_reset(ra); /* no prediction, the file read-ahead alone */
-	else
-		ra_model = m;
+	tfs_sources_objects(m->sources, objs, k);
+	free(objs);
 }
 
 tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct tfs_model *m,
@@ -393,9 +386,14 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 	memset(md, 0, sizeof *md);
 	/* Messages name the source as given, less any password in it. */
 	tfs_source_redact(spec, source, sizeof source);
-	e = tfs_source_resolve(spec, o ? o->opts : NULL, &m->store, &target, &d);
-	if (e)
-		return tfs_mfail(md, source, e, "%s", d.msg);
+	if (tfs_sources_new(o ? o->opts : NULL, &m->sources))
+		return tfs_mfail(md, source, TFS_ERR_NOMEM, "out of memory");
+	e = tfs_source_resolve(spec, o ? o->opts : NULL, m->sources, &m->store, &target, &d);
+	if (e) {
+		tfs_mfail(md, source, e, "%s", d.msg);
+		tfs_model_free(m);
+		return e;
+	}
 	if (!target) {
 		/* The source named a directory (of a store): "" is its root. */
 		e = open_dir(m, "", source, o, md);
@@ -424,7 +422,7 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 		if (m->shards[i].src && m->shards[i + 1].src)
 			tfs_source_then(m->shards[i].src, m->shards[i + 1].src);
 	if (!e)
-		ra_register(m);
+		tell_objects(m);
 	if (e)
 		tfs_model_free(m);
 	return e;
@@ -434,10 +432,8 @@ void tfs_model_free(struct tfs_model *m)
 {
 	if (!m)
 		return;
-	if (ra_model == m) {
-		tfs_ra_reset(tfs_ra_global());
-		ra_model = NULL;
-	}
+	/* (Its names go below.) */
+	tfs_sources_objects(m->sources, NULL, 0);
 	for (uint32_t i = 0; m->shards && i < m->nshards; i++) {
 		struct tfs_shard *s = &m->shards[i];
 		tfs_table_free(&s->h);
@@ -452,6 +448,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->index_json);
 	free(m->index_meta);
 	tfs_store_close(m->store);
+	tfs_sources_free(m->sources);
 	memset(m, 0, sizeof *m);
 }
 

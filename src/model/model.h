@@ -33,7 +33,10 @@ struct tfs_model {
 	char *index_json; /* the index, pretty-printed, or NULL */
 	size_t index_len;
 	struct tfs_store *store; /* where the files are */
-	struct tfs_identity id;  /* of the file, index or directory given */
+	/* What its sources share (the remote layer: its cache, its HTTP
+	 * client), the model's own: freed with it, after its sources. */
+	struct tfs_sources *sources;
+	struct tfs_identity id; /* of the file, index or directory given */
 	uint64_t ntensors;
 	/* Set only with tfs_model_opts.index_only_ok, when shards are
 	 * missing: the model is what the index alone tells (tensor counts per

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/hash.h"
+#include "core/table.h"
 
 #include "sources/cache_i.h"
 
@@ -62,6 +63,8 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 	pthread_cond_init(&c->changed, NULL);
 	pthread_cond_init(&c->work, NULL);
 	c->mem = mem;
+	c->retried = cfg->retried;
+	c->retried_ctx = cfg->retried_ctx;
 	c->want_workers = (unsigned)conc;
 	c->run = (unsigned)(part / BLK);
 	c->allowed = ALLOWED_START < c->want_workers ? ALLOWED_START : c->want_workers;
@@ -137,9 +140,13 @@ static char *buf_get(struct tfs_cache *c)
 		return c->pool[--c->npool];
 	}
 	if (c->chunk == c->chunk_end) {
+		if (c->nchunks == c->cchunks &&
+		    tfs_grow((void **)&c->chunks, &c->cchunks, c->nchunks + 1, sizeof *c->chunks))
+			return NULL;
 		char *chunk = aligned_alloc(2u << 20, CHUNK);
 		if (!chunk)
 			return NULL;
+		c->chunks[c->nchunks++] = chunk;
 		madvise(chunk, CHUNK, MADV_HUGEPAGE);
 		c->chunk = chunk;
 		c->chunk_end = chunk + CHUNK;
@@ -449,15 +456,20 @@ static struct job *take_job(struct tfs_cache *c)
 	return j;
 }
 
+static uint64_t retried(const struct tfs_cache *c)
+{
+	return c->retried ? c->retried(c->retried_ctx) : 0;
+}
+
 static void *worker(void *arg)
 {
 	struct tfs_cache *c = arg;
 	struct blk *blocks[RUN_MAX];
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while ((!(c->jh || c->wh) || c->active >= c->allowed) && !tfs_http_aborted())
+		while ((!(c->jh || c->wh) || c->active >= c->allowed) && !tfs_cache_stopping(c))
 			pthread_cond_wait(&c->work, &c->lock);
-		if (tfs_http_aborted() && !(c->jh || c->wh))
+		if (tfs_cache_stopping(c) && !(c->jh || c->wh))
 			break;
 		struct job *j = take_job(c);
 		c->active++;
@@ -467,12 +479,12 @@ static void *worker(void *arg)
 			blocks[k] = tfs_cache_find(c, j->f, j->first + k);
 			blocks[k]->pins++;
 		}
-		uint64_t retried = tfs_http_retried();
+		uint64_t before = retried(c);
 		pthread_mutex_unlock(&c->lock);
 		tfs_cache_load(j->f, blocks, j->n);
 		pthread_mutex_lock(&c->lock);
 		c->active--;
-		int bad = tfs_http_retried() != retried;
+		int bad = retried(c) != before;
 		for (uint64_t k = 0; k < j->n; k++) {
 			bad |= blocks[k]->state == FAILED;
 			if (j->warm) {
@@ -509,13 +521,51 @@ static void *worker(void *arg)
 
 void tfs_cache_start_workers(struct tfs_cache *c)
 {
-	for (unsigned i = 0; i < c->want_workers; i++) {
-		pthread_t t;
-		if (pthread_create(&t, NULL, worker, c) == 0) {
-			pthread_detach(t);
+	if (!(c->threads = calloc(c->want_workers, sizeof *c->threads)))
+		return;
+	for (unsigned i = 0; i < c->want_workers; i++)
+		if (pthread_create(&c->threads[c->nworkers], NULL, worker, c) == 0)
 			c->nworkers++;
-		}
+}
+
+void tfs_cache_stop(struct tfs_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&c->stopping, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&c->work);
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void tfs_cache_free(struct tfs_cache *c)
+{
+	if (!c)
+		return;
+	tfs_cache_stop(c);
+	for (unsigned i = 0; i < c->nworkers; i++)
+		pthread_join(c->threads[i], NULL);
+	if (c->warm_running)
+		pthread_join(c->warm_thread, NULL);
+	/* Every file is gone, and with it every block of the table; a
+	 * failed block a reader held may still be on the list. */
+	for (struct blk *b = c->lru.lnext, *next; b != &c->lru; b = next) {
+		next = b->lnext;
+		free(b);
 	}
+	for (size_t i = 0; i < c->nchunks; i++)
+		free(c->chunks[i]);
+	free(c->chunks);
+	free(c->pool);
+	free(c->threads);
+	free(c->tab);
+	if (c->lower)
+		c->lower->ops->free(c->lower);
+	pthread_cond_destroy(&c->changed);
+	pthread_cond_destroy(&c->work);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
 }
 
 /* Queues a job of f's (its blocks made and pinned) for the workers:
@@ -595,7 +645,7 @@ void tfs_cfile_free(struct tfs_cfile *f)
 	pthread_mutex_lock(&c->lock);
 	/* Its queued prefetches are dropped, and the running ones (and the
 	 * warm-up, which holds the file it walks) are waited for: they use
-	 * the source that is about to go. At unmount, tfs_http_abort() has
+	 * the source that is about to go. At unmount, the stopped fetches have
 	 * made them short. */
 	drop_jobs(c, f, &c->jh, &c->jt);
 	drop_jobs(c, f, &c->wh, &c->wt);

@@ -17,7 +17,9 @@
  *
  * A cache is an object (struct tfs_cache) its users hold by pointer: its
  * memory, its workers, and below it a block store (sources/bstore.h), the
- * disk cache, which it reaches through that store's ops alone. */
+ * disk cache, which it reaches through that store's ops alone. It knows
+ * nothing of HTTP: its files' bytes come through their fetch functions
+ * (the seam the unit tests drive, tests/unit/test_cache.c). */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H
 
@@ -25,7 +27,6 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "sources/httpc.h"
 #include "core/source.h"
 
 #define TFS_CACHE_BLOCK (256u << 10)
@@ -39,6 +40,11 @@ struct tfs_cache_cfg {
 	unsigned workers;    /* -o concurrency= */
 	uint64_t part_bytes; /* -o part_size= */
 	int warm;            /* -o warm */
+	/* How many tries of the fetches failed and were tried again so far
+	 * (a 503, SlowDown, a reset): the in-flight limit halves on every
+	 * part during which it grew, as TCP and the S3 clients do. NULL: never. */
+	uint64_t (*retried)(void *ctx);
+	void *retried_ctx;
 };
 
 /* Fetches bytes [off, off + len) of the file from the network into the
@@ -57,10 +63,15 @@ struct tfs_bstore;
  * part_size, warm), checked; cfg->dir points into o. */
 tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, struct tfs_diag *d);
 /* A cache of cfg's sizes (cfg->dir is not looked at) over `lower` (the
- * disk cache, or NULL), which it then owns. It lives as long as the
- * process: its workers never end. */
+ * disk cache, or NULL), which it then owns. */
 tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower, struct tfs_cache **out,
 		      struct tfs_diag *d);
+/* The mount goes: the workers and the warm-up stop taking work (what
+ * they fetch fails fast once the fetches are stopped too). */
+void tfs_cache_stop(struct tfs_cache *c);
+/* Once every file of it is freed: stops it, waits for its threads, frees
+ * its memory and the store below. */
+void tfs_cache_free(struct tfs_cache *c);
 
 /* A file of `size` bytes in cache c; `key` names its bytes for the store
  * below (the URL and the pinned version: a new version is a new key). */

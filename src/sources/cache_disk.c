@@ -6,7 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "core/hash.h"
+#include "core/table.h"
 
 /* Seeds the block files' checksums and the name of a file's directory. */
 #define DISK_SEED 0x3c6ef372fe94f82bull
@@ -47,18 +48,21 @@ struct disk_file {
 	int memo_read;
 };
 
-/* nftw has no context argument: a scan's state is here, one scan at a
- * time. */
-static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
-static int evict_cb_collect;
-static uint64_t scan_total;
+/* A block file found by a scan, for the eviction order. */
 struct old {
 	int64_t mtime;
 	uint64_t size;
 	char *path;
 };
-static struct old *olds;
-static size_t nolds, cold;
+
+/* What a scan of the cache directory finds: the bytes under it, and with
+ * collect, every block file (not the memos). */
+struct scan {
+	int collect;
+	uint64_t total;
+	struct old *olds;
+	size_t nolds, cold;
+};
 
 /* Made for the user alone: the blocks of a gated model are no one
  * else's to read. */
@@ -183,49 +187,51 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 	return ok;
 }
 
-static int scan_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+static void scan_file(struct scan *sc, const char *p, const struct stat *st)
 {
-	(void)ftw;
-	if (type != FTW_F)
-		return 0;
-	scan_total += (uint64_t)st->st_size;
+	sc->total += (uint64_t)st->st_size;
 	/* A memo (a few bytes a tensor) outlives the blocks it was worked out
 	 * from: that is what it is for. */
 	size_t pl = strlen(p);
-	if (!evict_cb_collect || (pl >= 5 && strcmp(p + pl - 5, "/memo") == 0))
-		return 0;
-	if (nolds == cold) {
-		size_t nc = cold ? cold * 2 : 1024;
-		struct old *q = realloc(olds, nc * sizeof *q);
-		if (!q)
-			return 0;
-		olds = q;
-		cold = nc;
+	if (!sc->collect || (pl >= 5 && strcmp(p + pl - 5, "/memo") == 0))
+		return;
+	if (sc->nolds == sc->cold && tfs_grow((void **)&sc->olds, &sc->cold, sc->nolds + 1, sizeof *sc->olds))
+		return;
+	sc->olds[sc->nolds].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
+	sc->olds[sc->nolds].size = (uint64_t)st->st_size;
+	sc->olds[sc->nolds].path = strdup(p);
+	if (sc->olds[sc->nolds].path)
+		sc->nolds++;
+}
+
+/* The regular files under dir, at most depth levels down (the layout is
+ * DIR/xx/HASH/file), never following a link. */
+static void scan_dir(struct scan *sc, const char *dir, int depth)
+{
+	DIR *dd = opendir(dir);
+	if (!dd)
+		return;
+	struct dirent *de;
+	while ((de = readdir(dd))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		struct stat st;
+		char p[4096];
+		if (fstatat(dirfd(dd), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    (size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
+			continue;
+		if (S_ISREG(st.st_mode))
+			scan_file(sc, p, &st);
+		else if (S_ISDIR(st.st_mode) && depth > 0)
+			scan_dir(sc, p, depth - 1);
 	}
-	olds[nolds].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-	olds[nolds].size = (uint64_t)st->st_size;
-	olds[nolds].path = strdup(p);
-	if (olds[nolds].path)
-		nolds++;
-	return 0;
+	closedir(dd);
 }
 
 static int old_cmp(const void *a, const void *b)
 {
 	const struct old *x = a, *y = b;
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
-}
-
-/* The bytes under dir, and with collect, every block file in olds (not
- * the memos). Under scan_lock. */
-static uint64_t scan(const char *dir, int collect)
-{
-	scan_total = 0;
-	evict_cb_collect = collect;
-	nolds = 0;
-	nftw(dir, scan_cb, 16, FTW_PHYS);
-	evict_cb_collect = 0;
-	return scan_total;
 }
 
 /* Over the limit: remove the oldest block files until 90% of it is used.
@@ -247,16 +253,16 @@ static void disk_evict(struct disk_store *s)
 	for (int pass = 0; pass < 4 && s->used > s->base.max; pass++) {
 		uint64_t written = s->written;
 		pthread_mutex_unlock(&s->lock);
-		pthread_mutex_lock(&scan_lock);
-		uint64_t measured = scan(s->dir, 1);
-		qsort(olds, nolds, sizeof *olds, old_cmp);
-		for (size_t i = 0; i < nolds; i++) {
-			if (measured > s->base.max / 10 * 9 && unlink(olds[i].path) == 0)
-				measured -= olds[i].size;
-			free(olds[i].path);
+		struct scan sc = {.collect = 1};
+		scan_dir(&sc, s->dir, 3);
+		uint64_t measured = sc.total;
+		qsort(sc.olds, sc.nolds, sizeof *sc.olds, old_cmp);
+		for (size_t i = 0; i < sc.nolds; i++) {
+			if (measured > s->base.max / 10 * 9 && unlink(sc.olds[i].path) == 0)
+				measured -= sc.olds[i].size;
+			free(sc.olds[i].path);
 		}
-		nolds = 0;
-		pthread_mutex_unlock(&scan_lock);
+		free(sc.olds);
 		pthread_mutex_lock(&s->lock);
 		s->used = measured + (s->written - written);
 	}
@@ -549,9 +555,9 @@ tfs_err tfs_disk_store_open(const char *dir, uint64_t max, struct tfs_bstore **o
 		disk_free(&s->base);
 		return e;
 	}
-	pthread_mutex_lock(&scan_lock);
-	s->used = scan(s->dir, 0);
-	pthread_mutex_unlock(&scan_lock);
+	struct scan sc = {.collect = 0};
+	scan_dir(&sc, s->dir, 3);
+	s->used = sc.total;
 	*out = &s->base;
 	return TFS_OK;
 }

@@ -108,6 +108,12 @@ struct tfs_cache {
 	pthread_cond_t changed; /* a block left LOADING */
 	pthread_cond_t work;    /* a job was queued */
 	int started;
+	int stopping; /* tfs_cache_stop: atomic, read without the lock */
+	uint64_t (*retried)(void *ctx);
+	void *retried_ctx;
+	pthread_t *threads; /* the workers, joined by tfs_cache_free */
+	pthread_t warm_thread;
+	int warm_running;
 	uint64_t mem, used;
 	struct blk **tab;
 	size_t nslots;
@@ -129,6 +135,8 @@ struct tfs_cache {
 	char **pool;
 	size_t npool, cpool;
 	char *chunk, *chunk_end;
+	char **chunks; /* every chunk, freed with the cache */
+	size_t nchunks, cchunks;
 	struct tfs_bstore *lower; /* the disk cache, or NULL */
 	/* Blocks readers asked for: already cached, or fetched (of which
 	 * from the disk cache: atomic, counted outside the lock). */
@@ -155,5 +163,10 @@ void tfs_cache_table_remove(struct tfs_cache *c, struct blk *b);
 void tfs_cache_blk_free(struct tfs_cache *c, struct blk *b);
 /* The workers (under c->lock, once). */
 void tfs_cache_start_workers(struct tfs_cache *c);
+/* Whether tfs_cache_stop was called (any thread). */
+static inline int tfs_cache_stopping(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->stopping, __ATOMIC_ACQUIRE);
+}
 
 #endif

@@ -22,13 +22,13 @@ static void warm_progress(struct tfs_cache *c, uint64_t t0_ns, unsigned *said)
  * c->lock, which the waits let go). */
 static void warm_file(struct tfs_cache *c, struct tfs_cfile *f, uint64_t t0, unsigned *said)
 {
-	for (uint64_t idx = 0; idx < f->nblocks && !tfs_http_aborted();) {
-		while (c->nwarm_jobs >= c->allowed && !tfs_http_aborted())
+	for (uint64_t idx = 0; idx < f->nblocks && !tfs_cache_stopping(c);) {
+		while (c->nwarm_jobs >= c->allowed && !tfs_cache_stopping(c))
 			pthread_cond_wait(&c->changed, &c->lock);
 		struct job *j = calloc(1, sizeof *j);
 		if (!j)
 			return;
-		while (idx < f->nblocks && j->n < c->run && !tfs_http_aborted()) {
+		while (idx < f->nblocks && j->n < c->run && !tfs_cache_stopping(c)) {
 			uint64_t len = f->size - idx * BLK < BLK ? f->size - idx * BLK : BLK;
 			struct blk *nb = tfs_cache_find(c, f, idx);
 			if (nb || (f->lf && c->lower->ops->has(f->lf, idx, (uint32_t)len))) {
@@ -41,9 +41,9 @@ static void warm_file(struct tfs_cache *c, struct tfs_cfile *f, uint64_t t0, uns
 					break; /* a part is consecutive blocks */
 				continue;
 			}
-			while (!tfs_cache_make_room(c, BLK, 1) && !tfs_http_aborted())
+			while (!tfs_cache_make_room(c, BLK, 1) && !tfs_cache_stopping(c))
 				pthread_cond_wait(&c->changed, &c->lock);
-			if (tfs_http_aborted() || tfs_cache_find(c, f, idx) ||
+			if (tfs_cache_stopping(c) || tfs_cache_find(c, f, idx) ||
 			    !(nb = tfs_cache_blk_new(c, f, idx)))
 				break;
 			nb->unread = 1;
@@ -74,12 +74,12 @@ static void *warm_up(void *arg)
 	pthread_mutex_lock(&c->lock);
 	/* (References keep each file walked, and the chain's head, from
 	 * being freed while the lock is let go in the waits.) */
-	for (struct tfs_cfile *h = c->files; h && !tfs_http_aborted();) {
+	for (struct tfs_cfile *h = c->files; h && !tfs_cache_stopping(c);) {
 		h->refs++;
 		for (struct tfs_cfile *f = h->prev ? NULL : h; f;) {
 			f->refs++;
 			warm_file(c, f, (uint64_t)t0, &said);
-			struct tfs_cfile *nf = tfs_http_aborted() ? NULL : f->next;
+			struct tfs_cfile *nf = tfs_cache_stopping(c) ? NULL : f->next;
 			if (nf)
 				nf->refs++;
 			tfs_cache_file_unref(c, f);
@@ -88,7 +88,7 @@ static void *warm_up(void *arg)
 			pthread_cond_broadcast(&c->changed); /* tfs_cfile_free may wait */
 			f = nf;
 		}
-		struct tfs_cfile *nh = tfs_http_aborted() ? NULL : h->all_next;
+		struct tfs_cfile *nh = tfs_cache_stopping(c) ? NULL : h->all_next;
 		if (nh)
 			nh->refs++;
 		tfs_cache_file_unref(c, h);
@@ -97,10 +97,10 @@ static void *warm_up(void *arg)
 		pthread_cond_broadcast(&c->changed);
 		h = nh;
 	}
-	while (c->nwarm_jobs && !tfs_http_aborted())
+	while (c->nwarm_jobs && !tfs_cache_stopping(c))
 		pthread_cond_wait(&c->changed, &c->lock);
 	warm_progress(c, (uint64_t)t0, &said);
-	if (!tfs_http_aborted())
+	if (!tfs_cache_stopping(c))
 		tfs_log("warm-up: done: %llu MiB in %.1f s", (unsigned long long)(c->warm_done >> 20),
 			(double)(tfs_cache_now_ns() - t0) / 1e9);
 	pthread_mutex_unlock(&c->lock);
@@ -122,9 +122,8 @@ void tfs_cache_start(struct tfs_cache *c)
 	if (!c->started) {
 		c->started = 1;
 		tfs_cache_start_workers(c);
-		pthread_t t;
-		if (c->warm && c->lower && pthread_create(&t, NULL, warm_up, c) == 0)
-			pthread_detach(t);
+		if (c->warm && c->lower && pthread_create(&c->warm_thread, NULL, warm_up, c) == 0)
+			c->warm_running = 1;
 	}
 	pthread_mutex_unlock(&c->lock);
 }

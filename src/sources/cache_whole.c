@@ -134,7 +134,7 @@ void tfs_cwhole_free(struct tfs_cwhole *w)
 	if (!w)
 		return;
 	/* A download under way uses the source: it ends at once at unmount
-	 * (tfs_http_abort), and is waited for. */
+	 * (the fetches are stopped), and is waited for. */
 	pthread_mutex_lock(&w->lock);
 	while (w->running)
 		pthread_cond_wait(&w->moved, &w->lock);
@@ -185,7 +185,7 @@ static void *download(void *arg)
 	if (e) {
 		w->failed_at = tfs_cache_now_ns();
 		snprintf(w->msg, sizeof w->msg, "%s", d.msg);
-		if (!tfs_http_aborted()) {
+		if (!tfs_cache_stopping(w->c)) {
 			char q[TFS_QPATH_MAX];
 			tfs_log("%s: the download of the whole file failed: %s",
 				tfs_quote_path(q, sizeof q, w->what), d.msg);
@@ -208,7 +208,7 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 			 * kernel's immediate re-read too (as a block's does). */
 			if (w->err && tfs_cache_now_ns() - w->failed_at < FAIL_HOLD_NS)
 				return tfs_fail(d, w->err, "%s", w->msg);
-			if (tfs_http_aborted())
+			if (tfs_cache_stopping(w->c))
 				return tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 			pthread_t t;
 			pthread_attr_t a;

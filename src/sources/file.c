@@ -270,11 +270,12 @@ static int claims(const char *spec)
 	return tfs_spec_scheme(spec) == 0;
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
-		       struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+		       struct tfs_store **out, char **target, struct tfs_diag *d)
 {
 	struct stat st;
 	(void)o;
+	(void)ss;
 	*target = NULL;
 	if (stat(spec, &st) != 0)
 		return tfs_fail(d, errno == ENOENT ? TFS_ERR_NOENT : TFS_ERR_OPEN, "cannot open: %s",

@@ -24,10 +24,12 @@
 #include "sources/hub.h"
 #include "core/url.h"
 #include "sources/remote.h"
+#include "sources/rlayer.h"
 
 struct hf_store {
 	struct tfs_store base;
-	struct tfs_hf_api api; /* the repository, the Hub's address, the token */
+	struct tfs_rlayer *layer; /* the mount's remote layer */
+	struct tfs_hf_api api;    /* the repository, the Hub's address, the token */
 	char commit[41];
 	int offline;
 	char *snapshot;           /* the cache's snapshots/<commit>, when it exists */
@@ -174,7 +176,7 @@ static tfs_err open_remote(struct hf_store *hs, const char *full, const char *lo
 			.relocate = tfs_hf_same_origin(&hs->api, h.url) ? NULL : relocate,
 			.relocate_ctx = rl,
 		};
-		e = tfs_remote_open(&s, out, d);
+		e = tfs_remote_open(hs->layer, &s, out, d);
 		if (!e) {
 			pthread_mutex_lock(&hs->lock);
 			rl->next = hs->relocations;
@@ -440,10 +442,11 @@ static char *snapshot(const char *repo_dir, const char *commit)
 	return NULL;
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
-		       struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+		       struct tfs_store **out, char **target, struct tfs_diag *d)
 {
-	tfs_err e = tfs_remote_configure(o, d);
+	struct tfs_rlayer *layer;
+	tfs_err e = tfs_sources_remote(ss, &layer, d);
 	if (e)
 		return e;
 	struct hf_store *hs = calloc(1, sizeof *hs);
@@ -455,6 +458,8 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	}
 	hs->base.ops = &hf_store_ops;
+	hs->layer = layer;
+	hs->api.http = layer->http;
 	pthread_mutex_init(&hs->lock, NULL);
 	if ((e = tfs_hub_parse_ref(spec, &hs->api.ref, d)))
 		goto fail;
@@ -543,10 +548,5 @@ const struct tfs_source_driver tfs_source_hf = {
 	.resolve = resolve,
 	.opts = hf_opts,
 	.env = hf_env,
-	.shared_opts = tfs_remote_opts,
-	.start = tfs_remote_start,
-	.stop = tfs_remote_stop,
-	.warm = tfs_remote_warm,
-	.counters = tfs_remote_counters,
-	.notice = tfs_remote_notice,
+	.remote = 1,
 };

@@ -24,11 +24,12 @@ int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url)
 /* The Hub's credentials (struct tfs_remote_spec, authorize): the token
  * goes to the Hub's own host only, never to the CDN, for the store's
  * requests and its files' alike. */
-tfs_err tfs_hf_authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
+tfs_err tfs_hf_authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
 	const struct tfs_hf_api *a = ctx;
 	(void)d;
-	rq->auth = tfs_hf_same_origin(a, rq->url) ? a->auth : NULL;
+	if (a->auth && tfs_hf_same_origin(a, url))
+		snprintf(c->auth, sizeof c->auth, "%s", a->auth);
 	return TFS_OK;
 }
 
@@ -156,11 +157,11 @@ tfs_err tfs_hf_head(struct tfs_hf_api *a, const char *rev, const char *full, str
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	for (int hop = 0;; hop++) {
-		struct tfs_http_req rq = {.url = url, .head = 1};
-		tfs_hf_authorize(a, &rq, d);
+		struct tfs_http_req rq = {
+			.url = url, .head = 1, .authorize = tfs_hf_authorize, .auth_ctx = a};
 		struct tfs_http_resp rs;
 		enum tfs_http_fail f;
-		tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
+		tfs_err e = tfs_http_fetch(a->http, &rq, &rs, &f, d);
 		h->status = rs.status;
 		if (e && f != TFS_HTTP_STATUS) {
 			free(url);
@@ -208,12 +209,13 @@ tfs_err tfs_hf_api_get(struct tfs_hf_api *a, const char *url, const char *what, 
 		.body = body,
 		.bodylen = len,
 		.body_max = LISTING_PAGE_MAX,
+		.authorize = tfs_hf_authorize,
+		.auth_ctx = a,
 	};
-	tfs_hf_authorize(a, &rq, d);
 	struct tfs_http_resp rs;
 	enum tfs_http_fail f;
 	*body = NULL;
-	tfs_err e = tfs_http_fetch(&rq, &rs, &f, d);
+	tfs_err e = tfs_http_fetch(a->http, &rq, &rs, &f, d);
 	if (e && f == TFS_HTTP_STATUS) {
 		free(*body);
 		*body = NULL;
@@ -238,8 +240,8 @@ tfs_err tfs_hf_api_get(struct tfs_hf_api *a, const char *url, const char *what, 
 tfs_err tfs_hf_list(struct tfs_hf_api *a, const char *commit, struct tfs_dirlist *files, struct tfs_diag *d)
 {
 	char *url = tfs_hf_api_url(a, "tree", commit, "?recursive=true");
-	static char next[TFS_HTTP_URL_MAX];
-	tfs_err e = url ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	char *next = malloc(TFS_HTTP_URL_MAX); /* (too large for a stack) */
+	tfs_err e = url && next ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	uint64_t bytes = 0;
 	for (unsigned page = 0; !e && url; page++) {
 		char *body;
@@ -249,7 +251,7 @@ tfs_err tfs_hf_list(struct tfs_hf_api *a, const char *commit, struct tfs_dirlist
 				     TFS_LISTING_PAGES_MAX);
 			break;
 		}
-		e = tfs_hf_api_get(a, url, "the repository listing", &body, &len, next, sizeof next, d);
+		e = tfs_hf_api_get(a, url, "the repository listing", &body, &len, next, TFS_HTTP_URL_MAX, d);
 		if (!e)
 			e = tfs_hub_parse_tree(body, len, files, d);
 		free(body);
@@ -271,6 +273,7 @@ tfs_err tfs_hf_list(struct tfs_hf_api *a, const char *commit, struct tfs_dirlist
 		}
 	}
 	free(url);
+	free(next);
 	return e;
 }
 

@@ -16,6 +16,7 @@
 #include "sources/hub.h"
 
 struct tfs_hf_api {
+	struct tfs_http *http; /* the mount's client (its remote layer's) */
 	struct tfs_hub_ref ref;
 	char *endpoint;   /* without a trailing '/' */
 	char origin[512]; /* scheme://host[:port] of the endpoint */
@@ -44,9 +45,9 @@ void tfs_hf_api_free(struct tfs_hf_api *a);
 /* Whether url is on the Hub's own host (scheme, host and port). */
 int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url);
 
-/* A tfs_authorize_fn (sources/remote.h) over a struct tfs_hf_api: the
+/* A tfs_authorize_fn (sources/httpc.h) over a struct tfs_hf_api: the
  * token on requests to the Hub's own host only, never to the CDN. */
-tfs_err tfs_hf_authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d);
+tfs_err tfs_hf_authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d);
 
 /* {endpoint}/[datasets/]ORG/REPO/resolve/{rev}/{path}; NULL: no memory. */
 char *tfs_hf_resolve_url(const struct tfs_hf_api *a, const char *rev, const char *path);

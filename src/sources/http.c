@@ -13,12 +13,14 @@
 #include "core/url.h"
 #include "core/userfile.h"
 #include "sources/remote.h"
+#include "sources/rlayer.h"
 #include "core/table.h"
 
 struct http_store {
 	struct tfs_store base;
-	char *dir;    /* the URL up to its last '/', credentials included */
-	char *target; /* the name SOURCE gave in it, used as written */
+	struct tfs_rlayer *layer; /* the mount's remote layer */
+	char *dir;                /* the URL up to its last '/', credentials included */
+	char *target;             /* the name SOURCE gave in it, used as written */
 };
 
 static int claims(const char *spec)
@@ -30,11 +32,12 @@ static int claims(const char *spec)
  * authorize): user:password@ in the URL (libcurl takes them from there),
  * else ~/.netrc, which keeps them off the command line, where every local
  * user can read them. */
-static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
+static tfs_err authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
 	(void)ctx;
+	(void)url;
 	(void)d;
-	rq->netrc = 1;
+	c->netrc = 1;
 	return TFS_OK;
 }
 
@@ -71,7 +74,7 @@ static tfs_err store_open(struct tfs_store *st, const char *name, struct tfs_sou
 	}
 	tfs_url_redact(url, loc, sizeof loc);
 	struct tfs_remote_spec s = {.url = url, .location = loc, .authorize = authorize};
-	e = tfs_remote_open(&s, out, d);
+	e = tfs_remote_open(hs->layer, &s, out, d);
 	free(url);
 	/* What SOURCE named (the file, the index) gives the store its
 	 * identity: the times of the mount's directories and generated
@@ -126,10 +129,12 @@ static tfs_err check_netrc(struct tfs_diag *d)
 	return TFS_OK; /* absent or unreadable: libcurl goes on without it */
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
-		       struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+		       struct tfs_store **out, char **target, struct tfs_diag *d)
 {
-	tfs_err e = tfs_remote_configure(o, d);
+	struct tfs_rlayer *layer;
+	(void)o;
+	tfs_err e = tfs_sources_remote(ss, &layer, d);
 	if (e || (e = check_netrc(d)))
 		return e;
 	size_t n = strlen(spec);
@@ -155,6 +160,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	if (!hs)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	hs->base.ops = &http_store_ops;
+	hs->layer = layer;
 	if (slash) {
 		hs->dir = strndup(spec, (size_t)(slash - spec) + 1);
 		*target = strdup(slash + 1);
@@ -201,12 +207,7 @@ const struct tfs_source_driver tfs_source_http = {
 	.usage = "http(s)://HOST/PATH",
 	.claims = claims,
 	.resolve = resolve,
-	.shared_opts = tfs_remote_opts,
-	.start = tfs_remote_start,
-	.stop = tfs_remote_stop,
-	.warm = tfs_remote_warm,
-	.counters = tfs_remote_counters,
-	.notice = tfs_remote_notice,
+	.remote = 1,
 	.redact = tfs_url_redact,
 	.hide = tfs_url_hide,
 	.env = http_env,

@@ -22,138 +22,187 @@
 #define RETRY_AFTER_MAX 30.0     /* seconds: a server cannot make us wait longer */
 #define MAX_REDIRECTS 5
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static CURLSH *share;
-static pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
-static pthread_key_t handle_key;
-static struct tfs_http_policy policy = {.retries = 3, .stall_seconds = 15, .connect_seconds = 10};
-static int aborted;
-static uint64_t nrequests, nretried, nbytes;
+/* libcurl's global state, once for the process: what it keeps there
+ * (its TLS library, its DNS resolver) is no mount's. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_ALL);
+}
+
+/* An HTTP client: what the requests of one mount share. Its easy handles
+ * (each keeping its connections) are lent to one request at a time, from
+ * a pool that grows to the most requests ever in flight at once (the
+ * workers, the readers) and is freed with the client: no handle belongs
+ * to a thread, so the client can go while threads live on. DNS and TLS
+ * sessions are shared between the handles under locks. */
+struct tfs_http {
+	CURLSH *share;
+	pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
+	pthread_mutex_t pool_lock;
+	CURL **pool;
+	size_t npool, cpool;
+	struct tfs_http_policy policy;
+	int aborted;
+	uint64_t nrequests, nretried, nbytes;
+	/* Every socket libcurl has open, so that an abort can wake the
+	 * transfers blocked on them at once: libcurl looks at the progress
+	 * callback only about once a second while a server sends nothing, and
+	 * SIGTERM must not wait that long (docs/remote.md, "When the network
+	 * fails"). Opened and closed under the lock the abort holds, so it
+	 * never touches a descriptor that was closed and given to something
+	 * else. */
+	pthread_mutex_t socks_lock;
+	curl_socket_t *socks;
+	size_t nsocks, csocks;
+};
 
 static void lock_cb(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
 {
 	(void)h;
 	(void)a;
-	(void)u;
-	pthread_mutex_lock(&share_lock[data]);
+	pthread_mutex_lock(&((struct tfs_http *)u)->share_lock[data]);
 }
 
 static void unlock_cb(CURL *h, curl_lock_data data, void *u)
 {
 	(void)h;
-	(void)u;
-	pthread_mutex_unlock(&share_lock[data]);
+	pthread_mutex_unlock(&((struct tfs_http *)u)->share_lock[data]);
 }
 
-static void drop_handle(void *h)
+tfs_err tfs_http_new(struct tfs_http **out)
 {
-	curl_easy_cleanup(h);
-}
-
-static void init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_ALL);
+	pthread_once(&curl_once, curl_init_once);
+	struct tfs_http *h = calloc(1, sizeof *h);
+	if (!h)
+		return TFS_ERR_NOMEM;
+	h->policy = (struct tfs_http_policy){.retries = 3, .stall_seconds = 15, .connect_seconds = 10};
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_init(&share_lock[i], NULL);
-	share = curl_share_init();
-	if (share) {
-		curl_share_setopt(share, CURLSHOPT_LOCKFUNC, lock_cb);
-		curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, unlock_cb);
+		pthread_mutex_init(&h->share_lock[i], NULL);
+	pthread_mutex_init(&h->pool_lock, NULL);
+	pthread_mutex_init(&h->socks_lock, NULL);
+	h->share = curl_share_init();
+	if (h->share) {
+		curl_share_setopt(h->share, CURLSHOPT_LOCKFUNC, lock_cb);
+		curl_share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, unlock_cb);
+		curl_share_setopt(h->share, CURLSHOPT_USERDATA, h);
 		/* Connections are not shared: libcurl says that is unsafe
-		 * between threads. Each thread keeps its own. */
-		curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-		curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+		 * between threads. Each handle keeps its own. */
+		curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+		curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 	}
-	pthread_key_create(&handle_key, drop_handle);
+	*out = h;
+	return TFS_OK;
 }
 
-/* This thread's easy handle, made on first use and freed with the thread. */
-static CURL *handle(void)
+void tfs_http_free(struct tfs_http *h)
 {
-	pthread_once(&once, init_once);
-	CURL *h = pthread_getspecific(handle_key);
-	if (!h && (h = curl_easy_init()))
-		pthread_setspecific(handle_key, h);
-	return h;
+	if (!h)
+		return;
+	for (size_t i = 0; i < h->npool; i++)
+		curl_easy_cleanup(h->pool[i]);
+	free(h->pool);
+	if (h->share)
+		curl_share_cleanup(h->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&h->share_lock[i]);
+	pthread_mutex_destroy(&h->pool_lock);
+	pthread_mutex_destroy(&h->socks_lock);
+	free(h->socks);
+	free(h);
 }
 
-void tfs_http_set_policy(const struct tfs_http_policy *p)
+/* A handle for one request, given back with handle_put. */
+static CURL *handle_get(struct tfs_http *h)
 {
-	policy = *p;
+	CURL *c = NULL;
+	pthread_mutex_lock(&h->pool_lock);
+	if (h->npool)
+		c = h->pool[--h->npool];
+	pthread_mutex_unlock(&h->pool_lock);
+	return c ? c : curl_easy_init();
 }
 
-void tfs_http_get_policy(struct tfs_http_policy *p)
+static void handle_put(struct tfs_http *h, CURL *c)
 {
-	*p = policy;
+	pthread_mutex_lock(&h->pool_lock);
+	if (h->npool < h->cpool || !tfs_grow((void **)&h->pool, &h->cpool, h->npool + 1, sizeof *h->pool)) {
+		h->pool[h->npool++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&h->pool_lock);
+	if (c)
+		curl_easy_cleanup(c);
 }
 
-/* Every socket libcurl has open, so that an abort can wake the transfers
- * blocked on them at once: libcurl looks at the progress callback only
- * about once a second while a server sends nothing, and SIGTERM must not
- * wait that long (README, "When the network fails"). Opened and closed
- * under the lock the abort holds, so it never touches a descriptor that
- * was closed and given to something else. */
-static pthread_mutex_t socks_lock = PTHREAD_MUTEX_INITIALIZER;
-static curl_socket_t *socks;
-static size_t nsocks, csocks;
+void tfs_http_set_policy(struct tfs_http *h, const struct tfs_http_policy *p)
+{
+	h->policy = *p;
+}
+
+void tfs_http_get_policy(const struct tfs_http *h, struct tfs_http_policy *p)
+{
+	*p = h->policy;
+}
 
 static curl_socket_t open_sock(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
 {
-	(void)ctx;
+	struct tfs_http *h = ctx;
 	(void)purpose;
-	pthread_mutex_lock(&socks_lock);
+	pthread_mutex_lock(&h->socks_lock);
 	curl_socket_t fd = CURL_SOCKET_BAD;
-	if (!tfs_http_aborted() &&
-	    (nsocks < csocks || !tfs_grow((void **)&socks, &csocks, nsocks + 1, sizeof *socks))) {
+	if (!tfs_http_aborted(h) && (h->nsocks < h->csocks || !tfs_grow((void **)&h->socks, &h->csocks,
+									h->nsocks + 1, sizeof *h->socks))) {
 		fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 		if (fd != CURL_SOCKET_BAD)
-			socks[nsocks++] = fd;
+			h->socks[h->nsocks++] = fd;
 	}
-	pthread_mutex_unlock(&socks_lock);
+	pthread_mutex_unlock(&h->socks_lock);
 	return fd;
 }
 
 static int close_sock(void *ctx, curl_socket_t fd)
 {
-	(void)ctx;
-	pthread_mutex_lock(&socks_lock);
-	for (size_t i = 0; i < nsocks; i++)
-		if (socks[i] == fd) {
-			socks[i] = socks[--nsocks];
+	struct tfs_http *h = ctx;
+	pthread_mutex_lock(&h->socks_lock);
+	for (size_t i = 0; i < h->nsocks; i++)
+		if (h->socks[i] == fd) {
+			h->socks[i] = h->socks[--h->nsocks];
 			break;
 		}
 	int r = close(fd);
-	pthread_mutex_unlock(&socks_lock);
+	pthread_mutex_unlock(&h->socks_lock);
 	return r;
 }
 
-void tfs_http_abort(void)
+void tfs_http_abort(struct tfs_http *h)
 {
-	__atomic_store_n(&aborted, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&socks_lock);
-	for (size_t i = 0; i < nsocks; i++)
-		shutdown(socks[i], SHUT_RDWR);
-	pthread_mutex_unlock(&socks_lock);
+	__atomic_store_n(&h->aborted, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&h->socks_lock);
+	for (size_t i = 0; i < h->nsocks; i++)
+		shutdown(h->socks[i], SHUT_RDWR);
+	pthread_mutex_unlock(&h->socks_lock);
 }
 
-int tfs_http_aborted(void)
+int tfs_http_aborted(const struct tfs_http *h)
 {
-	return __atomic_load_n(&aborted, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&h->aborted, __ATOMIC_ACQUIRE);
 }
 
-uint64_t tfs_http_requests(void)
+uint64_t tfs_http_requests(const struct tfs_http *h)
 {
-	return __atomic_load_n(&nrequests, __ATOMIC_RELAXED);
+	return __atomic_load_n(&h->nrequests, __ATOMIC_RELAXED);
 }
 
-uint64_t tfs_http_bytes(void)
+uint64_t tfs_http_bytes(const struct tfs_http *h)
 {
-	return __atomic_load_n(&nbytes, __ATOMIC_RELAXED);
+	return __atomic_load_n(&h->nbytes, __ATOMIC_RELAXED);
 }
 
-uint64_t tfs_http_retried(void)
+uint64_t tfs_http_retried(const struct tfs_http *h)
 {
-	return __atomic_load_n(&nretried, __ATOMIC_RELAXED);
+	return __atomic_load_n(&h->nretried, __ATOMIC_RELAXED);
 }
 
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap)
@@ -199,6 +248,7 @@ tfs_err tfs_http_escape_path(const char *path, char **out, size_t *len, size_t *
 /* ---- one transfer ---- */
 
 struct xfer {
+	struct tfs_http *h;
 	const struct tfs_http_req *rq;
 	struct tfs_http_resp *rs;
 	size_t got;  /* body bytes taken */
@@ -300,7 +350,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 		return 0;
 	}
 	if (st >= 200 && st <= 299)
-		__atomic_fetch_add(&nbytes, (uint64_t)n, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&x->h->nbytes, (uint64_t)n, __ATOMIC_RELAXED);
 	if (st < 200 || st > 299) {
 		/* An error's body: keep the start (S3 says what in it). */
 		size_t k = ERRBODY_MAX - x->errlen < n ? ERRBODY_MAX - x->errlen : n;
@@ -389,12 +439,11 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
-	(void)ud;
 	(void)dt;
 	(void)dn;
 	(void)ut;
 	(void)un;
-	return tfs_http_aborted();
+	return tfs_http_aborted(((struct xfer *)ud)->h);
 }
 
 /* S3 error bodies: <Error><Code>SlowDown</Code>... */
@@ -412,35 +461,36 @@ static void error_code(const struct xfer *x, struct tfs_http_resp *rs)
 }
 
 /* The handle's options for one request of rq, its answer going to x. */
-static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, char *errbuf, char *range,
-			size_t range_cap)
+static void set_options(CURL *h, const struct tfs_http_req *rq, const struct tfs_http_creds *cr,
+			struct xfer *x, char *errbuf, char *range, size_t range_cap)
 {
+	const struct tfs_http_policy *policy = &x->h->policy;
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, rq->url);
-	curl_easy_setopt(h, CURLOPT_SHARE, share);
+	curl_easy_setopt(h, CURLOPT_SHARE, x->h->share);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	/* libcurl drops Authorization and Cookie on a hop to another host,
 	 * but sends custom headers (a session token) anywhere. */
-	int follow = rq->follow && !rq->headers && !rq->aws_sigv4;
+	int follow = rq->follow && !*cr->header[0] && !*cr->aws_sigv4;
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
 	curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)policy.connect_seconds);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)policy->connect_seconds);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)policy.stall_seconds);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)policy->stall_seconds);
 	/* And a cap on the whole attempt, so that a server trickling a byte
 	 * at a time cannot hold a read forever: the stall time for every MiB
 	 * asked for, plus twice the stall time (README, "When the network
 	 * fails"). */
 	uint64_t mib = rq->has_range || rq->iov ? (rq->whole_ok ? rq->off + rq->len : rq->len) >> 20
 						: rq->body_max >> 20;
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy.stall_seconds * 1000ull * (2 + mib)));
-	if (policy.proxy)
-		curl_easy_setopt(h, CURLOPT_PROXY, policy.proxy);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy->stall_seconds * 1000ull * (2 + mib)));
+	if (policy->proxy)
+		curl_easy_setopt(h, CURLOPT_PROXY, policy->proxy);
 	/* No Accept-Encoding is sent (CURLOPT_ACCEPT_ENCODING is left unset):
 	 * a range is of the file's own bytes, and libcurl then passes an
 	 * encoded body on as it came, which on_body refuses. (A transfer
@@ -456,8 +506,11 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_sock);
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, x->h);
 	curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, close_sock);
+	curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, x->h);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	if (rq->head)
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -470,38 +523,37 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, struct xfer *x, 
 	 * server that ignores Range from one that sends too much.) */
 	if (rq->body && rq->body_max && !rq->has_range)
 		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->body_max);
-	if (rq->netrc)
+	if (cr->netrc)
 		curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
-	if (rq->aws_sigv4) {
-		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, rq->aws_sigv4);
-		curl_easy_setopt(h, CURLOPT_USERPWD, rq->userpwd);
+	if (*cr->aws_sigv4) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, cr->aws_sigv4);
+		curl_easy_setopt(h, CURLOPT_USERPWD, cr->userpwd);
 	}
 }
 
-/* If-Match, the auth header and the caller's, as libcurl takes them; 0 when
- * out of memory. */
-static int add_headers(const struct tfs_http_req *rq, struct curl_slist **hl)
+static int append(struct curl_slist **hl, const char *line)
+{
+	struct curl_slist *t = curl_slist_append(*hl, line);
+	if (t)
+		*hl = t;
+	return t != NULL;
+}
+
+/* If-Match and the credentials' header lines, as libcurl takes them; 0
+ * when out of memory. */
+static int add_headers(const struct tfs_http_req *rq, const struct tfs_http_creds *cr, struct curl_slist **hl)
 {
 	char line[512];
 	if (rq->if_match) {
 		snprintf(line, sizeof line, "If-Match: %s", rq->if_match);
-		struct curl_slist *t = curl_slist_append(*hl, line);
-		if (!t)
+		if (!append(hl, line))
 			return 0;
-		*hl = t;
 	}
-	if (rq->auth) {
-		struct curl_slist *t = curl_slist_append(*hl, rq->auth);
-		if (!t)
+	if (*cr->auth && !append(hl, cr->auth))
+		return 0;
+	for (int i = 0; i < TFS_HTTP_CRED_HEADERS; i++)
+		if (*cr->header[i] && !append(hl, cr->header[i]))
 			return 0;
-		*hl = t;
-	}
-	for (const char *const *p = rq->headers; p && *p; p++) {
-		struct curl_slist *t = curl_slist_append(*hl, *p);
-		if (!t)
-			return 0;
-		*hl = t;
-	}
 	return 1;
 }
 
@@ -521,7 +573,7 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 					   struct tfs_diag *d)
 {
 	const struct tfs_http_req *rq = x->rq;
-	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted())) {
+	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted(x->h))) {
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
@@ -585,7 +637,7 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		/* No answer came: say which way, then libcurl's words. */
 		const char *lib = *errbuf ? errbuf : curl_easy_strerror(c);
 		char stalled[64];
-		snprintf(stalled, sizeof stalled, "no answer for %u s", policy.stall_seconds);
+		snprintf(stalled, sizeof stalled, "no answer for %u s", x->h->policy.stall_seconds);
 		const char *how = c == CURLE_COULDNT_RESOLVE_HOST ? "the host name does not resolve"
 				  : c == CURLE_COULDNT_CONNECT    ? "the connection was refused or failed"
 				  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
@@ -594,8 +646,8 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 		/* libcurl's words name the proxy's address, or the origin's,
 		 * without saying which. */
 		char via[TFS_HTTP_URL_MAX + 32] = "";
-		if (policy.proxy_shown && *policy.proxy_shown)
-			snprintf(via, sizeof via, " (through the proxy %s)", policy.proxy_shown);
+		if (x->h->policy.proxy_shown && *x->h->policy.proxy_shown)
+			snprintf(via, sizeof via, " (through the proxy %s)", x->h->policy.proxy_shown);
 		if (how)
 			tfs_fail(d, TFS_ERR_OPEN, "%s (%s)%s", how, lib, via);
 		else
@@ -672,45 +724,67 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 	return TFS_HTTP_OK;
 }
 
-static enum tfs_http_fail attempt(const struct tfs_http_req *rq, struct tfs_http_resp *rs, struct tfs_diag *d)
+/* One try. Its credentials (a few kilobytes of the try's own) are asked
+ * for anew and wiped after it: they may be secrets. */
+static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req *rq,
+				  struct tfs_http_resp *rs, struct tfs_diag *d)
 {
-	CURL *h = handle();
 	struct xfer x;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char range[64];
 	struct curl_slist *hl = NULL;
 	memset(&x, 0, sizeof x);
+	x.h = hc;
 	x.rq = rq;
 	x.rs = rs;
 	x.kept = rq->in_place ? (size_t)*rq->in_place : 0;
 	tfs_http_resp_reset(rs);
-	if (!h) {
-		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
-		return TFS_HTTP_NET;
-	}
-	if (tfs_http_aborted()) {
+	if (tfs_http_aborted(hc)) {
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
-	if (rq->body)
-		*rq->bodylen = 0;
-	set_options(h, rq, &x, errbuf, range, sizeof range);
-	if (!add_headers(rq, &hl)) {
-		curl_slist_free_all(hl);
+	struct tfs_http_creds *cr = calloc(1, sizeof *cr);
+	if (!cr) {
 		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 		return TFS_HTTP_NET;
 	}
-	if (hl)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-	__atomic_fetch_add(&nrequests, 1, __ATOMIC_RELAXED);
-	CURLcode c = curl_easy_perform(h);
+	if (rq->authorize && rq->authorize(rq->auth_ctx, rq->url, cr, d) != TFS_OK) {
+		free(cr);
+		return TFS_HTTP_NET;
+	}
+	CURL *h = handle_get(hc);
+	if (!h) {
+		free(cr);
+		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
+		return TFS_HTTP_NET;
+	}
+	if (rq->body)
+		*rq->bodylen = 0;
+	set_options(h, rq, cr, &x, errbuf, range, sizeof range);
+	enum tfs_http_fail f = TFS_HTTP_NET;
+	if (!add_headers(rq, cr, &hl)) {
+		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	} else {
+		if (hl)
+			curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+		__atomic_fetch_add(&hc->nrequests, 1, __ATOMIC_RELAXED);
+		CURLcode c = curl_easy_perform(h);
+		if (x.errlen)
+			error_code(&x, rs);
+		if (rq->in_place && x.checked && x.got > *rq->in_place)
+			*rq->in_place = x.got;
+		f = transfer_verdict(h, c, &x, errbuf, d);
+		if (f == TFS_HTTP_OK)
+			f = answer_verdict(&x, rs, d);
+	}
+	/* (The handle keeps no pointer into what goes now: reset drops the
+	 * header list and the password before the next request sets its own.) */
+	curl_easy_reset(h);
+	handle_put(hc, h);
 	curl_slist_free_all(hl);
-	if (x.errlen)
-		error_code(&x, rs);
-	if (rq->in_place && x.checked && x.got > *rq->in_place)
-		*rq->in_place = x.got;
-	enum tfs_http_fail f = transfer_verdict(h, c, &x, errbuf, d);
-	return f != TFS_HTTP_OK ? f : answer_verdict(&x, rs, d);
+	explicit_bzero(cr, sizeof *cr);
+	free(cr);
+	return f;
 }
 
 /* The host of a URL, for messages (never its user or password). */
@@ -733,9 +807,9 @@ static int retryable(enum tfs_http_fail f, long status)
 }
 
 /* Sleeps up to `secs`, waking early when the mount goes away. */
-static void nap(double secs)
+static void nap(const struct tfs_http *h, double secs)
 {
-	while (secs > 0 && !tfs_http_aborted()) {
+	while (secs > 0 && !tfs_http_aborted(h)) {
 		double step = secs < 0.05 ? secs : 0.05;
 		struct timespec ts = {(time_t)step, (long)((step - (double)(time_t)step) * 1e9)};
 		nanosleep(&ts, NULL);
@@ -743,29 +817,30 @@ static void nap(double secs)
 	}
 }
 
-tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, enum tfs_http_fail *fail,
-		       struct tfs_diag *d)
+tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+		       enum tfs_http_fail *fail, struct tfs_diag *d)
 {
 	double backoff = 0.2;
+	const struct tfs_http_policy *policy = &h->policy;
 	for (unsigned n = 0;; n++) {
-		enum tfs_http_fail f = attempt(rq, rs, d);
+		enum tfs_http_fail f = attempt(h, rq, rs, d);
 		*fail = f;
 		if (f == TFS_HTTP_OK)
 			return TFS_OK;
-		if (n >= policy.retries || !retryable(f, rs->status) || tfs_http_aborted() ||
+		if (n >= policy->retries || !retryable(f, rs->status) || tfs_http_aborted(h) ||
 		    (rq->hopeless && rq->hopeless(rq->arg, rs))) {
 			/* The tries made are part of what happened. */
-			if (n > 0 && !tfs_http_aborted()) {
+			if (n > 0 && !tfs_http_aborted(h)) {
 				char msg[sizeof d->msg];
 				snprintf(msg, sizeof msg, "%s", d->msg);
 				tfs_fail(d, TFS_ERR_IO, "%s (%u tries)", msg, n + 1);
 			}
 			return TFS_ERR_IO;
 		}
-		__atomic_fetch_add(&nretried, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&h->nretried, 1, __ATOMIC_RELAXED);
 		char host[256];
 		url_host(rq->url, host, sizeof host);
-		tfs_log_info("%s: %s; retrying (%u of %u)", host, d->msg, n + 1, policy.retries);
+		tfs_log_info("%s: %s; retrying (%u of %u)", host, d->msg, n + 1, policy->retries);
 		/* Jitter spreads the retries of many readers apart. */
 		uint32_t r = 0;
 		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
@@ -773,7 +848,7 @@ tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, 
 		double wait = backoff * (0.5 + (double)(r % 1000) / 2000.0);
 		if (rs->retry_after >= 0)
 			wait = rs->retry_after < RETRY_AFTER_MAX ? rs->retry_after : RETRY_AFTER_MAX;
-		nap(wait);
+		nap(h, wait);
 		backoff = backoff * 2 < 5.0 ? backoff * 2 : 5.0;
 	}
 }

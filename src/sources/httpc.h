@@ -1,11 +1,13 @@
 /* HTTP requests for the remote sources, with libcurl.
  *
- * Each thread reuses its own easy handle (so its connections), never
- * shared; DNS and TLS sessions are shared between them under locks. Every
- * request is bounded: a connect timeout, a stall timeout (a low-speed
- * limit, not one fixed timeout, since a large range may take long), a
- * limit on redirects, on header and body sizes; and any transfer stops
- * within about a second once tfs_http_abort() is called (unmount). */
+ * A client (struct tfs_http) is what the requests of one mount share: its
+ * policy (retries, timeouts, the proxy), its counters, a pool of easy
+ * handles (each keeping its connections, lent to one request at a time),
+ * DNS and TLS sessions shared under locks, and its abort. Every request
+ * is bounded: a connect timeout, a stall timeout (a low-speed limit, not
+ * one fixed timeout, since a large range may take long), a limit on
+ * redirects, on header and body sizes; and any transfer stops within
+ * about a second once tfs_http_abort() is called (unmount). */
 #ifndef TFS_HTTP_H
 #define TFS_HTTP_H
 
@@ -16,12 +18,33 @@
 #include "core/source.h"
 #include "sources/httphdr.h"
 
+/* One try's credentials (struct tfs_http_req, authorize), each "" when
+ * not used. The Authorization line goes only to the host of the URL
+ * (libcurl drops it on a hop to another host or port); a request that
+ * carries more than it (headers, a SigV4 signature) follows no redirect:
+ * libcurl would take those to any origin, so it gets the 3xx instead. */
+#define TFS_HTTP_CRED_MAX 8192
+#define TFS_HTTP_CRED_HEADERS 3
+struct tfs_http_creds {
+	char auth[TFS_HTTP_CRED_MAX]; /* "Authorization: Bearer ..." */
+	/* More "Name: value" lines (a session token, a payload hash). */
+	char header[TFS_HTTP_CRED_HEADERS][TFS_HTTP_CRED_MAX];
+	char aws_sigv4[256]; /* CURLOPT_AWS_SIGV4's provider, with userpwd */
+	char userpwd[1024];
+	int netrc; /* credentials from ~/.netrc for the URL's host */
+};
+
+/* Puts a source's credentials for a request to `url` into *c (zeroed):
+ * a bearer token for the Hub's own host only, S3's SigV4 keys, ~/.netrc.
+ * Asked before every try, so whatever it reads may change between them.
+ * A failure fails the request, with d's line. */
+typedef tfs_err (*tfs_authorize_fn)(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d);
+
 struct tfs_http_req {
 	const char *url;
 	int head; /* HEAD instead of GET */
-	/* Follow redirects (at most 5). A request that carries more than
-	 * `auth` (headers, a SigV4 signature) is never followed: libcurl
-	 * would take those headers to any origin. It gets the 3xx instead. */
+	/* Follow redirects (at most 5), unless its credentials hold more
+	 * than an Authorization line (struct tfs_http_creds). */
 	int follow;
 	int has_range; /* ask for bytes [off, off + len) exactly */
 	uint64_t off, len;
@@ -32,13 +55,12 @@ struct tfs_http_req {
 	 * accept(), when given, is asked before the first byte is taken. */
 	int whole_ok;
 	const char *if_match; /* the pinned ETag, or NULL */
-	/* "Authorization: Bearer ..." etc., sent only to the host of `url`:
-	 * libcurl drops it when a redirect changes host or port. */
-	const char *auth;
-	const char *const *headers; /* more "Name: value" lines, NULL-ended */
-	const char *aws_sigv4;      /* CURLOPT_AWS_SIGV4 provider, with userpwd */
-	const char *userpwd;
-	int netrc; /* credentials from ~/.netrc for url's host */
+	/* The credentials, asked of authorize(auth_ctx, url, creds) before
+	 * every try (the first, each retry), into storage the try owns: a
+	 * token file replaced, keys rotated or a session token renewed during
+	 * a mount count from the next request on. NULL: none. */
+	tfs_authorize_fn authorize;
+	void *auth_ctx;
 	/* Where the body goes: into `buf` (exactly buflen bytes expected for
 	 * a range), or spread over iov[0..niov) in order, or into a growing
 	 * *body of at most body_max bytes. A request without a range into iov
@@ -95,29 +117,38 @@ struct tfs_http_policy {
 	const char *proxy_shown; /* the same without its password, for messages */
 };
 
-/* Process-wide settings (the drivers set them from -o retries=, timeout=). */
-void tfs_http_set_policy(const struct tfs_http_policy *p);
-void tfs_http_get_policy(struct tfs_http_policy *p);
+struct tfs_http;
+
+/* A client with the default policy (3 retries, 15 s stall, 10 s connect,
+ * libcurl's proxy variables); TFS_ERR_NOMEM. Freed after its last
+ * request has returned. */
+tfs_err tfs_http_new(struct tfs_http **out);
+void tfs_http_free(struct tfs_http *h);
+
+/* Its settings (the drivers' -o retries=, timeout=, proxy=), before its
+ * first request. */
+void tfs_http_set_policy(struct tfs_http *h, const struct tfs_http_policy *p);
+void tfs_http_get_policy(const struct tfs_http *h, struct tfs_http_policy *p);
 
 /* One request with the policy's retries: network failures, 408, 429 and
  * 5xx are retried after a jittered exponential backoff (or Retry-After,
  * capped), anything else is returned at once. `fail` says what happened;
  * the diag line, for anything but TFS_HTTP_OK, says it for people (no
  * credentials in it). */
-tfs_err tfs_http_fetch(const struct tfs_http_req *rq, struct tfs_http_resp *rs, enum tfs_http_fail *fail,
-		       struct tfs_diag *d);
+tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct tfs_http_resp *rs,
+		       enum tfs_http_fail *fail, struct tfs_diag *d);
 
-/* Ends every transfer and backoff in progress and every later one. */
-void tfs_http_abort(void);
-int tfs_http_aborted(void);
+/* Ends every transfer and backoff of the client in progress and every
+ * later one. */
+void tfs_http_abort(struct tfs_http *h);
+int tfs_http_aborted(const struct tfs_http *h);
 
-/* How many requests were sent (all threads), for tests and the bench. */
-uint64_t tfs_http_requests(void);
-/* How many attempts failed and were tried again (all threads): what the
- * cache's in-flight limit backs off on (a 503, SlowDown, a reset). */
-uint64_t tfs_http_retried(void);
-/* Body bytes received in 2xx answers, since the process began. */
-uint64_t tfs_http_bytes(void);
+/* Requests sent; attempts that failed and were tried again (what the
+ * cache's in-flight limit backs off on: a 503, SlowDown, a reset); body
+ * bytes received in 2xx answers: since the client was made. */
+uint64_t tfs_http_requests(const struct tfs_http *h);
+uint64_t tfs_http_retried(const struct tfs_http *h);
+uint64_t tfs_http_bytes(const struct tfs_http *h);
 
 /* Appends one path segment, percent-encoded (RFC 3986 unreserved kept). */
 tfs_err tfs_http_escape(const char *s, size_t n, char **out, size_t *len, size_t *cap);

@@ -153,11 +153,10 @@ tfs_err tfs_ra_add(struct tfs_ra *ra, const void *file, uint64_t begin, uint64_t
 	return e;
 }
 
-/* qsort has no context: the objects being sorted, under the lock. */
-static const struct obj *sorting;
-
-static int by_file_offset(const void *a, const void *b)
+/* Comparisons for qsort_r, whose context is the objects being sorted. */
+static int by_file_offset(const void *a, const void *b, void *ctx)
 {
+	const struct obj *sorting = ctx;
 	const struct obj *x = &sorting[*(const uint32_t *)a], *y = &sorting[*(const uint32_t *)b];
 	if (x->fileno != y->fileno)
 		return x->fileno < y->fileno ? -1 : 1;
@@ -166,8 +165,9 @@ static int by_file_offset(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static int by_name(const void *a, const void *b)
+static int by_name(const void *a, const void *b, void *ctx)
 {
+	const struct obj *sorting = ctx;
 	const struct obj *x = &sorting[*(const uint32_t *)a], *y = &sorting[*(const uint32_t *)b];
 	int c = strcmp(x->name ? x->name : "", y->name ? y->name : "");
 	if (c)
@@ -175,8 +175,9 @@ static int by_name(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static int by_file_end(const void *a, const void *b)
+static int by_file_end(const void *a, const void *b, void *ctx)
 {
+	const struct obj *sorting = ctx;
 	const struct obj *x = &sorting[*(const uint32_t *)a], *y = &sorting[*(const uint32_t *)b];
 	if (x->fileno != y->fileno)
 		return x->fileno < y->fileno ? -1 : 1;
@@ -190,7 +191,6 @@ static int by_file_end(const void *a, const void *b)
  * a million names. On failure, nothing is predicted. */
 static void work_out(struct tfs_ra *ra)
 {
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	tfs_err e = TFS_OK;
 	for (int k = 0; k < NORD && !e; k++)
 		if (!(ra->seq[k] = malloc((ra->n ? ra->n : 1) * sizeof(uint32_t))))
@@ -201,13 +201,9 @@ static void work_out(struct tfs_ra *ra)
 		for (uint32_t i = 0; i < ra->n; i++)
 			ra->seq[ORD_TABLE][i] = ra->seq[ORD_FILE][i] = ra->seq[ORD_NAME][i] = ra->byend[i] =
 				i;
-		pthread_mutex_lock(&sort_lock);
-		sorting = ra->o;
-		qsort(ra->seq[ORD_FILE], ra->n, sizeof(uint32_t), by_file_offset);
-		qsort(ra->seq[ORD_NAME], ra->n, sizeof(uint32_t), by_name);
-		qsort(ra->byend, ra->n, sizeof(uint32_t), by_file_end);
-		sorting = NULL;
-		pthread_mutex_unlock(&sort_lock);
+		qsort_r(ra->seq[ORD_FILE], ra->n, sizeof(uint32_t), by_file_offset, ra->o);
+		qsort_r(ra->seq[ORD_NAME], ra->n, sizeof(uint32_t), by_name, ra->o);
+		qsort_r(ra->byend, ra->n, sizeof(uint32_t), by_file_end, ra->o);
 		for (uint32_t i = 0; i < ra->n; i++) {
 			ra->o[ra->seq[ORD_FILE][i]].pos[ORD_FILE] = i;
 			ra->o[ra->seq[ORD_NAME][i]].pos[ORD_NAME] = i;
@@ -480,30 +476,4 @@ unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t
 	}
 	pthread_mutex_unlock(&ra->lock);
 	return n;
-}
-
-static struct tfs_ra *global;
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-
-static void make_global(void)
-{
-	/* Tuned by the source that consults it (the cache's window and part
-	 * size) before its first prediction. */
-	global = tfs_ra_new(64ull << 20, 4ull << 20);
-}
-
-struct tfs_ra *tfs_ra_global(void)
-{
-	pthread_once(&global_once, make_global);
-	return global;
-}
-
-void tfs_ra_tune(struct tfs_ra *ra, uint64_t ahead, uint64_t part)
-{
-	if (!ra)
-		return;
-	pthread_mutex_lock(&ra->lock);
-	ra->ahead = ahead;
-	ra->part = part ? part : 1;
-	pthread_mutex_unlock(&ra->lock);
 }

@@ -38,8 +38,6 @@ struct tfs_ra_range {
  * whole parts, or to its object's end). */
 struct tfs_ra *tfs_ra_new(uint64_t ahead, uint64_t part);
 void tfs_ra_free(struct tfs_ra *ra);
-/* New ahead and part sizes (the cache's, once it is configured). */
-void tfs_ra_tune(struct tfs_ra *ra, uint64_t ahead, uint64_t part);
 
 /* The objects (tensors) of a model, forgetting any registered before.
  * Add them in the model's table order (shard by shard, each in its
@@ -59,10 +57,5 @@ tfs_err tfs_ra_seal(struct tfs_ra *ra);
  * will read in this file's order), UINT64_MAX for no fence. Thread-safe. */
 unsigned tfs_ra_read(struct tfs_ra *ra, const void *file, uint64_t off, uint64_t len, uint64_t limit,
 		     int64_t now_ns, struct tfs_ra_range *out, unsigned max, uint64_t *fence);
-
-/* The process's predictor, that the model stage registers the mounted
- * model with and the remote sources consult (made on first use, NULL if
- * out of memory). */
-struct tfs_ra *tfs_ra_global(void);
 
 #endif

@@ -3,8 +3,12 @@
  * last. */
 #include "core/source.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "sources/rlayer.h"
 
 extern const struct tfs_source_driver tfs_source_hf;
 extern const struct tfs_source_driver tfs_source_s3;
@@ -15,55 +19,83 @@ const struct tfs_source_driver *const tfs_source_drivers[] = {
 	&tfs_source_hf, &tfs_source_s3, &tfs_source_http, &tfs_source_file, NULL,
 };
 
-/* ---- the walks over the drivers (core/source.h) ---- */
+/* ---- what the sources of a mount share (core/source.h) ---- */
 
-void tfs_sources_start(void)
+tfs_err tfs_sources_new(const struct tfs_opts *o, struct tfs_sources **out)
+{
+	struct tfs_sources *ss = calloc(1, sizeof *ss);
+	if (!ss)
+		return TFS_ERR_NOMEM;
+	ss->opts = o;
+	pthread_mutex_init(&ss->lock, NULL);
+	*out = ss;
+	return TFS_OK;
+}
+
+void tfs_sources_free(struct tfs_sources *ss)
+{
+	if (!ss)
+		return;
+	tfs_rlayer_free(ss->remote);
+	pthread_mutex_destroy(&ss->lock);
+	free(ss);
+}
+
+/* The remote layer, if one was made (under the lock it is made under). */
+static struct tfs_rlayer *remote_of(struct tfs_sources *ss)
+{
+	if (!ss)
+		return NULL;
+	pthread_mutex_lock(&ss->lock);
+	struct tfs_rlayer *l = ss->remote;
+	pthread_mutex_unlock(&ss->lock);
+	return l;
+}
+
+void tfs_sources_start(struct tfs_sources *ss)
 {
 	tfs_sources_set_stopped(0);
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
-		if ((*d)->start)
-			(*d)->start();
+	struct tfs_rlayer *l = remote_of(ss);
+	if (l)
+		tfs_rlayer_start(l);
 }
 
-void tfs_sources_stop(void)
+void tfs_sources_stop(struct tfs_sources *ss)
 {
 	tfs_sources_set_stopped(1);
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
-		if ((*d)->stop)
-			(*d)->stop();
+	struct tfs_rlayer *l = remote_of(ss);
+	if (l)
+		tfs_rlayer_stop(l);
 }
 
-int tfs_sources_warm(uint64_t *done, uint64_t *total)
+int tfs_sources_warm(struct tfs_sources *ss, uint64_t *done, uint64_t *total)
 {
+	struct tfs_rlayer *l = remote_of(ss);
 	*done = *total = 0;
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++)
-		if ((*d)->warm && (*d)->warm(done, total))
-			return 1;
-	return 0;
+	return l ? tfs_rlayer_warm(l, done, total) : 0;
 }
 
-void tfs_sources_counters(struct tfs_counters *c)
+void tfs_sources_counters(struct tfs_sources *ss, struct tfs_counters *c)
 {
 	memset(c, 0, sizeof *c);
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
-		int seen = 0;
-		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
-			seen |= (*e)->counters == (*d)->counters;
-		if ((*d)->counters && !seen)
-			(*d)->counters(c);
-	}
+	struct tfs_rlayer *l = remote_of(ss);
+	if (l)
+		tfs_rlayer_counters(l, c);
 }
 
-void tfs_sources_notice(void (*say)(void *ctx, const char *line), void *ctx)
+void tfs_sources_notice(struct tfs_sources *ss, void (*say)(void *ctx, const char *line), void *ctx)
 {
-	for (const struct tfs_source_driver *const *d = tfs_source_drivers; *d; d++) {
-		int seen = 0;
-		for (const struct tfs_source_driver *const *e = tfs_source_drivers; e < d; e++)
-			seen |= (*e)->notice == (*d)->notice;
-		char line[512];
-		if ((*d)->notice && !seen && (*d)->notice(line, sizeof line))
-			say(ctx, line);
-	}
+	struct tfs_rlayer *l = remote_of(ss);
+	char line[512];
+	if (l && tfs_rlayer_notice(l, line, sizeof line))
+		say(ctx, line);
+}
+
+void tfs_sources_objects(struct tfs_sources *ss, const struct tfs_object *objs, size_t n)
+{
+	struct tfs_rlayer *l = remote_of(ss);
+	if (l)
+		tfs_rlayer_objects(l, objs, n);
 }
 
 static const struct tfs_source_driver *claimer(const char *spec)
@@ -124,7 +156,7 @@ const struct tfs_opt_spec *tfs_source_env_at(size_t k)
 
 static int owns(const struct tfs_source_driver *drv, const struct tfs_opt_spec *s)
 {
-	const struct tfs_opt_spec *t[2] = {drv->opts, drv->shared_opts};
+	const struct tfs_opt_spec *t[2] = {drv->opts, drv->remote ? tfs_remote_opts : NULL};
 	for (int h = 0; h < 2; h++)
 		for (const struct tfs_opt_spec *x = t[h]; x && x->name; x++)
 			if (x == s)
@@ -157,13 +189,13 @@ static void say_foreign(const struct tfs_source_driver *drv, const char *spec, c
 	}
 }
 
-tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **st, char **target,
-			   struct tfs_diag *d)
+tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+			   struct tfs_store **st, char **target, struct tfs_diag *d)
 {
 	for (size_t i = 0; tfs_source_drivers[i]; i++)
 		if (tfs_source_drivers[i]->claims(spec)) {
 			say_foreign(tfs_source_drivers[i], spec, o);
-			return tfs_source_drivers[i]->resolve(spec, o, st, target, d);
+			return tfs_source_drivers[i]->resolve(spec, o, ss, st, target, d);
 		}
 	size_t sl = tfs_spec_scheme(spec);
 	if (!sl)
@@ -183,21 +215,16 @@ tfs_err tfs_source_resolve(const char *spec, const struct tfs_opts *o, struct tf
 		q, known, (int)(sl + 3), spec);
 }
 
-static int shared_seen(size_t i, const struct tfs_opt_spec *t)
-{
-	for (size_t j = 0; j < i; j++)
-		if (tfs_source_drivers[j]->shared_opts == t)
-			return 1;
-	return 0;
-}
-
+/* Every driver's own options, then the remote drivers' shared ones once,
+ * where the first remote driver is. */
 const struct tfs_opt_spec *tfs_source_opt_at(size_t k)
 {
+	int shared = 0;
 	for (size_t i = 0; tfs_source_drivers[i]; i++) {
 		const struct tfs_opt_spec *t[2] = {tfs_source_drivers[i]->opts,
-						   tfs_source_drivers[i]->shared_opts};
-		if (t[1] && shared_seen(i, t[1]))
-			t[1] = NULL;
+						   tfs_source_drivers[i]->remote && !shared ? tfs_remote_opts
+											    : NULL};
+		shared |= tfs_source_drivers[i]->remote;
 		for (int h = 0; h < 2; h++)
 			for (const struct tfs_opt_spec *s = t[h]; s && s->name; s++)
 				if (k-- == 0)

@@ -8,9 +8,11 @@
 
 #include "sources/cache.h"
 #include "sources/readahead.h"
+#include "sources/rlayer.h"
 
 struct remote {
 	struct tfs_source base;
+	struct tfs_rlayer *l; /* the mount's remote layer */
 	pthread_mutex_t lock; /* url, when it can be relocated */
 	char *url;
 	tfs_authorize_fn authorize; /* the driver's credentials, or NULL */
@@ -44,13 +46,14 @@ static char *url_now(struct remote *r)
 
 /* Puts on rq (zeroed, or filled by the caller but for these) what every
  * request of r's to url carries: the pinned version, and the driver's
- * credentials. */
-static tfs_err fill_req(struct remote *r, struct tfs_http_req *rq, const char *url, struct tfs_diag *d)
+ * credentials, asked before each try. */
+static void fill_req(struct remote *r, struct tfs_http_req *rq, const char *url)
 {
 	rq->url = url;
 	rq->follow = 1;
 	rq->if_match = r->base.etag && usable_etag(r->base.etag) ? r->base.etag : NULL;
-	return r->authorize ? r->authorize(r->auth_ctx, rq, d) : TFS_OK;
+	rq->authorize = r->authorize;
+	rq->auth_ctx = r->auth_ctx;
 }
 
 /* Sends rq (fill_req's part added here) to where r's bytes are now. A
@@ -63,9 +66,8 @@ static tfs_err remote_send(struct remote *r, struct tfs_http_req *rq, struct tfs
 	char *url = url_now(r);
 	if (!url)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	tfs_err e = fill_req(r, rq, url, d);
-	if (!e)
-		e = tfs_http_fetch(rq, rs, f, d);
+	fill_req(r, rq, url);
+	tfs_err e = tfs_http_fetch(r->l->http, rq, rs, f, d);
 	rq->url = NULL;
 	free(url);
 	return e;
@@ -295,8 +297,7 @@ static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, str
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (r->base.id.size <= r->nprobe)
 		return TFS_OK; /* all of it came */
-	return tfs_cwhole_new(tfs_remote_cache(), r->base.location, r->base.id.size, whole_fetch, r,
-			      &r->whole, d);
+	return tfs_cwhole_new(r->l->cache, r->base.location, r->base.id.size, whole_fetch, r, &r->whole, d);
 }
 
 static const struct tfs_source_ops remote_ops;
@@ -307,20 +308,12 @@ static const struct tfs_source_ops remote_ops;
  * stop. Returns that fence. ---- */
 static uint64_t follow_order(struct remote *r, uint64_t off, uint64_t len, uint64_t limit)
 {
-	static int tuned; /* to the cache's window and part, configured before any read */
-	struct tfs_ra *ra = tfs_ra_global();
 	struct tfs_ra_range next[8];
 	struct timespec ts;
-	uint64_t fence, window, part;
-	struct tfs_cache *c = tfs_remote_cache();
-	if (c && !__atomic_load_n(&tuned, __ATOMIC_ACQUIRE)) {
-		tfs_cache_shape(c, &window, &part);
-		tfs_ra_tune(ra, window, part);
-		__atomic_store_n(&tuned, 1, __ATOMIC_RELEASE);
-	}
+	uint64_t fence;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	unsigned n = tfs_ra_read(ra, &r->base, off, len, limit, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
-				 next, 8, &fence);
+	unsigned n = tfs_ra_read(r->l->ra, &r->base, off, len, limit,
+				 (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, next, 8, &fence);
 	for (unsigned i = 0; i < n; i++) {
 		struct tfs_source *s = (struct tfs_source *)next[i].file;
 		if (s->ops == &remote_ops && ((struct remote *)s)->cache)
@@ -469,12 +462,13 @@ static int64_t http_time(const char *s)
 }
 
 /* A remote with its own copy of the spec and room for `want` probe bytes. */
-static struct remote *remote_new(const struct tfs_remote_spec *s, uint64_t want)
+static struct remote *remote_new(struct tfs_rlayer *l, const struct tfs_remote_spec *s, uint64_t want)
 {
 	struct remote *r = calloc(1, sizeof *r);
 	int bad = 0;
 	if (!r)
 		return NULL;
+	r->l = l;
 	pthread_mutex_init(&r->lock, NULL);
 	r->base.ops = &remote_ops;
 	r->base.fd = -1;
@@ -524,9 +518,7 @@ static tfs_err probe(struct remote *r, const struct tfs_remote_spec *s, uint64_t
 	char *body = NULL;
 	size_t blen = 0;
 	memset(rq, 0, sizeof *rq);
-	tfs_err e = fill_req(r, rq, r->url, d);
-	if (e)
-		return e;
+	fill_req(r, rq, r->url);
 	if (s->has_size && s->size == 0) {
 		rq->head = 1; /* nothing to range over */
 	} else {
@@ -539,7 +531,7 @@ static tfs_err probe(struct remote *r, const struct tfs_remote_spec *s, uint64_t
 		rq->bodylen = &blen;
 		rq->body_max = want;
 	}
-	e = tfs_http_fetch(rq, rs, &f, d);
+	tfs_err e = tfs_http_fetch(r->l->http, rq, rs, &f, d);
 	if (e && f == TFS_HTTP_STATUS && rs->status == 416 && rs->has_range == 2 && rs->range_total == 0) {
 		e = TFS_OK; /* an empty file has no byte to ask for */
 		rs->status = 206;
@@ -598,16 +590,16 @@ static tfs_err settle(struct remote *r, const struct tfs_http_req *rq, const str
 	char *key = malloc(kl);
 	if (key)
 		snprintf(key, kl, "%s\n%s", r->base.location, r->base.etag ? r->base.etag : "");
-	struct tfs_cache *c = tfs_remote_cache();
-	r->cache = key && c ? tfs_cfile_new(c, key, size, fetch, r) : NULL;
+	r->cache = key ? tfs_cfile_new(r->l->cache, key, size, fetch, r) : NULL;
 	free(key);
 	return r->cache ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 }
 
-tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d)
+tfs_err tfs_remote_open(struct tfs_rlayer *l, const struct tfs_remote_spec *s, struct tfs_source **out,
+			struct tfs_diag *d)
 {
 	uint64_t want = s->has_size && s->size < TFS_REMOTE_PROBE ? s->size : TFS_REMOTE_PROBE;
-	struct remote *r = remote_new(s, want);
+	struct remote *r = remote_new(l, s, want);
 	if (!r)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	struct tfs_http_req rq;
@@ -622,67 +614,4 @@ tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out
 	}
 	*out = &r->base;
 	return TFS_OK;
-}
-
-void tfs_remote_start(void)
-{
-	struct tfs_cache *c = tfs_remote_cache();
-	if (c)
-		tfs_cache_start(c); /* once, however many drivers ask */
-}
-
-void tfs_remote_stop(void)
-{
-	tfs_http_abort();
-}
-
-void tfs_remote_counters(struct tfs_counters *c)
-{
-	uint64_t hits = 0, misses = 0, disk = 0;
-	struct tfs_cache *cc = tfs_remote_cache();
-	if (cc)
-		tfs_cache_counters(cc, &hits, &misses, &disk);
-	c->requests += tfs_http_requests();
-	c->bytes_fetched += tfs_http_bytes();
-	c->retries += tfs_http_retried();
-	c->cache_hits += hits;
-	c->cache_misses += misses;
-	c->disk_hits += disk;
-}
-
-int tfs_remote_notice(char *buf, size_t cap)
-{
-	uint64_t mem = 0, disk = 0;
-	unsigned nmem = 0, ndisk = 0;
-	struct tfs_cache *c = tfs_remote_cache();
-	if (c)
-		tfs_cwhole_totals(c, &nmem, &mem, &ndisk, &disk);
-	if (!nmem && !ndisk)
-		return 0;
-	char where[160];
-	if (!ndisk)
-		snprintf(where, sizeof where, "in memory (-o cache_size)");
-	else if (!nmem)
-		snprintf(where, sizeof where, "in -o cache_dir (as -o cache_size cannot hold them)");
-	else
-		snprintf(where, sizeof where, "%u in memory (-o cache_size), %u in -o cache_dir", nmem,
-			 ndisk);
-	snprintf(
-		buf, cap,
-		"the server ignores Range requests (it answers 200 with the whole file, as python3 -m http.server does): "
-		"%u file%s (%llu MiB) %s downloaded whole, once, when first read, and kept %s",
-		nmem + ndisk, nmem + ndisk == 1 ? "" : "s",
-		(unsigned long long)((mem + disk + (1u << 20) - 1) >> 20), nmem + ndisk == 1 ? "is" : "are",
-		where);
-	return 1;
-}
-
-int tfs_remote_warm(uint64_t *done, uint64_t *total)
-{
-	int on = 0;
-	struct tfs_cache *c = tfs_remote_cache();
-	*done = *total = 0;
-	if (c)
-		tfs_cache_warm_status(c, done, total, &on);
-	return on;
 }

@@ -20,21 +20,13 @@
 #define TFS_LISTING_BYTES_MAX (512ull << 20)
 #define TFS_LISTING_PAGES_MAX 10000u
 
-/* Puts a driver's credentials on a request about to be sent to rq->url
- * (its auth, headers, aws_sigv4 and userpwd, netrc: struct tfs_http_req):
- * a bearer token for the Hub's own host only, S3's SigV4 signing, ~/.netrc.
- * A remote file calls it before each of its requests (the probe, every
- * range, the check of a cut answer), so a source whose credentials expire
- * (an OAuth token, rotating keys) renews them here, in its own file, and
- * nothing else changes. What it points the request at stays valid until
- * the file is closed. A failure fails that request, with d's line. */
-typedef tfs_err (*tfs_authorize_fn)(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d);
-
 struct tfs_remote_spec {
 	const char *url;      /* where the bytes are */
 	const char *location; /* user.source and messages: no credentials */
-	/* The credentials, or NULL for none; auth_ctx outlives the file (the
-	 * driver's store: a store outlives every file it opened). */
+	/* The credentials (sources/httpc.h), asked before every request of
+	 * the file (the probe, each range, the whole download), or NULL for
+	 * none; auth_ctx outlives the file (the driver's store: a store
+	 * outlives every file it opened). */
 	tfs_authorize_fn authorize;
 	void *auth_ctx;
 	const char *etag;     /* the version, when known (Hub, S3 listing) */
@@ -50,18 +42,11 @@ struct tfs_remote_spec {
 	tfs_err (*explain)(long status, const char *code, struct tfs_diag *d);
 };
 
-tfs_err tfs_remote_open(const struct tfs_remote_spec *s, struct tfs_source **out, struct tfs_diag *d);
-
-/* The HTTP layer's policy and the cache, from the drivers' options
- * (retries=, timeout=, cache_size=, cache_dir=, cache_max=). */
-tfs_err tfs_remote_configure(const struct tfs_opts *o, struct tfs_diag *d);
-
-/* The block cache of every remote file of the process, once a configure
- * made it (NULL before). */
-struct tfs_cache *tfs_remote_cache(void);
-
-/* The options every remote driver takes. */
-extern const struct tfs_opt_spec tfs_remote_opts[];
+/* The file at s->url, read through the mount's remote layer l (its
+ * cache, its HTTP client, its read-ahead). */
+struct tfs_rlayer;
+tfs_err tfs_remote_open(struct tfs_rlayer *l, const struct tfs_remote_spec *s, struct tfs_source **out,
+			struct tfs_diag *d);
 
 /* The environment every remote driver's transfers read (libcurl's proxy
  * variables, HOME for ~/.netrc), for the start of each driver's env
@@ -73,16 +58,5 @@ extern const struct tfs_opt_spec tfs_remote_opts[];
 	{                                                                                                    \
 		"HOME", 1, NULL, NULL, TFS_OPT_PATH                                                          \
 	}
-
-/* The remote drivers' lifecycle hooks (struct tfs_source_driver): the
- * block cache and the HTTP client are the process's, shared by them all. */
-void tfs_remote_start(void);
-void tfs_remote_stop(void);
-int tfs_remote_warm(uint64_t *done, uint64_t *total);
-/* The remote drivers' counters (one HTTP client and cache for all). */
-void tfs_remote_counters(struct tfs_counters *c);
-/* Their notice: the files downloaded whole, as their server ignores Range
- * requests. */
-int tfs_remote_notice(char *buf, size_t cap);
 
 #endif

@@ -14,13 +14,15 @@
 #include "sources/aws.h"
 #include "core/json.h"
 #include "sources/remote.h"
+#include "sources/rlayer.h"
 #include "core/table.h"
 
 #define LIST_PAGE_MAX (16u << 20)
 
 struct s3_store {
 	struct tfs_store base;
-	char *endpoint; /* scheme://host[:port], no trailing '/' */
+	struct tfs_rlayer *layer; /* the mount's remote layer */
+	char *endpoint;           /* scheme://host[:port], no trailing '/' */
 	int path_style;
 	char bucket[64];
 	char *root;  /* "" or "prefix/" */
@@ -100,13 +102,17 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
  * libcurl with the keys, and the session token and payload hash headers;
  * none for a public bucket. Requests carrying them follow no redirect
  * (sources/httpc.h). */
-static tfs_err authorize(void *ctx, struct tfs_http_req *rq, struct tfs_diag *d)
+static tfs_err authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
 	const struct s3_store *st = ctx;
+	(void)url;
 	(void)d;
-	rq->headers = (const char *const *)st->hdr;
-	rq->aws_sigv4 = st->sigv4;
-	rq->userpwd = st->userpwd;
+	for (int i = 0; i < 2 && st->hdr[i]; i++)
+		snprintf(c->header[i], sizeof c->header[i], "%s", st->hdr[i]);
+	if (st->sigv4) {
+		snprintf(c->aws_sigv4, sizeof c->aws_sigv4, "%s", st->sigv4);
+		snprintf(c->userpwd, sizeof c->userpwd, "%s", st->userpwd);
+	}
 	return TFS_OK;
 }
 
@@ -114,7 +120,8 @@ static void request(struct s3_store *st, struct tfs_http_req *rq, const char *ur
 {
 	memset(rq, 0, sizeof *rq);
 	rq->url = url;
-	authorize(st, rq, NULL);
+	rq->authorize = authorize;
+	rq->auth_ctx = st;
 }
 
 /* ---- listing ---- */
@@ -196,7 +203,7 @@ static tfs_err list_dir(struct s3_store *st, const char *dir, struct tfs_diag *d
 		rq.body = &body;
 		rq.bodylen = &blen;
 		rq.body_max = LIST_PAGE_MAX;
-		e = tfs_http_fetch(&rq, &rs, &f, d);
+		e = tfs_http_fetch(st->layer->http, &rq, &rs, &f, d);
 		free(u);
 		if (e && f == TFS_HTTP_STATUS)
 			e = explain(rs.status, rs.error_code, d);
@@ -269,7 +276,7 @@ static tfs_err store_open(struct tfs_store *base, const char *name, struct tfs_s
 				s.etag = *st->etags[i] ? st->etags[i] : NULL;
 			}
 	if (!e)
-		e = tfs_remote_open(&s, out, d);
+		e = tfs_remote_open(st->layer, &s, out, d);
 	free(u);
 	free(key);
 	free(loc);
@@ -380,10 +387,11 @@ static tfs_err sign_with(struct s3_store *st, struct tfs_aws_creds *cr, struct t
 	return TFS_OK;
 }
 
-static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_store **out, char **target,
-		       struct tfs_diag *d)
+static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
+		       struct tfs_store **out, char **target, struct tfs_diag *d)
 {
-	tfs_err e = tfs_remote_configure(o, d);
+	struct tfs_rlayer *layer;
+	tfs_err e = tfs_sources_remote(ss, &layer, d);
 	if (e)
 		return e;
 	*target = NULL;
@@ -404,6 +412,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_st
 	if (!st)
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	st->base.ops = &s3_store_ops;
+	st->layer = layer;
 	memcpy(st->bucket, b, bl);
 	struct tfs_aws_creds cr;
 	int nosign = tfs_opts_get(o, "no_sign_request") != NULL;
@@ -472,10 +481,5 @@ const struct tfs_source_driver tfs_source_s3 = {
 	.resolve = resolve,
 	.opts = s3_opts,
 	.env = s3_env,
-	.shared_opts = tfs_remote_opts,
-	.start = tfs_remote_start,
-	.stop = tfs_remote_stop,
-	.warm = tfs_remote_warm,
-	.counters = tfs_remote_counters,
-	.notice = tfs_remote_notice,
+	.remote = 1,
 };
