@@ -494,3 +494,16 @@ tfs_err tfs_file_append(const char *what, const char *path, int *fd, struct tfs_
 	*fd = f;
 	return TFS_OK;
 }
+
+void tfs_file_stamp(const char *path, struct tfs_stamp *s)
+{
+	struct stat st;
+	memset(s, 0, sizeof *s);
+	if (!path || stat(path, &st) != 0)
+		return;
+	s->dev = (uint64_t)st.st_dev;
+	s->ino = (uint64_t)st.st_ino;
+	s->size = (uint64_t)st.st_size;
+	s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	s->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+}

@@ -59,4 +59,19 @@ tfs_err tfs_file_read(const char *what, const char *path, size_t max, char **buf
  * when refused, TFS_ERR_OPEN when it cannot be opened. */
 tfs_err tfs_file_append(const char *what, const char *path, int *fd, struct tfs_diag *d);
 
+/* What a file is now, cheaply (one stat, following links: what a read
+ * would open): to tell that a file re-read during a mount (a token file, a
+ * credentials file) was replaced or rewritten since. All zero when there
+ * is none. */
+struct tfs_stamp {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+void tfs_file_stamp(const char *path, struct tfs_stamp *s);
+static inline int tfs_stamp_same(const struct tfs_stamp *a, const struct tfs_stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns;
+}
+
 #endif

@@ -156,6 +156,19 @@ static int printable(const char *s)
 	return 1;
 }
 
+void tfs_aws_files(char *cred, char *conf, size_t n)
+{
+	const char *home = env("HOME") ? env("HOME") : "/root";
+	if (env("AWS_SHARED_CREDENTIALS_FILE"))
+		snprintf(cred, n, "%s", env("AWS_SHARED_CREDENTIALS_FILE"));
+	else
+		snprintf(cred, n, "%s/.aws/credentials", home);
+	if (env("AWS_CONFIG_FILE"))
+		snprintf(conf, n, "%s", env("AWS_CONFIG_FILE"));
+	else
+		snprintf(conf, n, "%s/.aws/config", home);
+}
+
 tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_diag *d)
 {
 	return tfs_aws_credentials_of(c, need_key, NULL, d);
@@ -170,7 +183,6 @@ tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char
 	memset(&w, 0, sizeof w);
 	w.c = c;
 	char path[4096], section[300];
-	const char *home = env("HOME") ? env("HOME") : "/root";
 	/* A profile named on the command line (or in fstab) wins over keys in
 	 * the environment, as the AWS CLI's --profile does. */
 	int env_keys = !(named && *named) && env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY");
@@ -178,19 +190,12 @@ tfs_err tfs_aws_credentials_of(struct tfs_aws_creds *c, int need_key, const char
 	/* The credentials file: [NAME]. The config file: [profile NAME], or
 	 * [default] for the default profile. */
 	const char *var = "AWS_SHARED_CREDENTIALS_FILE";
-	if (!env_keys && need_key) {
-		if (env(var))
-			snprintf(path, sizeof path, "%s", env(var));
-		else
-			snprintf(path, sizeof path, "%s/.aws/credentials", home);
-		if ((e = read_profile(env(var) ? var : NULL, path, profile, &w, d)))
-			return e;
-	}
+	char conf[4096];
+	tfs_aws_files(path, conf, sizeof path);
+	if (!env_keys && need_key && (e = read_profile(env(var) ? var : NULL, path, profile, &w, d)))
+		return e;
 	var = "AWS_CONFIG_FILE";
-	if (env(var))
-		snprintf(path, sizeof path, "%s", env(var));
-	else
-		snprintf(path, sizeof path, "%s/.aws/config", home);
+	snprintf(path, sizeof path, "%s", conf);
 	snprintf(section, sizeof section, strcmp(profile, "default") == 0 ? "%s" : "profile %s", profile);
 	struct want cfg;
 	memset(&cfg, 0, sizeof cfg);

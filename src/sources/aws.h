@@ -33,6 +33,10 @@ struct tfs_aws_creds {
  * (no_sign_request) only the region is looked for. A file that cannot be
  * parsed fails with its name and line; missing keys fail with what to set. */
 tfs_err tfs_aws_credentials(struct tfs_aws_creds *c, int need_key, struct tfs_diag *d);
+/* The shared credentials and config files the two above read
+ * (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, else ~/.aws/), each in
+ * n bytes. */
+void tfs_aws_files(char *cred, char *conf, size_t n);
 /* The same with the profile named (-o aws_profile=, for an fstab line,
  * which cannot set the environment): it is read even when the
  * environment holds keys. NULL or "": as above. */

@@ -461,6 +461,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 	hs->layer = layer;
 	hs->api.http = layer->http;
 	pthread_mutex_init(&hs->lock, NULL);
+	pthread_mutex_init(&hs->api.auth_lock, NULL);
 	if ((e = tfs_hub_parse_ref(spec, &hs->api.ref, d)))
 		goto fail;
 	if ((e = tfs_hf_set_endpoint(&hs->api, o, d)))
@@ -470,11 +471,14 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
 	/* A token file given is checked even offline, where no token is sent. */
 	const char *tf = tfs_opts_get(o, "token_file");
-	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &hs->api.auth, d)))
+	char *auth = NULL, *from = NULL;
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, d)))
 		goto fail;
 	if (hs->offline) {
-		free(hs->api.auth);
-		hs->api.auth = NULL;
+		free(auth);
+		free(from);
+	} else {
+		tfs_hf_set_token(&hs->api, auth, from);
 	}
 	repo_dir = tfs_hf_cache_repo_dir(&hs->api.ref, home);
 	int path_is_file;

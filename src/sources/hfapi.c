@@ -10,6 +10,8 @@
 #include "core/json.h"
 #include "core/url.h"
 #include "sources/hfapi.h"
+
+#include "sources/hflocal.h"
 #include "sources/remote.h"
 
 #define LISTING_PAGE_MAX (32u << 20) /* bytes of one page of the tree listing */
@@ -24,12 +26,64 @@ int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url)
 /* The Hub's credentials (struct tfs_remote_spec, authorize): the token
  * goes to the Hub's own host only, never to the CDN, for the store's
  * requests and its files' alike. */
+void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from)
+{
+	pthread_mutex_lock(&a->auth_lock);
+	free(a->auth);
+	free(a->token_file);
+	a->auth = auth;
+	a->token_file = from;
+	tfs_file_stamp(from, &a->token_stamp);
+	pthread_mutex_unlock(&a->auth_lock);
+}
+
+int tfs_hf_has_token(struct tfs_hf_api *a)
+{
+	pthread_mutex_lock(&a->auth_lock);
+	int has = a->auth != NULL;
+	pthread_mutex_unlock(&a->auth_lock);
+	return has;
+}
+
+/* The token file changed since it was read (under auth_lock): the token
+ * in it now, or, when it cannot be used (gone, refused), the one read
+ * before, with one line said the first time. */
+static void reread_token(struct tfs_hf_api *a)
+{
+	struct tfs_stamp now;
+	tfs_file_stamp(a->token_file, &now);
+	if (tfs_stamp_same(&now, &a->token_stamp))
+		return;
+	a->token_stamp = now;
+	char *auth = NULL;
+	struct tfs_diag d;
+	if (tfs_hf_token(NULL, a->token_file, &auth, NULL, &d) == TFS_OK) {
+		if (a->auth)
+			explicit_bzero(a->auth, strlen(a->auth));
+		free(a->auth);
+		a->auth = auth;
+		a->token_said = 0;
+		return;
+	}
+	if (!a->token_said) {
+		a->token_said = 1;
+		tfs_log("warning: the Hub token file changed and cannot be used (%s): the token read before is sent until it can",
+			d.msg);
+	}
+}
+
 tfs_err tfs_hf_authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
-	const struct tfs_hf_api *a = ctx;
+	struct tfs_hf_api *a = ctx;
 	(void)d;
-	if (a->auth && tfs_hf_same_origin(a, url))
+	if (!tfs_hf_same_origin(a, url))
+		return TFS_OK;
+	pthread_mutex_lock(&a->auth_lock);
+	if (a->token_file)
+		reread_token(a);
+	if (a->auth)
 		snprintf(c->auth, sizeof c->auth, "%s", a->auth);
+	pthread_mutex_unlock(&a->auth_lock);
 	return TFS_OK;
 }
 
@@ -88,13 +142,14 @@ static tfs_err no_answer(struct tfs_hf_api *a, tfs_err e, const char *what, stru
 }
 
 /* What an HTTP status from the Hub means, as one line. */
-static tfs_err hub_status(const struct tfs_hf_api *a, long status, const char *what, struct tfs_diag *d)
+static tfs_err hub_status(struct tfs_hf_api *a, long status, const char *what, struct tfs_diag *d)
 {
 	switch (status) {
 	case 401:
 		return tfs_fail(
 			d, TFS_ERR_OPEN,
-			a->auth ? "the Hub refuses the token for %s (HTTP 401): is it valid?"
+			tfs_hf_has_token(a)
+				? "the Hub refuses the token for %s (HTTP 401): is it valid?"
 				: "the Hub wants a token for %s (HTTP 401: a gated or private repository): set HF_TOKEN",
 			what);
 	case 403:
@@ -301,6 +356,10 @@ tfs_err tfs_hf_set_endpoint(struct tfs_hf_api *a, const struct tfs_opts *o, stru
 
 void tfs_hf_api_free(struct tfs_hf_api *a)
 {
+	if (a->auth)
+		explicit_bzero(a->auth, strlen(a->auth));
+	free(a->token_file);
+	pthread_mutex_destroy(&a->auth_lock);
 	free(a->endpoint);
 	free(a->auth);
 	a->endpoint = a->auth = NULL;

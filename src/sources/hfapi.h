@@ -12,6 +12,8 @@
 #include "core/err.h"
 #include "core/opts.h"
 #include "core/source.h"
+#include "core/userfile.h"
+#include <pthread.h>
 #include "sources/httpc.h"
 #include "sources/hub.h"
 
@@ -20,8 +22,15 @@ struct tfs_hf_api {
 	struct tfs_hub_ref ref;
 	char *endpoint;   /* without a trailing '/' */
 	char origin[512]; /* scheme://host[:port] of the endpoint */
-	char *auth;       /* "Authorization: Bearer ...", or NULL */
 	int no_answer;    /* a request got no answer at all (not an HTTP error) */
+	/* The token, as "Authorization: Bearer ...", or NULL; and the file it
+	 * was read from (NULL: the environment), read again before a request
+	 * to the Hub once it has changed (a token rotated during a mount). */
+	pthread_mutex_t auth_lock;
+	char *auth;
+	char *token_file;
+	struct tfs_stamp token_stamp;
+	int token_said; /* a new token file that was refused: said once */
 };
 
 /* What HEAD of a file at the Hub said. */
@@ -36,6 +45,12 @@ struct tfs_hf_head {
 	 * X-Linked-Etag: something on the way dropped the latter */
 	int lfs, linked_etag;
 };
+
+/* The token of the api, read by tfs_hf_token (sources/hflocal.h): auth
+ * and the file it came from (both taken; from NULL: the environment). */
+void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from);
+/* Whether the api holds a token now. */
+int tfs_hf_has_token(struct tfs_hf_api *a);
 
 /* The Hub's address: -o hf_endpoint=, HF_ENDPOINT, else huggingface.co;
  * and its origin, the only place the token goes. */

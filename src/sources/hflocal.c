@@ -51,12 +51,14 @@ static const char *bad_byte(unsigned char c)
 			   : NULL;
 }
 
-tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs_diag *d)
+tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d)
 {
-	char what[4400], *buf = NULL;
+	char what[4400], *buf = NULL, path[4200];
 	const char *t = NULL;
 	size_t n;
 	*auth = NULL;
+	if (from)
+		*from = NULL;
 	if (file && *file) {
 		snprintf(what, sizeof what, "-o token_file=%s", file);
 		tfs_err e = tfs_file_read("-o token_file", file, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
@@ -67,8 +69,8 @@ tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs
 	} else if ((t = getenv("HUGGING_FACE_HUB_TOKEN")) && *t) {
 		snprintf(what, sizeof what, "HUGGING_FACE_HUB_TOKEN");
 	} else {
-		char path[4200];
 		snprintf(path, sizeof path, "%s/token", home);
+		file = path;
 		snprintf(what, sizeof what, "the Hub token file %s", path);
 		tfs_err e = tfs_file_read("the Hub token file ", path, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
 		if (e == TFS_ERR_NOENT)
@@ -92,10 +94,14 @@ tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs
 				d, TFS_ERR_INVAL,
 				"%s: refused: the token holds %s (byte %zu); a token is printable ASCII without spaces, and is never trimmed or cut",
 				what, bad_byte((unsigned char)t[i]), i + 1);
-	if (!e && !(*auth = malloc(n + 32)))
+	if (!e && (!(*auth = malloc(n + 32)) || (from && buf && !(*from = strdup(file)))))
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	if (!e)
+	if (!e) {
 		snprintf(*auth, n + 32, "Authorization: Bearer %.*s", (int)n, t);
+	} else {
+		free(*auth);
+		*auth = NULL;
+	}
 	if (buf) {
 		memset(buf, 0, n + 1);
 		free(buf);

@@ -18,9 +18,11 @@ char *tfs_hf_home(void);
  * anything else (a CR, a NUL, a space), a file that is not a regular one
  * or holds over TFS_HF_TOKEN_FILE_MAX bytes, is refused (TFS_ERR_INVAL,
  * one line naming where it came from), never trimmed, cut or dropped. A
- * file may end with one newline, as `echo TOKEN > FILE` writes it. */
+ * file may end with one newline, as `echo TOKEN > FILE` writes it.
+ * *from (when not NULL): the file it was read from (malloc'd), to be read
+ * again when it changes; NULL when it came from the environment. */
 #define TFS_HF_TOKEN_FILE_MAX 4096
-tfs_err tfs_hf_token(const char *home, const char *file, char **auth, struct tfs_diag *d);
+tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d);
 
 /* The cache's directory of the repository (malloc'd). */
 char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home);

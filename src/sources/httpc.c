@@ -724,10 +724,10 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 	return TFS_HTTP_OK;
 }
 
-/* One try. Its credentials (a few kilobytes of the try's own) are asked
- * for anew and wiped after it: they may be secrets. */
+/* One try, with the credentials cr. */
 static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req *rq,
-				  struct tfs_http_resp *rs, struct tfs_diag *d)
+				  struct tfs_http_resp *rs, const struct tfs_http_creds *cr,
+				  struct tfs_diag *d)
 {
 	struct xfer x;
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -743,18 +743,8 @@ static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
-	struct tfs_http_creds *cr = calloc(1, sizeof *cr);
-	if (!cr) {
-		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-		return TFS_HTTP_NET;
-	}
-	if (rq->authorize && rq->authorize(rq->auth_ctx, rq->url, cr, d) != TFS_OK) {
-		free(cr);
-		return TFS_HTTP_NET;
-	}
 	CURL *h = handle_get(hc);
 	if (!h) {
-		free(cr);
 		tfs_fail(d, TFS_ERR_NOMEM, "cannot start an HTTP client");
 		return TFS_HTTP_NET;
 	}
@@ -782,9 +772,29 @@ static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req
 	curl_easy_reset(h);
 	handle_put(hc, h);
 	curl_slist_free_all(hl);
-	explicit_bzero(cr, sizeof *cr);
-	free(cr);
 	return f;
+}
+
+/* The credentials of a try into *cr, asked anew: TFS_OK, or the failure
+ * with d's line. */
+static tfs_err creds_for(const struct tfs_http_req *rq, struct tfs_http_creds *cr, struct tfs_diag *d)
+{
+	explicit_bzero(cr, sizeof *cr);
+	return rq->authorize ? rq->authorize(rq->auth_ctx, rq->url, cr, d) : TFS_OK;
+}
+
+/* A refusal of the credentials sent (401, 403, or S3's 400 for an expired
+ * session token) when they have changed since the try took them (a token
+ * file rewritten while the request was in flight): worth one more try at
+ * once, which is not counted as a retry. */
+static int renewed(const struct tfs_http_req *rq, enum tfs_http_fail f, const struct tfs_http_resp *rs,
+		   const struct tfs_http_creds *sent, struct tfs_http_creds *now)
+{
+	struct tfs_diag d;
+	if (!rq->authorize || f != TFS_HTTP_STATUS ||
+	    (rs->status != 400 && rs->status != 401 && rs->status != 403))
+		return 0;
+	return creds_for(rq, now, &d) == TFS_OK && memcmp(sent, now, sizeof *now) != 0;
 }
 
 /* The host of a URL, for messages (never its user or password). */
@@ -822,11 +832,27 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 {
 	double backoff = 0.2;
 	const struct tfs_http_policy *policy = &h->policy;
-	for (unsigned n = 0;; n++) {
-		enum tfs_http_fail f = attempt(h, rq, rs, d);
+	/* Two tries' credentials (a few kilobytes each), wiped after: they
+	 * may be secrets. */
+	struct tfs_http_creds *cr = malloc(2 * sizeof *cr);
+	if (!cr) {
+		*fail = TFS_HTTP_NET;
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	tfs_err e = TFS_ERR_IO;
+	int again = 0;
+	for (unsigned n = 0;;) {
+		enum tfs_http_fail f =
+			creds_for(rq, &cr[0], d) ? TFS_HTTP_NET : attempt(h, rq, rs, &cr[0], d);
 		*fail = f;
-		if (f == TFS_HTTP_OK)
-			return TFS_OK;
+		if (f == TFS_HTTP_OK) {
+			e = TFS_OK;
+			break;
+		}
+		if (!again && renewed(rq, f, rs, &cr[0], &cr[1])) {
+			again = 1;
+			continue;
+		}
 		if (n >= policy->retries || !retryable(f, rs->status) || tfs_http_aborted(h) ||
 		    (rq->hopeless && rq->hopeless(rq->arg, rs))) {
 			/* The tries made are part of what happened. */
@@ -835,7 +861,7 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 				snprintf(msg, sizeof msg, "%s", d->msg);
 				tfs_fail(d, TFS_ERR_IO, "%s (%u tries)", msg, n + 1);
 			}
-			return TFS_ERR_IO;
+			break;
 		}
 		__atomic_fetch_add(&h->nretried, 1, __ATOMIC_RELAXED);
 		char host[256];
@@ -850,5 +876,9 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 			wait = rs->retry_after < RETRY_AFTER_MAX ? rs->retry_after : RETRY_AFTER_MAX;
 		nap(h, wait);
 		backoff = backoff * 2 < 5.0 ? backoff * 2 : 5.0;
+		n++;
 	}
+	explicit_bzero(cr, 2 * sizeof *cr);
+	free(cr);
+	return e;
 }

@@ -11,7 +11,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <pthread.h>
+
 #include "sources/aws.h"
+#include "core/userfile.h"
 #include "core/json.h"
 #include "sources/remote.h"
 #include "sources/rlayer.h"
@@ -25,10 +28,18 @@ struct s3_store {
 	char *endpoint;           /* scheme://host[:port], no trailing '/' */
 	int path_style;
 	char bucket[64];
-	char *root;  /* "" or "prefix/" */
-	char *sigv4; /* NULL without signing */
-	char *userpwd;
-	char *hdr[3]; /* x-amz-content-sha256, x-amz-security-token */
+	char *root; /* "" or "prefix/" */
+	/* The credentials (none with no_sign_request), read again before a
+	 * request once their files have changed (keys rotated, a session
+	 * token renewed by the AWS tools during a mount); never when they
+	 * came from the environment, which cannot change. */
+	pthread_mutex_t cred_lock;
+	int sign;
+	struct tfs_aws_creds cr;
+	char *profile; /* -o aws_profile=, or NULL */
+	char cred_files[2][4096];
+	struct tfs_stamp stamp[2];
+	int cred_said; /* changed files that could not be read: said once */
 	/* The listed directory: its objects' names, sizes and ETags. */
 	char *listed_dir;
 	struct tfs_dirlist files;
@@ -102,17 +113,50 @@ static tfs_err explain(long status, const char *code, struct tfs_diag *d)
  * libcurl with the keys, and the session token and payload hash headers;
  * none for a public bucket. Requests carrying them follow no redirect
  * (sources/httpc.h). */
+/* The credentials' files changed since they were read (under
+ * cred_lock): the keys in them now, or, when they cannot be used (a
+ * mistake in them, the keys gone), those read before, said once. */
+static void reread_creds(struct s3_store *st)
+{
+	struct tfs_stamp now[2];
+	tfs_file_stamp(st->cred_files[0], &now[0]);
+	tfs_file_stamp(st->cred_files[1], &now[1]);
+	if (tfs_stamp_same(&now[0], &st->stamp[0]) && tfs_stamp_same(&now[1], &st->stamp[1]))
+		return;
+	st->stamp[0] = now[0];
+	st->stamp[1] = now[1];
+	struct tfs_aws_creds cr;
+	struct tfs_diag d;
+	if (tfs_aws_credentials_of(&cr, 1, st->profile, &d) == TFS_OK) {
+		/* (The region stays: the endpoint was made for it.) */
+		memcpy(cr.region, st->cr.region, sizeof cr.region);
+		explicit_bzero(&st->cr, sizeof st->cr);
+		st->cr = cr;
+		st->cred_said = 0;
+	} else if (!st->cred_said) {
+		st->cred_said = 1;
+		tfs_log("warning: the AWS credentials changed and cannot be used (%s): those read before are sent until they can",
+			d.msg);
+	}
+	explicit_bzero(&cr, sizeof cr);
+}
+
 static tfs_err authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
-	const struct s3_store *st = ctx;
+	struct s3_store *st = ctx;
 	(void)url;
 	(void)d;
-	for (int i = 0; i < 2 && st->hdr[i]; i++)
-		snprintf(c->header[i], sizeof c->header[i], "%s", st->hdr[i]);
-	if (st->sigv4) {
-		snprintf(c->aws_sigv4, sizeof c->aws_sigv4, "%s", st->sigv4);
-		snprintf(c->userpwd, sizeof c->userpwd, "%s", st->userpwd);
-	}
+	snprintf(c->header[0], sizeof c->header[0], "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!st->sign)
+		return TFS_OK;
+	pthread_mutex_lock(&st->cred_lock);
+	if (!st->cr.from_env)
+		reread_creds(st);
+	snprintf(c->aws_sigv4, sizeof c->aws_sigv4, "aws:amz:%s:s3", st->cr.region);
+	snprintf(c->userpwd, sizeof c->userpwd, "%s:%s", st->cr.key, st->cr.secret);
+	if (*st->cr.token)
+		snprintf(c->header[1], sizeof c->header[1], "x-amz-security-token: %s", st->cr.token);
+	pthread_mutex_unlock(&st->cred_lock);
 	return TFS_OK;
 }
 
@@ -300,12 +344,9 @@ static void store_close(struct tfs_store *base)
 	forget_listing(st);
 	free(st->endpoint);
 	free(st->root);
-	free(st->sigv4);
-	if (st->userpwd) /* a secret: not left in freed memory */
-		memset(st->userpwd, 0, strlen(st->userpwd));
-	free(st->userpwd);
-	for (int i = 0; i < 2; i++)
-		free(st->hdr[i]);
+	explicit_bzero(&st->cr, sizeof st->cr); /* a secret: not left in freed memory */
+	free(st->profile);
+	pthread_mutex_destroy(&st->cred_lock);
 	free(st->base.prefix);
 	free(st->base.location);
 	free(st);
@@ -366,24 +407,20 @@ static tfs_err set_endpoint(struct s3_store *st, const struct tfs_opts *o, const
 /* What authorize() puts on every request: SigV4 by libcurl with the
  * keys, the payload hash and the session token. The keys are wiped from
  * cr once copied. */
-static tfs_err sign_with(struct s3_store *st, struct tfs_aws_creds *cr, struct tfs_diag *d)
+/* Signed requests with these credentials from now on, and their files
+ * watched (sources/aws.h). */
+static tfs_err sign_with(struct s3_store *st, struct tfs_aws_creds *cr, const char *profile,
+			 struct tfs_diag *d)
 {
-	char sig[128], *up = malloc(strlen(cr->key) + strlen(cr->secret) + 2);
-	snprintf(sig, sizeof sig, "aws:amz:%s:s3", cr->region);
-	st->sigv4 = strdup(sig);
-	if (up)
-		sprintf(up, "%s:%s", cr->key, cr->secret);
-	st->userpwd = up;
-	st->hdr[0] = strdup("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	int has_token = cr->token[0] != 0;
-	if (has_token) {
-		size_t n = strlen(cr->token) + 32;
-		if ((st->hdr[1] = malloc(n)))
-			snprintf(st->hdr[1], n, "x-amz-security-token: %s", cr->token);
-	}
-	memset(cr, 0, sizeof *cr);
-	if (!st->sigv4 || !st->userpwd || !st->hdr[0] || (has_token && !st->hdr[1]))
+	if (strlen(cr->key) + strlen(cr->secret) + 2 > sizeof((struct tfs_http_creds *)0)->userpwd)
+		return tfs_fail(d, TFS_ERR_INVAL, "the AWS keys are longer than tensorfs takes");
+	if (profile && *profile && !(st->profile = strdup(profile)))
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	st->sign = 1;
+	st->cr = *cr;
+	tfs_aws_files(st->cred_files[0], st->cred_files[1], sizeof st->cred_files[0]);
+	tfs_file_stamp(st->cred_files[0], &st->stamp[0]);
+	tfs_file_stamp(st->cred_files[1], &st->stamp[1]);
 	return TFS_OK;
 }
 
@@ -413,6 +450,7 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	st->base.ops = &s3_store_ops;
 	st->layer = layer;
+	pthread_mutex_init(&st->cred_lock, NULL);
 	memcpy(st->bucket, b, bl);
 	struct tfs_aws_creds cr;
 	int nosign = tfs_opts_get(o, "no_sign_request") != NULL;
@@ -420,8 +458,9 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 		goto fail;
 	if ((e = set_endpoint(st, o, cr.region, d)))
 		goto fail;
-	if (!nosign && (e = sign_with(st, &cr, d)))
+	if (!nosign && (e = sign_with(st, &cr, tfs_opts_get(o, "aws_profile"), d)))
 		goto fail;
+	explicit_bzero(&cr, sizeof cr);
 	/* A key: its directory and its name. A prefix (ending in '/', or the
 	 * bucket itself): a directory. */
 	size_t kl = strlen(key);

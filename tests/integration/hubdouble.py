@@ -36,6 +36,9 @@ usage: hubdouble.py CONFIG.json (prints its port, then serves). CONFIG:
                                  X-Linked-Etag the file's SHA-256, as the Hub)}},
    "renamed": {"old/name": "org/name"}}
 GET /__seen lists every request: its method, path and whether it carried the token.
+GET /__token?set=NEW makes NEW the one valid token from then on (a token rotated).
+A gated repository with "cdn": "self" asks for the token on its CDN path too,
+as the Hub's own host does.
 """
 
 import base64
@@ -129,6 +132,10 @@ class Handler(loopback.Handler):
         if url.path == "/__seen":
             with LOCK:
                 return self.json(list(SEEN))
+        if url.path == "/__token":
+            with LOCK:
+                CONFIG["token"] = urllib.parse.parse_qs(url.query)["set"][0]
+            return self.json({"token": "set"})
         m = re.fullmatch(r"/api/(models|datasets)/([^/]+/[^/]+)/(revision|tree)/([^/]+)(/.*)?", url.path)
         if m:
             return self.api(m.group(1), m.group(2), m.group(3), m.group(4), (m.group(5) or "")[1:],
@@ -189,6 +196,8 @@ class Handler(loopback.Handler):
         full = os.path.join(root, path) if root else None
         if not full or not os.path.isfile(full):
             return self.send(404, b"", head=head)
+        if not self.authorized(repo):
+            return self.send(401, b'{"error":"Access to this repository is restricted"}', head=head)
         data = open(full, "rb").read()
         etag = '"%s"' % hashlib.sha256(data).hexdigest()
         if repo.get("tamper") and data:

@@ -12,6 +12,11 @@ SECRETTEST; with x-amz-security-token "expired" the answer is ExpiredToken.
   GET/HEAD /BUCKET/KEY            Range, If-Match
   GET /BUCKET?list-type=2&prefix=&delimiter=&continuation-token=&max-keys=
   POST /__replace/BUCKET/KEY      the body becomes the object's new bytes
+  POST /__keys                    the body, {"AKID": "SECRET", ...}, becomes the
+                                  keys it knows (keys rotated)
+  POST /__expire                  the body, a session token, is expired from then on
+  POST /__hold                    the body, seconds: the next request waits that
+                                  long before its signature is checked
   GET /__seen                     every request: method, path, query,
                                   whether its signature was right
 """
@@ -23,6 +28,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 from xml.sax.saxutils import escape
 
@@ -30,6 +36,8 @@ import loopback
 
 ROOT = sys.argv[1]
 KEYS = {"AKIDTEST": "SECRETTEST"}
+EXPIRED = {"expired"}
+HOLD = [0.0]
 PAGE = int(os.environ.get("S3DOUBLE_PAGE", "1000"))
 LOCK = threading.Lock()
 SEEN = []
@@ -87,6 +95,9 @@ class Handler(loopback.Handler):
 
     def signed(self, head=False):
         url = urllib.parse.urlsplit(self.path)
+        with LOCK:
+            hold, HOLD[0] = HOLD[0], 0.0
+        time.sleep(hold)
         hdrs = {k.lower(): v for k, v in self.headers.items()}
         hdrs["Authorization"] = self.headers.get("Authorization", "")
         akid, sig, problem = expected_signature(self.command, url.path, url.query, hdrs,
@@ -94,13 +105,14 @@ class Handler(loopback.Handler):
                                                          .split("Credential=")[-1].split("/")[0], ""))
         if akid is not None and akid not in KEYS:
             problem = "InvalidAccessKeyId"  # known before any signature is checked
-        if problem is None and self.headers.get("x-amz-security-token") == "expired":
+        if problem is None and self.headers.get("x-amz-security-token") in EXPIRED:
             problem = "ExpiredToken"
         if problem is None and self.headers.get("x-amz-content-sha256") is None:
             problem = "MissingContentSha256"
         with LOCK:
             SEEN.append({"method": self.command, "path": url.path, "query": url.query,
-                         "problem": problem, "if_match": self.headers.get("If-Match")})
+                         "problem": problem, "if_match": self.headers.get("If-Match"), "akid": akid,
+                         "token": self.headers.get("x-amz-security-token")})
         if problem:
             self.error(400 if problem in ("ExpiredToken", "MissingContentSha256",
                                           "AuthorizationHeaderMalformed") else 403, problem, head)
@@ -108,6 +120,20 @@ class Handler(loopback.Handler):
         return url
 
     def do_POST(self):
+        if self.path in ("/__keys", "/__expire", "/__hold"):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            with LOCK:
+                if self.path == "/__keys":
+                    KEYS.clear()
+                    KEYS.update(json.loads(body))
+                elif self.path == "/__hold":
+                    HOLD[0] = float(body)
+                else:
+                    EXPIRED.add(body.decode())
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         m = re.fullmatch(r"/__replace/([^/]+)/(.+)", self.path)
         if not m:
             return self.error(404, "NoSuchKey")

@@ -427,10 +427,25 @@ class S3Double(Proc):
     def seen(self):
         return self.get("/__seen")
 
-    def replace(self, bucket, key, data):
+    def post(self, path, data):
         import urllib.request as ur
-        req = ur.Request(f"{self.endpoint}/__replace/{bucket}/{key}", data=data, method="POST")
+        req = ur.Request(f"{self.endpoint}{path}", data=data, method="POST")
         ur.urlopen(req, timeout=10).read()
+
+    def replace(self, bucket, key, data):
+        self.post(f"/__replace/{bucket}/{key}", data)
+
+    def rotate_keys(self, keys):
+        """Only these keys ({"AKID": "SECRET"}) are known from now on."""
+        self.post("/__keys", json.dumps(keys).encode())
+
+    def expire(self, token):
+        """The session token is expired from now on."""
+        self.post("/__expire", token.encode())
+
+    def hold(self, seconds):
+        """The next request waits this long before it is looked at."""
+        self.post("/__hold", str(seconds).encode())
 
 
 class Hostile(Proc):

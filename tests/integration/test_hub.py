@@ -22,6 +22,11 @@ C1 = "1" * 40
 C2 = "2" * 40
 C3 = "3" * 40
 TOKEN = "hf_test_token_abc"
+ROTATE_BYTES = 8 << 20
+
+
+def rotate_bytes():
+    return hashlib.shake_256(b"rotate").digest(ROTATE_BYTES)
 
 
 def layout(root):
@@ -47,6 +52,7 @@ def layout(root):
     put("v1", "model.safetensors", tensors=[("w", "U8", (2,), b"v1")])
     put("v2", "model.safetensors", tensors=[("w", "U8", (2,), b"v2")])
     put("v2", "sub/model.safetensors", tensors=[("inner", "U8", (1,), b"i")])
+    put("rotate", "model.safetensors", tensors=[("w", "U8", (ROTATE_BYTES,), rotate_bytes())])
     for i in range(9):
         put("many", f"model-{i + 1:05d}-of-00009.safetensors", tensors=[(f"t{i}", "U8", (1,), bytes([i]))])
     # a diffusers pipeline: checkpoints in some subfolders only
@@ -77,6 +83,7 @@ def layout(root):
         "org/data": {"type": "datasets", "refs": {"main": C1}, "commits": {C1: "v1"}},
         "org/lfs": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self"},
         "org/tampered": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self", "tamper": True},
+        "org/rotate": {"gated": True, "refs": {"main": C1}, "commits": {C1: "rotate"}, "cdn": "self"},
     }
     return repos
 
@@ -366,3 +373,45 @@ def test_unreachable_hub_falls_back_to_the_cache(hub, env, tmp):
             subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
     r = run(["hf://org/julia", tmp])
     assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1 and "no answer from the Hub" in r.stderr
+
+
+def _write_token(path, token):
+    """As a tool that renews it does: a new file renamed over the old."""
+    with open(path + ".new", "w") as f:
+        f.write(token + "\n")
+    os.replace(path + ".new", path)
+
+
+def test_a_token_rotated_during_a_mount_is_sent_from_the_next_request(hub, env, tmp):
+    """The Hub token file is read again when it changes, before the next
+    request to the Hub's host: a read that runs while the token is rotated
+    (the old one revoked at the Hub) goes on with the new one, where every
+    request after the rotation was refused (HTTP 401) with the token read
+    at mount. A new file that cannot be used (a space in it) keeps the
+    token read before, with one warning in the log."""
+    tok = os.path.join(tmp, "token")
+    log = os.path.join(tmp, "log")
+    _write_token(tok, TOKEN)
+    data = rotate_bytes()
+    new = "hf_rotated_token_def"
+    try:
+        with mounted("hf://org/rotate", "-o", f"token_file={tok},direct_io,cache_size=4M,retries=0,logfile={log}") as m:
+            fd = os.open(os.path.join(m, "w"), os.O_RDONLY)
+            try:
+                assert os.pread(fd, 1 << 20, 0) == data[:1 << 20]
+                _write_token(tok, "not a token")  # refused: the old one stays
+                assert os.pread(fd, 1 << 20, 1 << 20) == data[1 << 20:2 << 20]
+                _write_token(tok, new)
+                subprocess.run(["curl", "-sf", "-o", "/dev/null", hub.endpoint + "/__token?set=" + new], check=True)
+                n_before = len(hub.seen())
+                got = os.pread(fd, ROTATE_BYTES, 2 << 20)
+                assert got == data[2 << 20:], "the read after the rotation"
+            finally:
+                os.close(fd)
+        after = [r for r in hub.seen()[n_before:] if r["path"].startswith("/__cdn/org/rotate/")]
+        assert after and all(r["token_ok"] for r in after), after
+        said = [line for line in open(log) if "token file changed" in line]
+        assert len(said) == 1 and "cannot be used" in said[0], said
+        assert "not a token" not in open(log).read() and new not in open(log).read()
+    finally:
+        subprocess.run(["curl", "-sf", "-o", "/dev/null", hub.endpoint + "/__token?set=" + TOKEN], check=True)

@@ -7,6 +7,7 @@ while mounted, and a listing of thousands of keys over many pages."""
 import hashlib
 import json
 import os
+import threading
 import shutil
 import subprocess
 import tempfile
@@ -244,3 +245,79 @@ def test_profile_and_endpoint_as_options(double, aws_env, tmp):
         assert len(read(m)) == 3 << 20
     r = run(["-o", f"endpoint={double.endpoint}", "s3://models/m/model.safetensors", tmp])
     assert r.returncode == EXIT_SOURCE and "InvalidAccessKeyId" in r.stderr
+
+
+def _write_profile(path, key, secret, token=None):
+    """As the AWS tools renew them: a new file renamed over the old."""
+    with open(path + ".new", "w") as f:
+        f.write(f"[default]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n")
+        if token:
+            f.write(f"aws_session_token = {token}\n")
+    os.replace(path + ".new", path)
+
+
+@pytest.mark.parametrize("what", ["keys", "session_token"])
+def test_credentials_rotated_during_a_mount_are_used_from_the_next_request(double, aws_env, tmp, what):
+    """The shared credentials file is read again when it changes, before
+    the next request: keys rotated (the old ones revoked at the store), or a
+    session token renewed as it expires (the old one refused with
+    ExpiredToken), while a read runs, and the read goes on, signed with the
+    new ones; with the keys read at mount, every request after was refused."""
+    cred = os.path.join(tmp, "credentials")
+    os.environ.update({"AWS_SHARED_CREDENTIALS_FILE": cred, "AWS_ENDPOINT_URL": double.endpoint})
+    _write_profile(cred, "AKIDTEST", "SECRETTEST", "tok-1" if what == "session_token" else None)
+    data = open(os.path.join(double.root, "models", "m", "model.safetensors"), "rb").read()[-(3 << 20):]
+    try:
+        with mounted("s3://models/m/model.safetensors", "-o", "direct_io,cache_size=1M,retries=0") as m:
+            fd = os.open(os.path.join(m, "w"), os.O_RDONLY)
+            try:
+                assert os.pread(fd, 1 << 20, 0) == data[:1 << 20]
+                if what == "keys":
+                    _write_profile(cred, "AKIDNEW", "SECRETNEW")
+                    double.rotate_keys({"AKIDNEW": "SECRETNEW"})
+                else:
+                    _write_profile(cred, "AKIDTEST", "SECRETTEST", "tok-2")
+                    double.expire("tok-1")
+                n = len(double.seen())
+                assert os.pread(fd, 3 << 20, 1 << 20) == data[1 << 20:], "the read after the rotation"
+            finally:
+                os.close(fd)
+        after = double.seen()[n:]
+        assert after and all(r["problem"] is None for r in after), after
+        if what == "keys":
+            assert all(r["akid"] == "AKIDNEW" for r in after), after
+        else:
+            assert all(r["token"] == "tok-2" for r in after), after
+    finally:
+        double.rotate_keys({"AKIDTEST": "SECRETTEST"})
+
+
+def test_a_request_refused_as_its_keys_were_rotated_is_tried_again_with_the_new_ones(double, aws_env, tmp):
+    """Keys rotated while a request is in flight (taken with the old ones,
+    answered after the store revoked them: InvalidAccessKeyId): the request
+    is tried once more at once with the new ones, not counted as a retry
+    (retries=0), and the read gets its bytes."""
+    cred = os.path.join(tmp, "credentials")
+    os.environ.update({"AWS_SHARED_CREDENTIALS_FILE": cred, "AWS_ENDPOINT_URL": double.endpoint})
+    _write_profile(cred, "AKIDTEST", "SECRETTEST")
+    data = open(os.path.join(double.root, "models", "m", "model.safetensors"), "rb").read()[-(3 << 20):]
+    try:
+        with mounted("s3://models/m/model.safetensors", "-o", "direct_io,cache_size=1M,retries=0") as m:
+            fd = os.open(os.path.join(m, "w"), os.O_RDONLY)
+            try:
+                assert os.pread(fd, 4096, 0) == data[:4096]
+                double.hold(2)
+                got = []
+                t = threading.Thread(target=lambda: got.append(os.pread(fd, 4096, 2 << 20)))
+                t.start()
+                time.sleep(0.5)  # the request is in flight, signed with the old keys
+                _write_profile(cred, "AKIDNEW", "SECRETNEW")
+                double.rotate_keys({"AKIDNEW": "SECRETNEW"})
+                t.join(timeout=60)
+                assert got == [data[2 << 20:(2 << 20) + 4096]]
+            finally:
+                os.close(fd)
+        problems = [r["problem"] for r in double.seen()]
+        assert "InvalidAccessKeyId" in problems, problems
+    finally:
+        double.rotate_keys({"AKIDTEST": "SECRETTEST"})
