@@ -21,14 +21,15 @@ static uint64_t original_size(const struct tfs_tree *t, const struct tfs_node *n
 	return tfs_originals_size(originals_of(t, n), n->ref);
 }
 
+/* A range of the source itself: the reply is made from where its bytes
+ * are (a local file spliced, a remote file's cached blocks), never copied
+ * here first. */
 static tfs_err original_pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
 			       struct tfs_pieces *out)
 {
-	char *to = tfs_pieces_room(out, len);
-	if (!to)
-		return TFS_ERR_NOMEM;
-	tfs_err e = tfs_originals_read(originals_of(t, n), n->ref, to, len, off);
-	return e ? e : tfs_pieces_mem(out, to, len);
+	struct tfs_source *src;
+	tfs_err e = tfs_originals_source(originals_of(t, n), n->ref, &src);
+	return e ? e : tfs_pieces_src(out, src, off, len, tfs_originals_size(originals_of(t, n), n->ref));
 }
 
 static const struct tfs_opt_spec opts[] = {

@@ -29,8 +29,9 @@ uint32_t tfs_originals_count(const struct tfs_originals *o);
 const char *tfs_originals_name(const struct tfs_originals *o, uint32_t i, size_t *len);
 uint64_t tfs_originals_size(const struct tfs_originals *o, uint32_t i);
 
-/* Exactly len bytes of file i at off (within it), opening it on first
- * use; a file whose size is no longer the listed one is TFS_ERR_IO. */
-tfs_err tfs_originals_read(struct tfs_originals *o, uint32_t i, void *buf, size_t len, uint64_t off);
+/* File i's source, opened on first use (valid as long as o), for a read
+ * that maps or splices its bytes; a file whose size is no longer the
+ * listed one is TFS_ERR_IO. */
+tfs_err tfs_originals_source(struct tfs_originals *o, uint32_t i, struct tfs_source **src);
 
 #endif
