@@ -131,6 +131,15 @@ void tfs_cache_lru_front(struct tfs_cache *c, struct blk *b)
 	c->lru.lnext = b;
 }
 
+void tfs_cache_lru_back(struct tfs_cache *c, struct blk *b)
+{
+	lru_unlink(b);
+	b->lprev = c->lru.lprev;
+	b->lnext = &c->lru;
+	c->lru.lprev->lnext = b;
+	c->lru.lprev = b;
+}
+
 #define CHUNK (32 * BLK)
 
 static char *buf_get(struct tfs_cache *c)

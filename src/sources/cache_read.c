@@ -114,8 +114,10 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 		/* Two random reads can land close by chance; three in a row
 		 * that follow each other are a reader moving forward. */
 		if (++s->hits >= 2) {
-			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
-					      : (2 * BLK > cap ? cap : 2 * BLK);
+			if (s->window < WINDOW_FREE || s->starved) {
+				s->window = s->window ? s->window * 2 : 2 * BLK;
+				s->starved = 0;
+			}
 			if (s->window > cap)
 				s->window = cap;
 			f->last_seq = now;
@@ -129,6 +131,7 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 		s->next = off + len;
 		s->hits = 0;
 		s->window = 0;
+		s->starved = 0;
 		s->ahead = 0;
 		s->spill = 0;
 		/* A reader that came over from the file chained before this one
@@ -149,7 +152,6 @@ struct tfs_cmap {
 /* The piece [start, end) of a loaded block, under c->lock. */
 static void serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_t end, struct tfs_iov *v)
 {
-	tfs_cache_lru_front(c, b);
 	/* Read once as many bytes as it holds have been served: a FUSE read
 	 * is smaller than a block, the kernel's readahead sends a block's two
 	 * halves in two requests that may come in either order, and the
@@ -157,6 +159,16 @@ static void serve(struct tfs_cache *c, struct blk *b, uint64_t start, uint64_t e
 	b->served += (uint32_t)(end - start);
 	if (b->served >= b->len)
 		b->unread = 0;
+	/* A block read through (its bytes in the kernel's page cache now) is
+	 * the first whose buffer the next block takes: a stream then cycles
+	 * through the buffers of its window, where putting it first to go
+	 * last grew the cache to its whole budget of fresh pages, each zeroed
+	 * by the kernel (a seventh of the daemon's time on a fresh mount's
+	 * first gigabyte). */
+	if (b->served >= b->len && !b->f->keep)
+		tfs_cache_lru_back(c, b);
+	else
+		tfs_cache_lru_front(c, b);
 	v->p = b->data + start;
 	v->len = end - start;
 	v->fd = -1;
@@ -262,6 +274,8 @@ tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint
 	pthread_mutex_lock(&c->lock);
 	struct stream *s = follow(f, off, len, limit);
 	tfs_err e = pin_blocks(f, b0, b1, map, mine, &nmine, d);
+	for (unsigned k = 0; k < map->n; k++)
+		s->starved |= map->b[k]->state == LOADING;
 	if (!e && c->started && s->window)
 		read_ahead(f, s, off + len, b1, fence);
 	pthread_mutex_unlock(&c->lock);
