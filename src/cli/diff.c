@@ -8,7 +8,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "views/digest.h"
-#include "views/values.h"
+#include "compute/values.h"
 
 /* Bytes compared at a time. */
 #define CHUNK (4u << 20)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "model/model.h"

@@ -7,7 +7,7 @@
 
 #include "core/json.h"
 #include "core/utf8.h"
-#include "views/stats.h"
+#include "compute/stats.h"
 
 static void cell(FILE *f, double v, int have)
 {

@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 
 #include "cli/daemon.h"
-#include "views/manifest.h"
+#include "compute/manifest.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/names.h"
@@ -26,7 +26,7 @@
 #define MANIFEST_MAX (1u << 30)
 
 /* Reads the manifest a block at a time, each line into m as it comes
- * (views/manifest.h): its text is never held whole. */
+ * (compute/manifest.h): its text is never held whole. */
 static tfs_err read_manifest(const char *path, struct tfs_manifest *m, struct tfs_diag *d)
 {
 	int fd;

@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 #include <xxhash.h>
 
-#include "views/hashes.h"
+#include "compute/hashes.h"
 #include "views/tensorfiles.h"
 #include "views/tree.h"
 #include "views/view.h"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "views/hashes.h"
+#include "compute/hashes.h"
 
 struct tfs_tree;
 

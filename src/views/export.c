@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "core/dtype.h"
 #include "core/format.h"
 #include "core/hash.h"

@@ -1,5 +1,5 @@
 /* -o pictures: NAME.png beside every tensor file, a picture of the
- * tensor's values (views/picture.h), drawn when first read.
+ * tensor's values (compute/picture.h), drawn when first read.
  *
  * A picture can be a megabyte, read in several requests: it is kept while
  * any reader has it open (from open to release), so that readers of
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/table.h"
-#include "views/picture.h"
+#include "compute/picture.h"
 #include "views/tree.h"
 #include "views/view.h"
 
@@ -206,7 +206,7 @@ static tfs_err picture(const struct tfs_tree *t, const struct tfs_node *n, struc
 		size_t len = 0, want = 0;
 		tfs_err e = tfs_picture_png(sh, ts, &png, &len);
 		if (!e && !(e = size_of(t, n, &want)) && len != want)
-			e = TFS_ERR_IO; /* cannot be (views/picture.h); never wrong bytes */
+			e = TFS_ERR_IO; /* cannot be (compute/picture.h); never wrong bytes */
 		if (!e) {
 			char q[120];
 			tfs_quote(q, sizeof q, n->fname, n->fname_len);

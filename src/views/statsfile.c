@@ -1,5 +1,5 @@
 /* -o stats: NAME.stats.json beside every tensor file, the tensor's
- * statistics (views/stats.h) as one JSON object, worked out when first
+ * statistics (compute/stats.h) as one JSON object, worked out when first
  * read. Its size must be known before (ls -l reads nothing): the object is
  * padded with spaces to a fixed size no object can pass, then a newline,
  * which every JSON reader takes as trailing whitespace. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/stats.h"
+#include "compute/stats.h"
 #include "views/tree.h"
 #include "views/view.h"
 

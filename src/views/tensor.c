@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "views/digest.h"
-#include "views/hashes.h"
+#include "compute/hashes.h"
 
 static unsigned view_of(const struct tfs_tree *t)
 {

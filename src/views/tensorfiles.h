@@ -3,7 +3,7 @@
 #ifndef TFS_TENSORFILES_H
 #define TFS_TENSORFILES_H
 
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "views/tree.h"
 
 #define TFS_NPY_SUFFIX ".npy"

@@ -61,6 +61,13 @@ tfs_err tfs_pieces_mem(struct tfs_pieces *p, const void *mem, size_t len);
 tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len,
 		       uint64_t limit);
 
+/* Bytes [o, o + len) of tensor t (stored in src) as float32, as
+ * -o convert=f32 shows it, appended to out: only the stored units that
+ * hold those elements are read (into out's scratch) and decoded. */
+struct tfs_tensor;
+tfs_err tfs_f32_pieces(struct tfs_source *src, const struct tfs_tensor *t, uint64_t o, size_t len,
+		       struct tfs_pieces *out);
+
 /* The view's flags. */
 enum {
 	/* Its files are made from others (a safetensors file of a directory):

@@ -13,8 +13,8 @@
  * one node, a generated directory (views/tree.h) added for its tensor
  * (per_tensor): its documents and chunks are named, found and read when
  * asked, so a header declaring petabytes costs no more than one of bytes.
- * What the arrays are made of is computed in views/zarrdoc.c. */
-#include "views/zarr.h"
+ * What the arrays are made of is computed in compute/zarrdoc.c. */
+#include "compute/zarrdoc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -26,9 +26,11 @@
 #include "core/mem.h"
 #include "core/names.h"
 #include "core/opts.h"
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+#define TFS_ZARR_DIR "__zarr__"
 
 /* A group's files (a node's ref: one of these, ROOT_GROUP for the root's). */
 enum { F_ZGROUP, F_GROUP_ZATTRS, F_GROUP_JSON, ROOT_GROUP = 4 };

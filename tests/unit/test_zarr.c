@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "views/tree.h"
 #include "views/view.h"
-#include "views/zarr.h"
+#include "compute/zarrdoc.h"
 
 #include "check.h"
 

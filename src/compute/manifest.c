@@ -1,5 +1,5 @@
-/* Manifests for --verify (views/manifest.h). */
-#include "views/manifest.h"
+/* Manifests for --verify (compute/manifest.h). */
+#include "compute/manifest.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,9 +8,6 @@
 
 #include "core/table.h"
 
-struct tfs_source;
-struct tfs_pieces;
-
 /* Whether -o convert=f32 decodes this dtype (BF16, F16, the F8, F6 and F4
  * families, ggml's Q4_0...Q6_K and MXFP4); other dtypes are served as
  * stored. */
@@ -41,11 +38,5 @@ void tfs_decode_f32(unsigned dtype, const unsigned char *src, uint64_t first, si
 /* Stored byte range [*b, *e) (relative to the tensor) of the whole units
  * (see tfs_dtype_unit) that hold elements [first, first + n). */
 void tfs_stored_range(unsigned dtype, uint64_t first, uint64_t n, uint64_t *b, uint64_t *e);
-
-/* Bytes [o, o + len) of tensor t (stored in src) as float32, as
- * -o convert=f32 shows it, appended to out: only the stored units that
- * hold those elements are read (into out's scratch) and decoded. */
-tfs_err tfs_f32_pieces(struct tfs_source *src, const struct tfs_tensor *t, uint64_t o, size_t len,
-		       struct tfs_pieces *out);
 
 #endif

@@ -1,10 +1,9 @@
-#include "views/convert.h"
+#include "compute/convert.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "views/dequant.h"
-#include "views/view.h"
+#include "compute/dequant.h"
 
 int tfs_converts(unsigned dt)
 {
@@ -157,25 +156,4 @@ void tfs_decode_f32(unsigned dt, const unsigned char *src, uint64_t first, size_
 	}
 	for (i = 0; i < n; i++)
 		out[i] = tfs_decode_one(dt, src[i]);
-}
-
-tfs_err tfs_f32_pieces(struct tfs_source *src, const struct tfs_tensor *t, uint64_t o, size_t len,
-		       struct tfs_pieces *out)
-{
-	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
-	tfs_stored_range(t->dtype, first, n, &b, &e);
-	size_t raw_len = (size_t)(e - b), dec_at = (raw_len + 7) & ~(size_t)7;
-	unsigned char *raw = (unsigned char *)tfs_pieces_scratch(out, dec_at + (size_t)n * 4);
-	if (!raw)
-		return TFS_ERR_NOMEM;
-	tfs_err err = tfs_source_serve(src, raw, raw_len, t->begin + b, t->end);
-	if (err)
-		return err;
-	uint32_t *dec = (uint32_t *)(void *)(raw + dec_at);
-	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
-	char *to = tfs_pieces_room(out, len);
-	if (!to)
-		return TFS_ERR_NOMEM;
-	memcpy(to, (char *)dec + (o - first * 4), len);
-	return tfs_pieces_mem(out, to, len);
 }

@@ -1,10 +1,10 @@
-/* Statistics of a tensor's values (views/stats.h). */
-#include "views/stats.h"
+/* Statistics of a tensor's values (compute/stats.h). */
+#include "compute/stats.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "views/values.h"
+#include "compute/values.h"
 
 /* Pass 1: counts, range and the sum; pass 2: the squared deviations from
  * the mean (exact where a one-pass formula cancels) and the histogram,

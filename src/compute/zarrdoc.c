@@ -1,8 +1,8 @@
-/* What -o zarr computes (views/zarr.h), apart from the view that shows it
+/* What -o zarr computes (compute/zarrdoc.h), apart from the view that shows it
  * (views/zarr.c): how a tensor is cut into chunks and what each chunk's
  * name is, the metadata documents, and the tensor's name as they write
  * it, in slices. Nothing here knows the tree. */
-#include "views/zarr.h"
+#include "compute/zarrdoc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "core/json.h"
 #include "core/names.h"
 #include "core/utf8.h"
-#include "views/convert.h"
+#include "compute/convert.h"
 
 /* ---- the arrays ---- */
 

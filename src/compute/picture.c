@@ -1,5 +1,5 @@
-/* Pictures of tensors (views/picture.h). */
-#include "views/picture.h"
+/* Pictures of tensors (compute/picture.h). */
+#include "compute/picture.h"
 
 #include <math.h>
 #include <png.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/values.h"
+#include "compute/values.h"
 
 /* The palette: LEVELS colours of a diverging scale, blue for negative
  * values, white at zero (MID), red for positive; then the colours of a

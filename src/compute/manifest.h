@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "views/hashes.h"
+#include "compute/hashes.h"
 
 /* The longest line taken; a longer one is no checksum line (counted in
  * `bad`). A name of a flat mount is at most 255 bytes, a tensor's name in

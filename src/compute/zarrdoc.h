@@ -1,10 +1,8 @@
-/* -o zarr: __zarr__/ at the root, a Zarr store (formats 2 and 3 from the
- * same files) of every tensor (views/zarr.c, the view). What is here
- * (views/zarrdoc.c) is what it computes, which a unit test reaches without
- * a tree: how a tensor is cut into chunks and what each chunk's name is,
+/* What -o zarr's store (views/zarr.c, the view) is made of, computed here
+ * with no tree, so that a unit test reaches it: how a tensor is cut into chunks and what each chunk's name is,
  * the metadata documents, and what a chunk's bytes are made of. */
-#ifndef TFS_ZARR_H
-#define TFS_ZARR_H
+#ifndef TFS_ZARRDOC_H
+#define TFS_ZARRDOC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,7 +10,6 @@
 #include "core/err.h"
 #include "core/table.h"
 
-#define TFS_ZARR_DIR "__zarr__"
 /* -o zarr_chunk_size's default: a slab of about this many bytes. */
 #define TFS_ZARR_CHUNK_DEFAULT (64ull << 20)
 /* Arrays of at most this many dimensions (NumPy 2's most; NumPy 1 holds

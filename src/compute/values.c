@@ -1,10 +1,10 @@
-/* A tensor's elements as numbers (views/values.h). */
-#include "views/values.h"
+/* A tensor's elements as numbers (compute/values.h). */
+#include "compute/values.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "core/dtype.h"
 
 /* Bytes per element of the dtypes read as they are. */

@@ -1,5 +1,5 @@
-/* The store of the digests worked out so far (views/hashes.h). */
-#include "views/hashes.h"
+/* The store of the digests worked out so far (compute/hashes.h). */
+#include "compute/hashes.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * structs) and src/ggml-quants.c (dequantize_row_*). The products are
  * written in the order ggml writes them: float arithmetic is not
  * associative, and the point is to give the very bits llama.cpp computes. */
-#include "views/dequant.h"
+#include "compute/dequant.h"
 
 #include <stdint.h>
 #include <string.h>
