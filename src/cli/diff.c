@@ -7,7 +7,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
-#include "views/digest.h"
+#include "views/tree_digest.h"
 #include "compute/values.h"
 
 /* Bytes compared at a time. */

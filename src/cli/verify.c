@@ -18,7 +18,7 @@
 #include "core/json.h"
 #include "core/names.h"
 #include "core/userfile.h"
-#include "views/digest.h"
+#include "views/tree_digest.h"
 #include "views/sums.h"
 #include "views/tree.h"
 

@@ -1,5 +1,5 @@
 /* The digests of a tree's files worked out so far, kept for the life of
- * the tree (views/digest.h works them out). */
+ * the tree (views/tree_digest.h works them out). */
 #ifndef TFS_HASHES_H
 #define TFS_HASHES_H
 

@@ -20,7 +20,7 @@ struct tfs_node;
 struct tfs_exports;
 
 /* -o export of a model whose metadata is typed (GGUF): one GGUF file of
- * it all at the root (views/gguffile.c). */
+ * it all at the root (views/gguf.c). */
 #define TFS_GGUF_ROOT "model.gguf"
 
 /* Headers and orders kept at once, in bytes (the one in use always is);

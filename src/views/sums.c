@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "views/digest.h"
+#include "views/tree_digest.h"
 #include "views/sums.h"
 #include "views/tree.h"
 #include "views/view.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/digest.h"
+#include "views/tree_digest.h"
 #include "compute/hashes.h"
 
 static unsigned view_of(const struct tfs_tree *t)

@@ -2,7 +2,7 @@
  * after an NPY header (-o format=npy: NAME.npy), or decoded to float32
  * (-o convert=f32), as the mount's options say; their extended attributes
  * (user.dtype, user.shape...) and the hashes of every file worked out so
- * far (views/digest.h). What the other views ask of a tensor's file. */
+ * far (views/tree_digest.h). What the other views ask of a tensor's file. */
 #ifndef TFS_TENSOR_H
 #define TFS_TENSOR_H
 

@@ -2,8 +2,8 @@
  * float32), for the user.hash.* attributes, the __sha256sums__ manifests and
  * --verify. Each is worked out when first asked for and kept for the life
  * of the tree. */
-#ifndef TFS_DIGEST_H
-#define TFS_DIGEST_H
+#ifndef TFS_TREE_DIGEST_H
+#define TFS_TREE_DIGEST_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,11 @@
-#include "views/listing.h"
-
+/* The table in every directory (__tensors__.tsv): one line per entry, for
+ * people (any viewer) and scripts (TSV). README, "The table in every
+ * directory", has the columns.
+ *
+ * Nothing is built at mount time and the text is never held whole: the
+ * first time a table's size is asked for, its lines are formatted once to
+ * count them, keeping only the byte offset of every 256th line; a read
+ * formats the lines it covers again, from the nearest such offset. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +15,14 @@
 #include "views/tensor.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+/* The table's size in bytes (0 when out of memory: an empty file). */
+static uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table);
+
+/* Bytes [off, off + len) of the table into dst; *got is how many there
+ * were (fewer at the end). */
+static tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off,
+				size_t len, char *dst, size_t *got);
 
 /* Every directory's table of its entries (README, "The table in every
  * directory"). Names of this shape are reserved by the name mapping. */
@@ -194,14 +208,14 @@ static struct table *ready(const struct tfs_tree *t, const struct tfs_node *tabl
 	return e ? NULL : tb;
 }
 
-uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table)
+static uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node *table)
 {
 	const struct table *tb = ready(t, table);
 	return tb ? tb->size : 0;
 }
 
-tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off, size_t len,
-			 char *dst, size_t *got)
+static tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off,
+				size_t len, char *dst, size_t *got)
 {
 	const struct table *tb = ready(t, table);
 	*got = 0;
@@ -285,8 +299,8 @@ static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
 	return tfs_dir_files_add(state, a, dir, TABLE_NAME, NULL);
 }
 
-const struct tfs_view_ops tfs_view_table = {
-	.name = "table",
+const struct tfs_view_ops tfs_view_tsv = {
+	.name = "tsv",
 	.flags = TFS_VIEWF_LEAD,
 	.opts = opts,
 	.wanted = wanted,

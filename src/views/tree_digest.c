@@ -1,5 +1,5 @@
-/* Hashes of what a file of the tree serves (views/digest.h). */
-#include "views/digest.h"
+/* Hashes of what a file of the tree serves (views/tree_digest.h). */
+#include "views/tree_digest.h"
 
 #include <pthread.h>
 #include <stdio.h>

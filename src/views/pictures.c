@@ -287,8 +287,8 @@ static int wanted(const struct tfs_tree_opts *o)
 	return tfs_opts_get(o->opts, "pictures") != NULL;
 }
 
-const struct tfs_view_ops tfs_view_picture = {
-	.name = "picture",
+const struct tfs_view_ops tfs_view_pictures = {
+	.name = "pictures",
 	.size = size,
 	.pieces = pieces,
 	.open = open_,
