@@ -13,7 +13,6 @@
 #include "core/jscan.h"
 #include "core/json.h"
 #include "core/mem.h"
-#include "views/tensor.h"
 #include "views/tree.h"
 #include "views/view.h"
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/hashes.h"
 #include "core/mem.h"
 
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
@@ -39,6 +40,7 @@ void tfs_tree_free(struct tfs_tree *t)
 	free(t->children);
 	free(t->fnames);
 	free(t->slots);
+	tfs_digests_free(t->digests);
 	for (unsigned k = 0; k < TFS_VIEWS_MAX; k++)
 		if (t->vstate[k])
 			tfs_view_of_kind(k)->state_free(t->vstate[k]);
@@ -349,12 +351,11 @@ static tfs_err add_tensors(struct build *b)
 {
 	struct tfs_tree *t = b->t;
 	const struct tfs_model *m = b->m;
-	const struct tfs_view_ops *tv = tfs_view_of_kind(TFS_NODE_TENSOR);
 	tfs_err e = view_start(b, TFS_NODE_TENSOR);
 	if (e)
 		return e;
-	const void *ts_state = t->vstate[TFS_NODE_TENSOR];
-	b->suffix = tv->tensor_suffix ? tv->tensor_suffix(ts_state) : "";
+	t->form = tfs_tree_form(b->o->opts);
+	b->suffix = (t->form & TFS_FORM_NPY) ? TFS_NPY_SUFFIX : "";
 	b->suffix_len = strlen(b->suffix);
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
@@ -380,7 +381,7 @@ static tfs_err add_tensors(struct build *b)
 			t->nodes[ni].ref = i;
 			b->raw[ni] = name + start;
 			b->raw_len[ni] = (uint32_t)(ts->name_len - start);
-			if (tv->tensor_first && (e = tv->tensor_first(ts_state, h, ts, &t->nodes[ni].first)))
+			if ((e = tfs_tree_npy_len(t->form, h, ts, &t->nodes[ni].first)))
 				return e;
 			t->total_bytes += tfs_node_size(t, &t->nodes[ni]);
 		}
@@ -496,6 +497,9 @@ static tfs_err build_steps(struct build *b, struct tfs_diag *d)
 		e = tfs_tree_index_names(b, d);
 	if (!e)
 		e = tfs_tree_name_beside(b, d);
+	/* The hashes are kept by node: made once the nodes are all there. */
+	if (!e && !(b->t->digests = tfs_digests_new(b->t->nnodes)))
+		e = TFS_ERR_NOMEM;
 	for (unsigned k = 0; !e && k < tfs_nviews; k++)
 		if (b->t->vstate[k] && tfs_views[k]->built)
 			e = tfs_views[k]->built(b->t, b->t->vstate[k]);

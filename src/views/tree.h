@@ -71,6 +71,10 @@ struct tfs_tree {
 	/* Each wanted view's state, by kind (views/view.h); NULL for a view
 	 * the options do not want. */
 	void *vstate[TFS_VIEWS_MAX];
+	/* How the tensors' files show their tensors (TFS_FORM_*). */
+	unsigned form;
+	/* The digests of its files worked out so far (views/tree_digest.h). */
+	struct tfs_digests *digests;
 };
 
 struct tfs_tree_opts {
@@ -186,5 +190,36 @@ static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
 /* Whether the tree holds a view's files that are generated
  * (TFS_VIEWF_GENERATED). */
 int tfs_tree_generates(const struct tfs_tree *t);
+
+/* ---- the tensors' files (views/tree_tensor.c) ---- */
+
+/* How a tensor's file shows its tensor (docs/views.md), from -o format
+ * and -o convert: the tree's own options, which the tensors' view
+ * declares (tfs_tree_tensor_opts) and checks (tfs_tree_tensor_check). */
+enum {
+	TFS_FORM_NPY = 1, /* NAME.npy: an NPY header, then the data */
+	TFS_FORM_F32 = 2, /* narrow float dtypes decoded to float32 */
+};
+#define TFS_NPY_SUFFIX ".npy"
+extern const struct tfs_opt_spec tfs_tree_tensor_opts[];
+tfs_err tfs_tree_tensor_check(const struct tfs_opts *o, struct tfs_diag *d);
+/* The form these options ask for (o may be NULL: stored bytes). */
+unsigned tfs_tree_form(const struct tfs_opts *o);
+/* The length of the bytes a tensor's file has before the tensor's (its
+ * NPY header; 0 without one), into *first. */
+tfs_err tfs_tree_npy_len(unsigned form, const struct tfs_table *h, const struct tfs_tensor *ts,
+			 uint32_t *first);
+
+/* Converted: served as float32 (convert=f32 and a dtype it decodes). */
+int tfs_node_converted(const struct tfs_tree *t, const struct tfs_node *n);
+/* What a tensor's file is, as its xattrs and its directory's table say it.
+ * user.dtype: "F32" when converted, else the stored dtype. */
+const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len);
+/* user.shape, "[3,4]": at most tfs_node_shape_max() bytes, no NUL. */
+size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n);
+size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out);
+/* user.offsets, "[begin,end]" (absolute, in the shard): no NUL. */
+#define TFS_OFFSETS_MAX 48
+size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out);
 
 #endif

@@ -10,15 +10,13 @@
 #include <xxhash.h>
 
 #include "compute/hashes.h"
-#include "views/tensorfiles.h"
 #include "views/tree.h"
 #include "views/view.h"
 
-/* The tree's digests, kept with the tensors' view's state. */
+/* The tree's digests. */
 static struct tfs_digests *digests_of(const struct tfs_tree *t)
 {
-	const struct tfs_tensor_files *f = t->vstate[TFS_NODE_TENSOR];
-	return f ? f->digests : NULL;
+	return t->digests;
 }
 
 /* Bytes asked of a view at a time: large enough that a piece's overhead

@@ -12,7 +12,6 @@
 
 #include "core/json.h"
 #include "core/mem.h"
-#include "views/tensor.h"
 #include "views/tree.h"
 #include "views/view.h"
 

@@ -152,12 +152,6 @@ struct tfs_view_ops {
 	/* Optional: a warning about the tree to say once at mount (what the
 	 * view cannot show), into buf; 0 when there is none. */
 	int (*notice)(const struct tfs_tree *t, const void *state, char *buf, size_t cap);
-	/* The tensors' files' view only (their nodes are the tree's own):
-	 * what each file's name ends with (".npy"), and its node's `first`
-	 * (the bytes of its own before the tensor's: an NPY header). */
-	const char *(*tensor_suffix)(const void *state);
-	tfs_err (*tensor_first)(const void *state, const struct tfs_table *h, const struct tfs_tensor *ts,
-				uint32_t *first);
 
 	/* ---- reading ---- */
 	uint64_t (*size)(const struct tfs_tree *t, const struct tfs_node *n);

@@ -24,7 +24,6 @@
 #include "formats/safetensors.h"
 #include "core/names.h"
 #include "views/tree.h"
-#include "views/tensorfiles.h"
 #include "views/view.h"
 
 static void noop_warn(void *ctx, const char *msg)
