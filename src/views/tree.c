@@ -195,17 +195,6 @@ tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *n
 	return TFS_OK;
 }
 
-tfs_err tfs_tree_add_dir(struct tfs_tree_add *a, uint32_t parent, const char *raw, size_t len, uint32_t *out)
-{
-	uint32_t before = a->b->t->nnodes, d;
-	tfs_err e = dir_get(a->b, parent, raw, len, &d);
-	if (!e && d >= before)
-		a->b->flags[d] |= NODE_TREE_NAME;
-	if (!e && out)
-		*out = d;
-	return e;
-}
-
 tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of, uint32_t ref, uint32_t *out)
 {
 	uint32_t ni;
@@ -397,8 +386,8 @@ static tfs_err add_tensors(struct build *b)
 	return TFS_OK;
 }
 
-/* A wanted view's files: at the root, per directory of the layout, per
- * tensor's file, and beside each tensor's file. */
+/* A wanted view's files: at the root, per directory of the layout, and
+ * beside each tensor's file. */
 static tfs_err add_view(struct build *b, unsigned k, struct tfs_diag *d)
 {
 	struct tfs_tree *t = b->t;
@@ -412,9 +401,6 @@ static tfs_err add_view(struct build *b, unsigned k, struct tfs_diag *d)
 		return e;
 	for (uint32_t i = 1; v->per_dir && i < b->layout_end; i++)
 		if (t->nodes[i].kind == TFS_NODE_DIR && (e = v->per_dir(&a, state, i)))
-			return e;
-	for (uint32_t i = b->first_user; v->per_tensor && i < b->layout_end; i++)
-		if (t->nodes[i].kind == TFS_NODE_TENSOR && (e = v->per_tensor(&a, state, i)))
 			return e;
 	uint32_t slot = 0;
 	for (uint32_t i = b->first_user; v->beside && i < b->layout_end; i++) {
@@ -471,8 +457,7 @@ static tfs_err link_children(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-/* What a directory's name leaves free: the most any view asks for. */
-static size_t dir_room(void)
+size_t tfs_tree_dir_room(void)
 {
 	size_t room = 0;
 	for (unsigned k = 0; k < tfs_nviews; k++)
@@ -516,7 +501,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	b.t = t;
 	b.m = m;
 	b.o = o;
-	b.dir_room = dir_room();
+	b.dir_room = tfs_tree_dir_room();
 	t->m = m;
 	tfs_err e = tfs_nviews <= TFS_VIEWS_MAX ? build_steps(&b, d) : TFS_ERR_NOMEM;
 	free_build(&b);

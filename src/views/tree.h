@@ -85,7 +85,7 @@ struct tfs_tree_opts {
 	const struct tfs_opts *opts;
 };
 
-/* ---- for a view's files (views/view.h: at_root, per_dir, per_tensor) ---- */
+/* ---- for a view's files (views/view.h: at_root, per_dir) ---- */
 
 #define TFS_TREE_ROOT 1u
 struct tfs_tree_add;
@@ -118,23 +118,24 @@ static inline void *tfs_dir_file(const struct tfs_dir_files *f, uint32_t ref)
 {
 	return (char *)f->slots + (size_t)ref * f->size;
 }
-/* A directory under `parent` named after raw[0..len) (any bytes, alive
- * until the tree is built) as the tree layout names its directories
- * (core/names.h); one per (parent, raw): asked again, the same one. */
-tfs_err tfs_tree_add_dir(struct tfs_tree_add *a, uint32_t parent, const char *raw, size_t len, uint32_t *out);
 /* A file of the view's kind named after node `of` by the view's `name`
  * (views/view.h), under `parent`. */
 tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of, uint32_t ref, uint32_t *out);
 /* At most this many entries in a generated directory: as many as a remote
  * listing may hold (sources/remote.h), and what a file manager can show. */
 #define TFS_TREE_GENERATED_MAX 1000000u
-/* Directory `dir`, made by this view (tfs_tree_add_node or
- * tfs_tree_add_dir) with nothing added under it, has `count` entries
+/* Directory `dir`, made by this view (tfs_tree_add_node) with nothing
+ * added under it, has `count` entries
  * (TFS_TREE_GENERATED_MAX at most, else TFS_ERR_TOOBIG) that the view
  * names and finds on demand (views/view.h: entry_name, entry_find): each
  * a file of the view's kind whose node (made when asked, never kept) has
  * `parent` dir, `ref` its index and `first` the directory's `ref`. */
 tfs_err tfs_tree_generate(struct tfs_tree_add *a, uint32_t dir, uint32_t ref, uint32_t count);
+/* What every directory's name leaves free for a file named after it
+ * (views/view.h: dir_room; D.dir.safetensors): the most any view asks,
+ * wanted or not. A view naming directories of its own as the tree layout
+ * does (-o zarr's groups) leaves as much. */
+size_t tfs_tree_dir_room(void);
 /* Bytes of a file whose size is known now, counted in the mount's size. */
 void tfs_tree_add_bytes(struct tfs_tree_add *a, uint64_t bytes);
 /* The tree being built (its nodes so far) and its model and options. */

@@ -1,9 +1,9 @@
 /* Views: how the tensor table is shown as files. A view is one whole
  * plug-in, declared in its own file by a struct tfs_view_ops: its -o
  * options, whether a mount wants it, the root names it reserves, the files
- * it adds (at the root, per directory, per tensor, beside each tensor's
- * file, and directories of its own anywhere, one per tensor if it likes,
- * whose entries it may name on demand),
+ * it adds (at the root, per directory, beside each tensor's file, and
+ * directories of its own anywhere, one per tensor if it likes, whose
+ * entries it may name on demand: docs/architecture.md, "Adding a view"),
  * each file's size and pieces, its extended attributes, and whether its
  * files are generated (the page-cache policy follows from that). The tree
  * (views/tree.h) and the file-system core (fs/) ask the registry
@@ -119,13 +119,13 @@ struct tfs_view_ops {
 	void *(*state_new)(const struct tfs_model *m, const struct tfs_tree_opts *o);
 	void (*state_free)(void *state);
 	/* Optional, each in this order, after the tensors' files (before them
-	 * with TFS_VIEWF_FIRST): files and directories of the root; for every
-	 * directory the layout makes (the root first); for every tensor's
-	 * file (views/tree.h: tfs_tree_add_*). A failure says why in d, but
-	 * for memory. */
+	 * with TFS_VIEWF_FIRST): files and directories of the root, and any
+	 * of the view's own anywhere (a directory per tensor: the tensors'
+	 * nodes are all there); for every directory the layout makes (the
+	 * root first) (views/tree.h: tfs_tree_add_*). A failure says why in
+	 * d, but for memory. */
 	tfs_err (*at_root)(struct tfs_tree_add *a, void *state, struct tfs_diag *d);
 	tfs_err (*per_dir)(struct tfs_tree_add *a, void *state, uint32_t dir);
-	tfs_err (*per_tensor)(struct tfs_tree_add *a, void *state, uint32_t tensor);
 	/* Optional: a file beside every tensor's file NAME: NAME followed by
 	 * `beside` (".png"), or `beside_long` with the tensor's node number
 	 * for its %u when NAME leaves no room. Its node's `first` is the
