@@ -19,10 +19,6 @@ struct tfs_tree;
 struct tfs_node;
 struct tfs_exports;
 
-/* -o export of a model whose metadata is typed (GGUF): one GGUF file of
- * it all at the root (views/gguf.c). */
-#define TFS_GGUF_ROOT "model.gguf"
-
 /* Headers and orders kept at once, in bytes (the one in use always is);
  * the environment's TENSORFS_EXPORT_BUDGET_MB, when set, instead. */
 #define TFS_EXPORT_BUDGET ((size_t)128 << 20)
@@ -51,29 +47,6 @@ struct tfs_export_piece {
 	uint64_t off;
 	size_t len;
 };
-
-/* A safetensors header for any set of tensors (the re-sharded files use it
- * too): the entries are sorted in place into the documented order (README,
- * "Exported safetensors files"), then written after `meta` (the
- * "__metadata__" member, or empty) with spaces up to a multiple of 8;
- * start[i] gets where entry i's data starts in the file, start[n] the
- * file's size. TFS_ERR_FORMAT: the header would pass safetensors' limit. */
-struct tfs_st_entry {
-	const char *name;
-	uint32_t len;
-	unsigned dtype;
-	const uint64_t *dims;
-	uint32_t ndim;
-	uint64_t size;
-	uint32_t id; /* the caller's */
-};
-tfs_err tfs_export_header(struct tfs_st_entry *ent, uint32_t n, const char *meta, size_t meta_len, char **out,
-			  size_t *out_len, uint64_t *start);
-
-/* The "__metadata__":{...} member of the model's generated files: every
- * file's metadata as text, merged (README); empty when there is none. */
-struct tfs_model;
-tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen);
 
 typedef tfs_err (*tfs_export_fn)(void *ctx, const struct tfs_export_piece *p);
 
