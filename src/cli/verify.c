@@ -19,7 +19,6 @@
 #include "core/names.h"
 #include "core/userfile.h"
 #include "views/tree_digest.h"
-#include "views/sums.h"
 #include "views/tree.h"
 
 /* A manifest is at most this large (500,000 tensors' lines take 50 MB). */

@@ -1,4 +1,4 @@
-/* Manifests for --verify (compute/manifest.h). */
+/* Manifests for --verify and the line -o sums writes (compute/manifest.h). */
 #include "compute/manifest.h"
 
 #include <stdlib.h>
@@ -187,4 +187,43 @@ void tfs_manifest_free(struct tfs_manifest *m)
 	m->e = NULL;
 	m->names = NULL;
 	m->n = m->cap = m->nlen = m->ncap = 0;
+}
+
+static int needs_escape(const char *s, size_t n)
+{
+	return memchr(s, '\\', n) || memchr(s, '\n', n) || memchr(s, '\r', n);
+}
+
+size_t tfs_sum_line_len(size_t hexlen, const char *name, size_t n)
+{
+	size_t len = hexlen + 2 + n + 1;
+	if (needs_escape(name, n)) {
+		len++; /* the leading backslash */
+		for (size_t k = 0; k < n; k++)
+			len += name[k] == '\\' || name[k] == '\n' || name[k] == '\r';
+	}
+	return len;
+}
+
+size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name, size_t n)
+{
+	char *o = out;
+	int esc = needs_escape(name, n);
+	if (esc)
+		*o++ = '\\';
+	memcpy(o, hex, hexlen);
+	o += hexlen;
+	*o++ = ' ';
+	*o++ = ' ';
+	for (size_t k = 0; k < n; k++) {
+		char ch = name[k];
+		if (esc && (ch == '\\' || ch == '\n' || ch == '\r')) {
+			*o++ = '\\';
+			*o++ = ch == '\\' ? '\\' : ch == '\n' ? 'n' : 'r';
+		} else {
+			*o++ = ch;
+		}
+	}
+	*o++ = '\n';
+	return (size_t)(o - out);
 }

@@ -1,4 +1,4 @@
-/* The manifests --verify checks against: sha256sum or xxh64sum output, or
+/* The manifests --verify checks against, and the line -o sums writes: sha256sum or xxh64sum output, or
  * llama-gguf-hash's. Hostile input: fuzzed (tests/fuzz/fuzz_manifest.c).
  *
  * Read a line at a time, and kept small: each checked line is an entry of
@@ -64,5 +64,12 @@ void tfs_manifest_hex(const struct tfs_manifest_entry *x, char *hex);
 const char *tfs_manifest_name(const struct tfs_manifest *m, const struct tfs_manifest_entry *x, size_t *len);
 
 void tfs_manifest_free(struct tfs_manifest *m);
+
+/* A line as sha256sum (or xxh64sum) writes it: HEX, two spaces, NAME and a
+ * newline; a NAME holding a backslash, newline or carriage return has them
+ * escaped and the line starts with a backslash (GNU coreutils' rule). */
+size_t tfs_sum_line_len(size_t hexlen, const char *name, size_t n);
+/* Writes the line into out (tfs_sum_line_len bytes); returns its length. */
+size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name, size_t n);
 
 #endif
