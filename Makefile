@@ -31,13 +31,13 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $
 # model stage), views/, fs/ (the file-system core), and above them fuse/
 # (the FUSE glue) and cli/ (the command line). docs/architecture.md draws
 # the house.
-AXES = core compute sources formats model views fs
+AXES = core compute sources formats model views fs tools
 # The FUSE glue and the command line.
-FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/verify.c src/cli/diff.c src/cli/stats_cmd.c src/cli/list.c src/cli/main.c
+FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/main.c
 # The rest is the core: sources, formats, the tensor table and the views,
 # with no FUSE in it; unit tests and fuzzers link it. A new source, format
 # or view is one more file in its folder and one line in its registry.
-CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c
+CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c)))
 
 BUILD = build
 CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)

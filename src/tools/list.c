@@ -1,4 +1,4 @@
-/* tensorfs --list (cli/list.h). The mounts come from /proc/self/mountinfo;
+/* tensorfs --list (tools/list.h). The mounts come from /proc/self/mountinfo;
  * the PID and the counters from the daemon itself (user.pid and
  * user.counters on the mount's root), asked by a child process so that a
  * stopped or hung daemon costs a second, never a hang; the options from
@@ -6,7 +6,7 @@
  * mount that another covers (-o overmount, or a mount on a directory above
  * it) cannot be asked through its path, which reaches the other: it is
  * said to be covered, never given the other's PID. */
-#include "cli/list.h"
+#include "tools/list.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "cli/daemon.h"
+#include "core/exit.h"
 #include "core/err.h"
 #include "core/source.h"
 

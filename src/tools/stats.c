@@ -1,5 +1,5 @@
-/* tensorfs --stats (cli/stats_cmd.h). */
-#include "cli/stats_cmd.h"
+/* tensorfs --stats (tools/stats.h). */
+#include "tools/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

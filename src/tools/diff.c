@@ -1,5 +1,5 @@
-/* tensorfs diff A B (cli/diff.h). */
-#include "cli/diff.h"
+/* tensorfs diff A B (tools/diff.h). */
+#include "tools/diff.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* tensorfs --verify SOURCE [MANIFEST]: every tensor's hash, on every core,
  * compared with a manifest when one is given, and every file the server
  * vouches for (the Hub's LFS oid) checked whole. */
-#include "cli/verify.h"
+#include "tools/verify.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include <openssl/evp.h>
 
-#include "cli/daemon.h"
+#include "core/exit.h"
 #include "compute/manifest.h"
 #include "core/hash.h"
 #include "core/json.h"

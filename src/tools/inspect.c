@@ -1,7 +1,7 @@
 /* tensorfs --inspect: what a checkpoint holds, without mounting. It prints
  * while it walks the tensors (no document is built), so a 500,000-tensor
  * checkpoint starts printing at once. */
-#include "cli/inspect.h"
+#include "tools/inspect.h"
 
 #include <json.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* tensorfs --stats: every tensor's statistics, as a table or JSON. */
-#ifndef TFS_STATS_CMD_H
-#define TFS_STATS_CMD_H
+#ifndef TFS_TOOLS_STATS_H
+#define TFS_TOOLS_STATS_H
 
 #include <stdio.h>
 
