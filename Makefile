@@ -106,7 +106,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources fs readahead zarr xet
+UNIT_TESTS = format sources fs readahead zarr xet tools
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 
@@ -147,8 +147,11 @@ check: test-tools
 		CHECK_BUILD_REST="$(MAKE) -j$(NPROC) WERROR=1 $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)" \
 		scripts/run-checks.sh
 
-unit: $(UNIT_BINS)
-	for t in $(UNIT_BINS); do $$t || exit 1; done
+# make unit: every unit test; make unit T=fs: build/test_fs alone; make
+# unit T=fs C=reads: its one case (docs/testing.md).
+UNIT_RUN = $(if $(T),$(T:%=$(BUILD)/test_%),$(UNIT_BINS))
+unit: $(UNIT_RUN)
+	for t in $(UNIT_RUN); do $$t $(C) || exit 1; done
 
 fuzz-build: $(FUZZ_BINS)
 

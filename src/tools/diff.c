@@ -511,3 +511,22 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 	free(nm.used);
 	return rc;
 }
+
+static int run(const struct tfs_tool_args *a)
+{
+	tfs_sources_start();
+	int rc = tfs_diff(&a->a->model, a->shown, &a->b->model, a->shown_b, a->json, a->out);
+	tfs_sources_stop();
+	if (fflush(a->out) != 0)
+		rc = 2;
+	return rc;
+}
+
+const struct tfs_tool tfs_tool_diff = {
+	.name = "diff",
+	.usage = DIFF_USAGE,
+	.sources = 2,
+	.args_max = 2,
+	.trouble = 2, /* diff(1): 2 is trouble */
+	.run = run,
+};

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "fs/mount.h"
+#include "tools/tools.h"
 #include "model/model.h"
 
 /* Prints the differences (a table, or one JSON object) to out. Returns

@@ -375,3 +375,51 @@ int tfs_inspect(const struct tfs_model *m, const char *source, int json, FILE *f
 	free(st.d);
 	return ferror(f) ? -1 : 0;
 }
+
+/* An index whose shards are missing (or Git LFS pointers): said once. */
+static void say_index_only(const struct tfs_model *model)
+{
+	char list[512] = "";
+	size_t o = 0;
+	uint32_t k = 0, ptrs = 0;
+	for (uint32_t s = 0; s < model->nshards; s++) {
+		ptrs += (uint32_t)model->shards[s].lfs_pointer;
+		if (!model->shards[s].missing && !model->shards[s].lfs_pointer)
+			continue;
+		char q[TFS_QPATH_MAX];
+		tfs_quote_path(q, sizeof q, model->shards[s].name);
+		if (k++ < 4 && o < sizeof list)
+			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "", q);
+	}
+	char qp[TFS_QPATH_MAX];
+	fprintf(stderr,
+		"tensorfs: %s: warning: %u of %u shards missing%s (%s%s): showing what the index alone tells\n",
+		tfs_quote_path(qp, sizeof qp, model->index_path), k, model->nshards,
+		ptrs ? " or Git LFS pointers" : "", list, k > 4 ? ", ..." : "");
+}
+
+static int run(const struct tfs_tool_args *a)
+{
+	const struct tfs_model *model = &a->a->model;
+	if (model->index_only)
+		say_index_only(model);
+	int r = tfs_inspect(model, a->shown, a->json, a->out);
+	if (fflush(a->out) != 0)
+		r = -1;
+	if (r) {
+		char q[TFS_QPATH_MAX];
+		fprintf(stderr, "tensorfs: %s: cannot write the listing\n",
+			tfs_quote_path(q, sizeof q, a->shown));
+		return TFS_EXIT_INTERNAL;
+	}
+	return TFS_EXIT_OK;
+}
+
+const struct tfs_tool tfs_tool_inspect = {
+	.name = "--inspect",
+	.usage = INSPECT_USAGE,
+	.sources = 1,
+	.args_max = 1,
+	.index_only_ok = 1,
+	.run = run,
+};

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "fs/mount.h"
+#include "tools/tools.h"
 #include "model/model.h"
 
 /* Prints the model to f. A scalar counts as one parameter. Returns 0, or

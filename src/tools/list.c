@@ -232,3 +232,14 @@ int tfs_list_mounts(FILE *out)
 		fprintf(stderr, "tensorfs: no tensorfs mounts of user %u here\n", (unsigned)getuid());
 	return TFS_EXIT_OK;
 }
+
+static int run(const struct tfs_tool_args *a)
+{
+	return tfs_list_mounts(a->out);
+}
+
+const struct tfs_tool tfs_tool_list = {
+	.name = "--list",
+	.usage = LIST_USAGE,
+	.run = run,
+};

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include "tools/tools.h"
+
 /* Prints one entry per mount of the caller's in this mount namespace.
  * A daemon that does not answer within a second is named so, never waited
  * for. Returns an exit code (TFS_EXIT_OK; TFS_EXIT_INTERNAL when

@@ -105,3 +105,21 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 		fprintf(out, "%s]}\n", rows ? "\n" : "");
 	return 0;
 }
+
+static int run(const struct tfs_tool_args *a)
+{
+	tfs_sources_start();
+	int rc = tfs_stats_print(&a->a->model, a->shown, a->json, a->out) ? TFS_EXIT_SOURCE : TFS_EXIT_OK;
+	tfs_sources_stop();
+	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
+		rc = TFS_EXIT_INTERNAL;
+	return rc;
+}
+
+const struct tfs_tool tfs_tool_stats = {
+	.name = "--stats",
+	.usage = STATS_USAGE,
+	.sources = 1,
+	.args_max = 1,
+	.run = run,
+};

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "fs/mount.h"
+#include "tools/tools.h"
 #include "model/model.h"
 
 /* Returns 0, or -1 after one line on stderr (a tensor that cannot be read,

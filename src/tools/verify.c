@@ -557,3 +557,22 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 	tfs_manifest_free(&man);
 	return rc;
 }
+
+static int run(const struct tfs_tool_args *a)
+{
+	tfs_sources_start(); /* read-ahead for remote sources */
+	int rc = tfs_verify(&a->a->model, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out);
+	tfs_sources_stop();
+	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
+		rc = TFS_EXIT_INTERNAL;
+	return rc;
+}
+
+const struct tfs_tool tfs_tool_verify = {
+	.name = "--verify",
+	.usage = VERIFY_USAGE,
+	.sources = 1,
+	.args_max = 2,
+	.manifest = 1,
+	.run = run,
+};

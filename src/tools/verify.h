@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "fs/mount.h"
+#include "tools/tools.h"
 #include "core/opts.h"
 #include "model/model.h"
 
