@@ -1,0 +1,235 @@
+/* Unit tests of the tools (tools/tools.h) with no mount: --inspect,
+ * --verify (with and without a manifest, a mismatch, a missing manifest),
+ * diff (the same checkpoint, one value changed), --stats and --list, each
+ * called as a library function over a checkpoint opened through the one
+ * pipeline (fs/mount.h), its results read from a memory stream and its
+ * exit class checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "fs/mount.h"
+#include "tools/tools.h"
+
+#include "check.h"
+
+/* w: F32 2x3, 1..6 (the last one given); b: F32 2. */
+static char path_a[64], path_b[64], path_m[64];
+
+static void make_file(char *path, float last)
+{
+	const char *hd = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+			 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}";
+	char hdr[256];
+	size_t hl = strlen(hd), pad = (8 - hl % 8) % 8;
+	memcpy(hdr, hd, hl);
+	memset(hdr + hl, ' ', pad);
+	hl += pad;
+	unsigned char len8[8];
+	for (int i = 0; i < 8; i++)
+		len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	float data[8] = {1, 2, 3, 4, 5, last, -1, 0.5f};
+	strcpy(path, "/tmp/tfs-test-tools-XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, len8, 8) != 8 || write(fd, hdr, hl) != (ssize_t)hl ||
+	    write(fd, data, sizeof data) != (ssize_t)sizeof data) {
+		perror("test file");
+		exit(1);
+	}
+	close(fd);
+}
+
+static void sha256_hex(const void *p, size_t n, char *hex)
+{
+	unsigned char md[32];
+	unsigned int ml = 32;
+	EVP_Digest(p, n, md, &ml, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+static struct tfs_model_opts model_opts;
+
+static int open_one(const char *path, struct tfs_mount *m)
+{
+	char line[TFS_MOUNT_LINE_MAX];
+	struct tfs_mount_opts o = {.source = path, .shown = path, .model = &model_opts};
+	if (tfs_mount_open(&o, m, line, sizeof line) != TFS_OK) {
+		fprintf(stderr, "open %s: %s\n", path, line);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs tool t over a (and b), its results into *text (freed by the
+ * caller); its exit class. */
+static int run(const struct tfs_tool *t, struct tfs_tool_args *a, char **text)
+{
+	size_t len;
+	a->out = open_memstream(text, &len);
+	if (!a->out)
+		abort();
+	int rc = t->run(a);
+	fclose(a->out);
+	return rc;
+}
+
+static void test_registry(void)
+{
+	CHECK(tfs_tool_named("--verify") == &tfs_tool_verify, "--verify is in the table");
+	CHECK(tfs_tool_named("diff") == &tfs_tool_diff && tfs_tool_diff.sources == 2, "diff opens two");
+	CHECK(tfs_tool_named("--mount") == NULL, "no such tool");
+	int n = 0;
+	for (const struct tfs_tool *const *t = tfs_tools; *t; t++)
+		n += (*t)->run != NULL && (*t)->usage != NULL;
+	CHECK(n == 5, "five tools, each with its usage: %d", n);
+}
+
+static void test_inspect(void)
+{
+	struct tfs_mount m;
+	if (open_one(path_a, &m)) {
+		CHECK(0, "open");
+		return;
+	}
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &m, .shown = path_a};
+	int rc = run(&tfs_tool_inspect, &a, &text);
+	CHECK(rc == TFS_EXIT_OK, "inspect: %d", rc);
+	CHECK(text && strstr(text, "w") && strstr(text, "F32") && strstr(text, "[2, 3]"), "the table: %s",
+	      text);
+	free(text);
+	a.json = 1;
+	rc = run(&tfs_tool_inspect, &a, &text);
+	CHECK(rc == TFS_EXIT_OK && text && text[0] == '{' && strstr(text, "\"w\""), "inspect --json: %s",
+	      text);
+	free(text);
+	tfs_mount_close(&m);
+}
+
+static void test_verify(void)
+{
+	struct tfs_mount m;
+	if (open_one(path_a, &m)) {
+		CHECK(0, "open");
+		return;
+	}
+	float w[6] = {1, 2, 3, 4, 5, 6}, b[2] = {-1, 0.5f};
+	char hw[65], hb[65], want[256];
+	sha256_hex(w, sizeof w, hw);
+	sha256_hex(b, sizeof b, hb);
+	/* No manifest: one in sha256sum's form, a line per tensor. */
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &m, .shown = path_a};
+	int rc = run(&tfs_tool_verify, &a, &text);
+	snprintf(want, sizeof want, "%s  w\n", hw);
+	CHECK(rc == TFS_EXIT_OK && text && strstr(text, want), "the manifest: %s", text);
+	snprintf(want, sizeof want, "%s  b\n", hb);
+	CHECK(text && strstr(text, want), "b's line: %s", text);
+	free(text);
+	/* A manifest that agrees, then one that does not. */
+	for (int bad = 0; bad < 2; bad++) {
+		FILE *f = fopen(path_m, "w");
+		fprintf(f, "%s  w\n%s  b\n", hw, bad ? hw : hb);
+		fclose(f);
+		a.manifest = path_m;
+		rc = run(&tfs_tool_verify, &a, &text);
+		CHECK(rc == (bad ? TFS_EXIT_MISMATCH : TFS_EXIT_OK), "verify against a manifest (bad %d): %d",
+		      bad, rc);
+		CHECK(!bad || (text && strstr(text, "b") && strstr(text, "differs")),
+		      "the mismatch named: %s", text);
+		free(text);
+	}
+	/* A manifest that is not there: a usage error, nothing hashed. */
+	a.manifest = "/nonexistent/manifest.sha256";
+	rc = run(&tfs_tool_verify, &a, &text);
+	CHECK(rc == TFS_EXIT_USAGE, "a missing manifest: %d", rc);
+	free(text);
+	/* --xxh64 --json. */
+	a.manifest = NULL;
+	a.xxh64 = a.json = 1;
+	rc = run(&tfs_tool_verify, &a, &text);
+	CHECK(rc == TFS_EXIT_OK && text && strstr(text, "\"xxh64\"") && strstr(text, "\"ok\": true"),
+	      "json: %s", text);
+	free(text);
+	tfs_mount_close(&m);
+}
+
+static void test_diff(void)
+{
+	struct tfs_mount ma, mb;
+	if (open_one(path_a, &ma) || open_one(path_b, &mb)) {
+		CHECK(0, "open");
+		return;
+	}
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &ma, .b = &ma, .shown = "A", .shown_b = "A"};
+	int rc = run(&tfs_tool_diff, &a, &text);
+	CHECK(rc == 0 && text && strstr(text, "2 identical"), "the same: %d %s", rc, text);
+	free(text);
+	a.b = &mb;
+	a.shown_b = "B";
+	rc = run(&tfs_tool_diff, &a, &text);
+	CHECK(rc == 1 && text && strstr(text, "1 identical") && strstr(text, "1 differ"),
+	      "one differs: %d %s", rc, text);
+	free(text);
+	a.json = 1;
+	rc = run(&tfs_tool_diff, &a, &text);
+	CHECK(rc == 1 && text && strstr(text, "\"same\": false"), "json: %s", text);
+	free(text);
+	tfs_mount_close(&mb);
+	tfs_mount_close(&ma);
+}
+
+static void test_stats(void)
+{
+	struct tfs_mount m;
+	if (open_one(path_a, &m)) {
+		CHECK(0, "open");
+		return;
+	}
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &m, .shown = path_a, .json = 1};
+	int rc = run(&tfs_tool_stats, &a, &text);
+	CHECK(rc == TFS_EXIT_OK, "stats: %d", rc);
+	/* w: 1..6, mean 3.5, min 1, max 6. */
+	const char *w = text ? strstr(text, "\"w\"") : NULL;
+	CHECK(w && strstr(w, "\"mean\": 3.5") && strstr(w, "\"min\": 1") && strstr(w, "\"max\": 6"),
+	      "w's: %s", text);
+	free(text);
+	tfs_mount_close(&m);
+}
+
+static void test_list(void)
+{
+	char *text = NULL;
+	struct tfs_tool_args a = {0};
+	int rc = run(&tfs_tool_list, &a, &text);
+	CHECK(rc == TFS_EXIT_OK, "list: %d", rc);
+	free(text);
+}
+
+int main(int argc, char **argv)
+{
+	check_args(argc, argv);
+	make_file(path_a, 6);
+	make_file(path_b, 7);
+	strcpy(path_m, "/tmp/tfs-test-tools-m-XXXXXX");
+	int fd = mkstemp(path_m);
+	if (fd < 0)
+		return 1;
+	close(fd);
+	RUN(test_registry);
+	RUN(test_inspect);
+	RUN(test_verify);
+	RUN(test_diff);
+	RUN(test_stats);
+	RUN(test_list);
+	unlink(path_a);
+	unlink(path_b);
+	unlink(path_m);
+	return check_report();
+}
