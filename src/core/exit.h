@@ -3,7 +3,7 @@
 #ifndef TFS_EXIT_H
 #define TFS_EXIT_H
 
-/* Exit codes, one per class of failure (docs/tools.md, "Exit codes"). */
+/* Exit codes, one per class of failure (docs/troubleshooting.md, "Exit codes"). */
 enum {
 	TFS_EXIT_OK = 0,
 	TFS_EXIT_INTERNAL = 1, /* out of memory, unexpected library failure */

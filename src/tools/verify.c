@@ -439,7 +439,7 @@ static void other_model(const struct tfs_manifest *man, const struct index *x, c
 }
 
 /* No manifest: one in sha256sum's form (xxh64sum's with xxh64) on out,
- * naming each tensor by its file name in a flat mount (README, "File
+ * naming each tensor by its file name in a flat mount (docs/mounting.md, "File
  * names": control characters, '/' and '%' as %XX, the empty name as
  * %empty), as a mount root's __sha256sums__.txt does: one rule, which
  * --verify reads back, sha256sum -c checks in a mount's root, and no

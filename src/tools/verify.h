@@ -15,7 +15,7 @@
  * manifest, prints one (sha256sum's form) to out; with one (sha256sum,
  * xxh64sum or llama-gguf-hash output), one line per mismatch. Files whose
  * server vouches for their SHA-256 (the Hub's LFS oid) are checked whole.
- * Returns the exit code (README, "Exit codes"). */
+ * Returns the exit code (docs/troubleshooting.md, "Exit codes"). */
 int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const char *source,
 	       const char *manifest, int xxh64, int json, FILE *out);
 

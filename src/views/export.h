@@ -1,7 +1,7 @@
 /* -o export: a safetensors file generated for every directory (D gets the
  * sibling D.safetensors) and for the whole mount (model.safetensors). The
  * header is made here; the data bytes are the tensors' own files, read
- * where they are. README, "Exported safetensors files", has the layout.
+ * where they are. docs/views.md, "Exported safetensors files", has the layout.
  *
  * Nothing is made at mount time. The first time a file's size is asked
  * for, its tensors are ordered and its header written; the header and the

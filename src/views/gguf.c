@@ -5,7 +5,7 @@
  * out, each tensor's data read from its own range of the source. The
  * layout is ggml's writer's (gguf.cpp, as llama-gguf-split --merge uses
  * it): version 3, the tensor infos, zeros up to the alignment, then each
- * tensor's data followed by zeros up to the alignment. README, "A merged,
+ * tensor's data followed by zeros up to the alignment. docs/views.md, "A merged,
  * edited GGUF", says where it differs.
  *
  * The header is made the first time the file's size is asked for (a

@@ -55,7 +55,7 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	return tfs_pieces_src(out, sh->src, ts->begin + (off - hl), len, ts->end);
 }
 
-/* ---- extended attributes (README: Extended attributes) ---- */
+/* ---- extended attributes (docs/mounting.md, "Extended attributes") ---- */
 
 enum {
 	XA_DTYPE,

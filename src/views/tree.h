@@ -81,7 +81,9 @@ struct tfs_tree_opts {
 	enum tfs_layout layout;
 	/* The views' -o options as the command line collected them (views/
 	 * view.h, opts), or NULL: the tensors' files alone, named as in a
-	 * plain mount (the tools' tree: --verify's). */
+	 * plain mount (the unit tests' and fuzzers' plainest tree; --verify
+	 * builds its trees with the command line's options, so that it hashes
+	 * the files a mount with them shows). */
 	const struct tfs_opts *opts;
 };
 

@@ -1,5 +1,5 @@
 /* The table in every directory (__tensors__.tsv): one line per entry, for
- * people (any viewer) and scripts (TSV). README, "The table in every
+ * people (any viewer) and scripts (TSV). docs/views.md, "The table in every
  * directory", has the columns.
  *
  * Nothing is built at mount time and the text is never held whole: the
@@ -23,7 +23,7 @@ static uint64_t tfs_listing_size(const struct tfs_tree *t, const struct tfs_node
 static tfs_err tfs_listing_read(const struct tfs_tree *t, const struct tfs_node *table, uint64_t off,
 				size_t len, char *dst, size_t *got);
 
-/* Every directory's table of its entries (README, "The table in every
+/* Every directory's table of its entries (docs/views.md, "The table in every
  * directory"). Names of this shape are reserved by the name mapping. */
 #define TABLE_NAME "__tensors__.tsv"
 

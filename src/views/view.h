@@ -95,8 +95,8 @@ struct tfs_view_ops {
 	 * TFS_ERR_INVAL with one line ("-o format= takes raw or npy..."). */
 	tfs_err (*check)(const struct tfs_opts *o, struct tfs_diag *d);
 	/* Whether a tree with these options has the view's files; NULL:
-	 * always. A tree whose opts is NULL (the tools' own tree) has only
-	 * the views that are always there. */
+	 * always. A tree whose opts is NULL (tree.h: struct tfs_tree_opts) has
+	 * only the views that are always there. */
 	int (*wanted)(const struct tfs_tree_opts *o);
 	/* Optional, for a view whose files are generated: whether the options
 	 * ask that generated files go through the page cache after all
