@@ -173,7 +173,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tensorfs $(DESTDIR)$(MANDIR)/man1/tensorfs.1 $(DESTDIR)$(COMPLETIONDIR)/tensorfs
 
 clean:
-	rm -rf $(BUILD) $(SAN) $(FUZZ) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
+	rm -rf $(BUILD) $(SAN) $(FUZZ) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__ tests/lib/__pycache__ scripts/__pycache__
 
 # A null FUSE server, the ceiling of any FUSE filesystem here (make bench).
 $(BUILD)/nullfs: tests/bench/nullfs.c | $(BUILD)

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
 import time
@@ -34,33 +33,9 @@ SANITIZED = bool(os.environ.get("TENSORFS_SAN_LOGDIR"))
 EXIT_USAGE, EXIT_SOURCE, EXIT_FORMAT, EXIT_MOUNT = 2, 3, 4, 5
 
 
-def write_raw(path, header, data=b"", n=None):
-    """Writes N, the header bytes and the data; N defaults to len(header)."""
-    if isinstance(header, str):
-        header = header.encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(header) if n is None else n))
-        f.write(header)
-        f.write(data)
-
-
-def write_st(path, tensors, metadata=None, pad=True):
-    """tensors: list of (name, dtype, shape, bytes) in data order."""
-    hdr = {}
-    if metadata is not None:
-        hdr["__metadata__"] = metadata
-    data = bytearray()
-    for name, dtype, shape, raw in tensors:
-        hdr[name] = {"dtype": dtype, "shape": list(shape),
-                     "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(hdr, ensure_ascii=False).encode()
-    if pad == "odd":
-        text += b" " * (1 - len(text) % 2)  # data starts at an odd offset
-    elif pad:
-        text += b" " * (-len(text) % 8)
-    write_raw(path, text, bytes(data))
-    return 8 + len(text)
+# The checkpoint writers are tests/lib/checkpoints.py's (shared with the
+# benches); the tests take them from here too.
+from checkpoints import write_raw, write_st  # noqa: E402,F401
 
 
 def fname(name):

@@ -5,7 +5,7 @@ under one directory. For tests that need shapes torch cannot write
 (hostile pickles, damaged archives, protocol 4, _rebuild_tensor_v3), and
 for the 10,000-tensor bench file.
 
-    /usr/bin/python3 tests/integration/gen_pickle.py many OUT.bin N
+    /usr/bin/python3 tests/lib/gen_pickle.py many OUT.bin N
 """
 
 import collections
