@@ -26,17 +26,20 @@ JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto lib
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
-# and format interfaces), compute/ (pure computations: BLAKE3, Xet's
-# hashes, chunks and reconstructions), sources/, formats/, model/ (the
-# model stage), views/, fs/ (the file-system core), and above them fuse/
-# (the FUSE glue) and cli/ (the command line). docs/architecture.md draws
-# the house.
+# and format interfaces, the exit codes), compute/ (pure computations:
+# decoding, values, statistics, pictures, hashes, manifests, the
+# safetensors and GGUF writers, Zarr's documents, BLAKE3 and Xet's),
+# sources/, formats/, model/ (the model stage), views/ (the tree and the
+# plug-ins), fs/ (the file-system core), tools/ (inspect, verify, diff,
+# stats, list as library functions), and above them fuse/ (the FUSE glue)
+# and cli/ (the command line). docs/architecture.md draws the house.
 AXES = core compute sources formats model views fs tools
 # The FUSE glue and the command line.
 FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/main.c
-# The rest is the core: sources, formats, the tensor table and the views,
-# with no FUSE in it; unit tests and fuzzers link it. A new source, format
-# or view is one more file in its folder and one line in its registry.
+# The rest is the core: sources, formats, the tensor table, the views and
+# the tools, with no FUSE in it; unit tests and fuzzers link it. A new
+# source, format, view or tool is one more file in its folder and its
+# lines in its registry.
 CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c)))
 
 BUILD = build
