@@ -1,7 +1,9 @@
-/* The store of the digests worked out so far (compute/hashes.h). */
+/* The digests' names and hex, the store of those worked out so far, and
+ * their keys in a source's memo (compute/hashes.h). */
 #include "compute/hashes.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,4 +102,34 @@ void tfs_digests_put(struct tfs_digests *s, uint32_t ino, enum tfs_digest_algo a
 		s->have[ino] |= (uint8_t)(1u << a);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, uint64_t begin, uint64_t end,
+			 char *out, size_t cap)
+{
+	snprintf(out, cap, "%s %s %u %llu %llu", tfs_digest_name(a), converted ? "f32" : "raw", npy,
+		 (unsigned long long)begin, (unsigned long long)end);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int tfs_digest_parse(enum tfs_digest_algo a, const char *hex, unsigned char *sha, uint64_t *xxh)
+{
+	size_t n = tfs_digest_hex_len(a);
+	if (strlen(hex) != n)
+		return -1;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++) {
+		int v = hexval(hex[i]);
+		if (v < 0)
+			return -1;
+		if (a == TFS_DIGEST_SHA256 && i % 2)
+			sha[i / 2] = (unsigned char)(hexval(hex[i - 1]) << 4 | v);
+		x = x << 4 | (uint64_t)v;
+	}
+	*xxh = x;
+	return 0;
 }

@@ -31,4 +31,13 @@ int tfs_digests_get(struct tfs_digests *s, uint32_t ino, enum tfs_digest_algo a,
 void tfs_digests_put(struct tfs_digests *s, uint32_t ino, enum tfs_digest_algo a, const unsigned char *sha,
 		     uint64_t xxh);
 
+/* The key under which a tensor's digest is kept in its source's memo
+ * (tfs_source_memo_get): the algorithm, the view (float32 or stored
+ * bytes, the NPY header's length) and the stored range. */
+void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, uint64_t begin, uint64_t end,
+			 char *out, size_t cap);
+
+/* A memo's value back into a digest: 0 when it is one. */
+int tfs_digest_parse(enum tfs_digest_algo a, const char *hex, unsigned char *sha, uint64_t *xxh);
+
 #endif

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
+#include "model/lookup.h"
 #include "core/json.h"
-#include "views/tree_digest.h"
+#include "compute/hashes.h"
 #include "compute/values.h"
 
 /* Bytes compared at a time. */
@@ -17,44 +17,6 @@ struct ref {
 	const struct tfs_shard *sh;
 	const struct tfs_tensor *t;
 };
-
-/* B's tensors by name. */
-struct names {
-	struct ref *slot;
-	uint8_t *used; /* 1: taken; 2: matched by a tensor of A */
-	size_t cap;
-};
-
-static size_t slot_of(const struct names *nm, const char *s, size_t n)
-{
-	size_t i = (size_t)tfs_hash(s, n, 7) & (nm->cap - 1);
-	while (nm->used[i]) {
-		const struct ref *r = &nm->slot[i];
-		if (r->t->name_len == n && memcmp(tfs_tensor_name(&r->sh->h, r->t), s, n) == 0)
-			break;
-		i = (i + 1) & (nm->cap - 1);
-	}
-	return i;
-}
-
-static int names_build(struct names *nm, const struct tfs_model *m)
-{
-	nm->cap = 16;
-	while (nm->cap < 2 * (size_t)m->ntensors + 2)
-		nm->cap *= 2;
-	nm->slot = calloc(nm->cap, sizeof *nm->slot);
-	nm->used = calloc(nm->cap, 1);
-	if (!nm->slot || !nm->used)
-		return -1;
-	for (uint32_t s = 0; s < m->nshards; s++)
-		for (uint32_t i = 0; i < m->shards[s].h.n; i++) {
-			const struct tfs_tensor *t = &m->shards[s].h.t[i];
-			size_t k = slot_of(nm, tfs_tensor_name(&m->shards[s].h, t), t->name_len);
-			nm->slot[k] = (struct ref){&m->shards[s], t};
-			nm->used[k] = 1;
-		}
-	return 0;
-}
 
 enum status { SAME_BYTES, SAME_VALUES, DIFFERS, SHAPE, DTYPE, ONLY_A, ONLY_B, NSTATUS };
 static const char *const status_names[NSTATUS] = {"identical", "equal",  "differs", "shape",
@@ -437,16 +399,17 @@ static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
 int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *b, const char *bn, int json,
 	     FILE *out)
 {
-	struct names nm = {0};
+	struct tfs_model_names *nm = NULL;
 	struct run r = {.an = an, .bn = bn, .json = json, .out = out};
 	r.ba = malloc(CHUNK);
 	r.bb = malloc(CHUNK);
-	if (!r.ba || !r.bb || names_build(&nm, b)) {
+	/* B's tensors that a tensor of A matched */
+	uint8_t *matched = calloc(b->ntensors ? b->ntensors : 1, 1);
+	if (!r.ba || !r.bb || !matched || tfs_model_names_new(b, &nm)) {
 		fprintf(stderr, "tensorfs: diff: out of memory\n");
 		free(r.ba);
 		free(r.bb);
-		free(nm.slot);
-		free(nm.used);
+		free(matched);
 		return 2;
 	}
 	if (json) {
@@ -463,20 +426,26 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 		for (uint32_t i = 0; !e && i < a->shards[s].h.n; i++) {
 			struct ref ra = {&a->shards[s], &a->shards[s].h.t[i]};
 			const char *name = tfs_tensor_name(&ra.sh->h, ra.t);
-			size_t k = slot_of(&nm, name, ra.t->name_len);
-			if (!nm.used[k]) {
+			struct tfs_model_pos at;
+			if (!tfs_model_find(nm, name, ra.t->name_len, &at)) {
 				row(&r, ONLY_A, &ra, NULL, NULL);
 				continue;
 			}
-			nm.used[k] = 2;
-			if ((e = compare(&r, &ra, &nm.slot[k]))) {
+			matched[at.n] = 1;
+			struct ref rb = {&b->shards[at.shard], &b->shards[at.shard].h.t[at.idx]};
+			if ((e = compare(&r, &ra, &rb))) {
 				bad = name;
 				badl = ra.t->name_len;
 			}
 		}
-	for (size_t k = 0; !e && k < nm.cap; k++)
-		if (nm.used[k] == 1)
-			row(&r, ONLY_B, NULL, &nm.slot[k], NULL);
+	/* B's own tensors, in B's order. */
+	uint64_t k = 0;
+	for (uint32_t s = 0; !e && s < b->nshards; s++)
+		for (uint32_t i = 0; i < b->shards[s].h.n; i++, k++)
+			if (!matched[k]) {
+				struct ref rb = {&b->shards[s], &b->shards[s].h.t[i]};
+				row(&r, ONLY_B, NULL, &rb, NULL);
+			}
 	int rc = 0;
 	if (e) {
 		char q[400];
@@ -507,8 +476,8 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 	}
 	free(r.ba);
 	free(r.bb);
-	free(nm.slot);
-	free(nm.used);
+	free(matched);
+	tfs_model_names_free(nm);
 	return rc;
 }
 

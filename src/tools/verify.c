@@ -14,10 +14,10 @@
 
 #include "core/exit.h"
 #include "compute/manifest.h"
-#include "core/hash.h"
 #include "core/json.h"
 #include "core/names.h"
 #include "core/userfile.h"
+#include "model/lookup.h"
 #include "views/tree_digest.h"
 #include "views/tree.h"
 
@@ -134,41 +134,20 @@ static const char *tensor_name(const struct tfs_tree *t, uint32_t i, size_t *len
 	return tfs_tensor_name(h, x);
 }
 
-/* The tensor files by tensor name (a manifest of 100,000 names none of
- * which is in the checkpoint was a search of every tensor for each). */
+/* The tensor files by tensor name, through the model's lookup (a
+ * manifest of 100,000 names none of which is in the checkpoint was a
+ * search of every tensor for each): the flat tree's tensor files come in
+ * the model's order, so a tensor's number there is its file's. */
 struct index {
 	const struct tfs_tree *t;
-	uint32_t *slot; /* node, 0: empty */
-	size_t cap;
+	const uint32_t *nodes; /* the tensor files, in the model's order */
+	struct tfs_model_names *names;
 };
 
-static size_t slot_of(const struct index *x, const char *s, size_t n)
+static uint32_t node_named(const struct index *x, const char *s, size_t n)
 {
-	size_t i = (size_t)tfs_hash(s, n, 11) & (x->cap - 1);
-	while (x->slot[i]) {
-		size_t l;
-		const char *name = tensor_name(x->t, x->slot[i], &l);
-		if (l == n && memcmp(name, s, n) == 0)
-			break;
-		i = (i + 1) & (x->cap - 1);
-	}
-	return i;
-}
-
-static int index_build(struct index *x, const struct tfs_tree *t, const uint32_t *nodes, size_t n)
-{
-	x->t = t;
-	x->cap = 16;
-	while (x->cap < 2 * n + 2)
-		x->cap *= 2;
-	if (!(x->slot = calloc(x->cap, sizeof *x->slot)))
-		return -1;
-	for (size_t k = 0; k < n; k++) {
-		size_t l;
-		const char *name = tensor_name(t, nodes[k], &l);
-		x->slot[slot_of(x, name, l)] = nodes[k];
-	}
-	return 0;
+	struct tfs_model_pos at;
+	return tfs_model_find(x->names, s, n, &at) ? x->nodes[at.n] : 0;
 }
 
 /* The node a manifest's name means: the file name of a flat mount of the
@@ -184,9 +163,9 @@ static uint32_t resolve(void *ctx, const char *name, size_t nl)
 		return i;
 	char raw[TFS_NAME_MAX + 1];
 	long k = memchr(name, '%', nl) ? tfs_name_unmap(name, nl, raw, sizeof raw) : -1;
-	if (k >= 0 && (i = x->slot[slot_of(x, raw, (size_t)k)]))
+	if (k >= 0 && (i = node_named(x, raw, (size_t)k)))
 		return i;
-	return x->slot[slot_of(x, name, nl)];
+	return node_named(x, name, nl);
 }
 
 /* -o layout=tree,sums writes a __sha256sums__.txt in each directory that
@@ -209,7 +188,7 @@ static uint32_t resolve_in_dir(void *ctx, const char *name, size_t nl)
 		return 0;
 	size_t l;
 	const char *tn = tensor_name(r->t, i, &l);
-	return r->x->slot[slot_of(r->x, tn, l)];
+	return node_named(r->x, tn, l);
 }
 
 /* The directory (not the root) of t that the longest end of path's own
@@ -484,9 +463,10 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 	size_t n;
 	struct progress p = {.on = isatty(2)};
 	uint32_t *nodes = tensor_nodes(&t, &n, &p.total);
-	struct index ix = {0};
-	tfs_err e = nodes && !index_build(&ix, &t, nodes, n) ? TFS_OK
-							     : tfs_fail(&d, TFS_ERR_NOMEM, "out of memory");
+	struct index ix = {.t = &t, .nodes = nodes};
+	tfs_err e = nodes && !tfs_model_names_new(m, &ix.names)
+			    ? TFS_OK
+			    : tfs_fail(&d, TFS_ERR_NOMEM, "out of memory");
 	if (!e && manifest_path) {
 		man.resolve = resolve;
 		man.ctx = &ix;
@@ -496,7 +476,7 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 		if (e) {
 			fprintf(stderr, "tensorfs: %s: %s\n", tfs_quote_path(qm, sizeof qm, manifest_path),
 				d.msg);
-			free(ix.slot);
+			tfs_model_names_free(ix.names);
 			free(nodes);
 			tfs_tree_free(&t);
 			tfs_manifest_free(&man);
@@ -551,7 +531,7 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 				r.mismatches,
 				man.bad ? " (some manifest lines were not checksum lines)" : "");
 	}
-	free(ix.slot);
+	tfs_model_names_free(ix.names);
 	free(nodes);
 	tfs_tree_free(&t);
 	tfs_manifest_free(&man);

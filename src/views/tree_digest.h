@@ -22,15 +22,6 @@ tfs_err tfs_digest_node(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_
  * any data), else 0. */
 int tfs_digest_known(const struct tfs_tree *t, uint32_t ino, enum tfs_digest_algo a, char *hex);
 
-/* The key under which a tensor's digest is kept in its source's memo
- * (tfs_source_memo_get): the algorithm, the view (float32 or stored
- * bytes, the NPY header's length) and the stored range. */
-void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, uint64_t begin, uint64_t end,
-			 char *out, size_t cap);
-
-/* A memo's value back into a digest: 0 when it is one. */
-int tfs_digest_parse(enum tfs_digest_algo a, const char *hex, unsigned char *sha, uint64_t *xxh);
-
 /* The digests of `count` nodes, on up to `threads` threads, each thread
  * holding one read buffer. progress(ctx, bytes) is called after each
  * node (from any thread, serialised). Stops at the first error. */

@@ -1,6 +1,7 @@
 /* Unit tests of the tools (tools/tools.h) with no mount: --inspect,
  * --verify (with and without a manifest, a mismatch, a missing manifest),
- * diff (the same checkpoint, one value changed), --stats and --list, each
+ * diff (the same checkpoint, one value changed, the tensors only B has in
+ * B's order), the model's lookup by name, --stats and --list, each
  * called as a library function over a checkpoint opened through the one
  * pipeline (fs/mount.h), its results read from a memory stream and its
  * exit class checked. */
@@ -12,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "fs/mount.h"
+#include "model/lookup.h"
 #include "tools/tools.h"
 
 #include "check.h"
@@ -36,6 +38,32 @@ static void make_file(char *path, float last)
 	int fd = mkstemp(path);
 	if (fd < 0 || write(fd, len8, 8) != 8 || write(fd, hdr, hl) != (ssize_t)hl ||
 	    write(fd, data, sizeof data) != (ssize_t)sizeof data) {
+		perror("test file");
+		exit(1);
+	}
+	close(fd);
+}
+
+/* A checkpoint of one-element F32 tensors named names[0..n), in order. */
+static void make_named(char *path, const char *const *names, int n)
+{
+	char hd[1024];
+	size_t hl = 1;
+	hd[0] = '{';
+	for (int i = 0; i < n; i++)
+		hl += (size_t)snprintf(hd + hl, sizeof hd - hl,
+				       "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+				       i ? "," : "", names[i], 4 * i, 4 * i + 4);
+	hd[hl++] = '}';
+	while (hl % 8)
+		hd[hl++] = ' ';
+	unsigned char len8[8], zeros[4 * 16] = {0};
+	for (int i = 0; i < 8; i++)
+		len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	strcpy(path, "/tmp/tfs-test-tools-XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, len8, 8) != 8 || write(fd, hd, hl) != (ssize_t)hl ||
+	    write(fd, zeros, (size_t)(4 * n)) != 4 * n) {
 		perror("test file");
 		exit(1);
 	}
@@ -184,6 +212,45 @@ static void test_diff(void)
 	tfs_mount_close(&ma);
 }
 
+/* The tensors only B has come in B's order (they came in a hash's), and
+ * the model's lookup finds each tensor where it is. */
+static void test_diff_order(void)
+{
+	static const char *const a_names[] = {"w"}, *const b_names[] = {"w", "z", "a", "m", "q", "b"};
+	char pa[64], pb[64];
+	make_named(pa, a_names, 1);
+	make_named(pb, b_names, 6);
+	struct tfs_mount ma, mb;
+	if (open_one(pa, &ma) || open_one(pb, &mb)) {
+		CHECK(0, "open");
+		return;
+	}
+	struct tfs_model_names *nm = NULL;
+	struct tfs_model_pos at;
+	CHECK(tfs_model_names_new(&mb.model, &nm) == TFS_OK, "the lookup");
+	CHECK(nm && tfs_model_find(nm, "q", 1, &at) && at.shard == 0 && at.idx == 4 && at.n == 4,
+	      "q is the fifth");
+	CHECK(nm && !tfs_model_find(nm, "qq", 2, &at) && !tfs_model_find(nm, "", 0, &at), "no such tensor");
+	tfs_model_names_free(nm);
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &ma, .b = &mb, .shown = "A", .shown_b = "B", .json = 1};
+	int rc = run(&tfs_tool_diff, &a, &text);
+	const char *p = text;
+	int in_order = rc == 1;
+	for (int i = 1; i < 6 && p; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "\"name\": \"%s\"", b_names[i]);
+		p = strstr(p, want);
+		in_order &= p != NULL;
+	}
+	CHECK(in_order, "only in B, in B's order: %s", text);
+	free(text);
+	tfs_mount_close(&mb);
+	tfs_mount_close(&ma);
+	unlink(pa);
+	unlink(pb);
+}
+
 static void test_stats(void)
 {
 	struct tfs_mount m;
@@ -226,6 +293,7 @@ int main(int argc, char **argv)
 	RUN(test_inspect);
 	RUN(test_verify);
 	RUN(test_diff);
+	RUN(test_diff_order);
 	RUN(test_stats);
 	RUN(test_list);
 	unlink(path_a);
