@@ -49,7 +49,14 @@ import time
 # The benches' shared harness (tests/lib: servers, checkpoint writers,
 # fixtures), which imports no test module.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "lib"))
-from checkpoints import write_sized as write_checkpoint  # noqa: E402,F401
+from checkpoints import write_sized  # noqa: E402
+
+
+def write_checkpoint(path, tensors, fill):
+    """tensors: [(name, dtype, shape, nbytes)]; fill: real bytes, else a
+    hole. The data starts unaligned, as in real files."""
+    write_sized(path, tensors, fill, odd_start=True)
+
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("TENSORFS_BIN", os.path.join(REPO, "tensorfs"))

@@ -254,7 +254,6 @@ def main(argv):
     model, F32 tensors of 64 elements and a vocabulary of N strings; the
     same tensors as safetensors for the baseline."""
     import argparse
-    import json
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--tensors", type=int, default=10000)
@@ -271,15 +270,8 @@ def main(argv):
     with open(a.out, "wb") as f:
         f.write(build(kvs, tensors))
     if a.safetensors:
-        hdr = {}
-        off = 0
-        for name, _, ne, d in tensors:
-            hdr[name] = {"dtype": "F32", "shape": ne[::-1], "data_offsets": [off, off + len(d)]}
-            off += len(d)
-        text = json.dumps(hdr).encode()
-        text += b" " * (-len(text) % 8)
-        with open(a.safetensors, "wb") as f:
-            f.write(struct.pack("<Q", len(text)) + text + b"".join(t[3] for t in tensors))
+        import checkpoints  # (which imports this module: here, not at the top)
+        checkpoints.write_st(a.safetensors, [(name, "F32", ne[::-1], d) for name, _, ne, d in tensors])
 
 
 if __name__ == "__main__":
