@@ -27,7 +27,7 @@ ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
 # and format interfaces, the exit codes), compute/ (pure computations:
-# decoding, values, statistics, pictures, hashes, manifests, the
+# decoding, values, statistics, comparisons, pictures, hashes, manifests, the
 # safetensors and GGUF writers, Zarr's documents, BLAKE3 and Xet's),
 # sources/, formats/, model/ (the model stage), views/ (the tree and the
 # plug-ins), fs/ (the file-system core), tools/ (inspect, verify, diff,

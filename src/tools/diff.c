@@ -8,6 +8,7 @@
 #include "model/lookup.h"
 #include "core/json.h"
 #include "compute/hashes.h"
+#include "compute/compare.h"
 #include "compute/values.h"
 
 /* Bytes compared at a time. */
@@ -21,50 +22,6 @@ struct ref {
 enum status { SAME_BYTES, SAME_VALUES, DIFFERS, SHAPE, DTYPE, ONLY_A, ONLY_B, NSTATUS };
 static const char *const status_names[NSTATUS] = {"identical", "equal",  "differs", "shape",
 						  "dtype",     "only_a", "only_b"};
-
-/* The figures of a comparison by value. The sums are of the values times
- * 2^-scale, a power of two (exact) raised only when a value passes LIMIT,
- * so that F64 values near 1e308 neither overflow a square nor a sum of
- * 2^63 of them; the ratios drawn from them do not depend on it. */
-struct figures {
-	uint64_t nan_a, nan_b, inf_a, inf_b;
-	uint64_t unmatched; /* positions where one side is NaN or Inf and the other not the same */
-	double max_abs;     /* with max_over, half of it: |x - y| passed DBL_MAX */
-	int max_over;
-	int exact; /* integers on both sides: max_abs is max_int */
-	unsigned __int128 max_int;
-	double d2, a2, b2, ab;
-	int scale;
-	double unscale, limit; /* 2^-scale; the largest |value| add_pairs takes as it comes */
-};
-
-#define LIMIT 0x1p480 /* squares up to 2^960: 2^63 of them stay finite */
-
-static void figures_init(struct figures *f)
-{
-	memset(f, 0, sizeof *f);
-	f->unscale = 1;
-	f->limit = LIMIT;
-}
-
-/* A larger scale for a value of magnitude m; the sums scaled down to it. */
-static void rescale(struct figures *f, double m)
-{
-	int e;
-	frexp(m, &e);
-	int scale = e - 480 + 1;
-	if (scale <= f->scale)
-		return; /* (a value past 2^1022, whose scale is the largest) */
-	double k = ldexp(1, -2 * (scale - f->scale));
-	f->d2 *= k;
-	f->a2 *= k;
-	f->b2 *= k;
-	f->ab *= k;
-	f->scale = scale;
-	f->unscale = ldexp(1, -scale);
-	/* At most 2^1022, so that x - y of two values under it is finite. */
-	f->limit = scale < 1022 - 480 ? ldexp(LIMIT, scale) : 0x1p1022;
-}
 
 struct run {
 	const char *an, *bn;
@@ -146,124 +103,17 @@ static int same_bytes(struct run *r, const struct ref *a, const struct ref *b)
 	return 1;
 }
 
-static void add_pair(struct figures *f, double x, double y)
+static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b, struct tfs_compare *f)
 {
-	int fx = isfinite(x), fy = isfinite(y);
-	f->nan_a += isnan(x);
-	f->nan_b += isnan(y);
-	f->inf_a += isinf(x) != 0;
-	f->inf_b += isinf(y) != 0;
-	if (!fx || !fy) {
-		/* NaN meets NaN, or the same infinity: equal; else not. */
-		if (!((isnan(x) && isnan(y)) || (isinf(x) && x == y)))
-			f->unmatched++;
-		return;
-	}
-	double d = fabs(x - y);
-	if (isinf(d)) { /* past DBL_MAX: kept halved */
-		double h = fabs(x * 0.5 - y * 0.5);
-		if (!f->max_over || h > f->max_abs)
-			f->max_abs = h;
-		f->max_over = 1;
-	} else if (!f->max_over && d > f->max_abs) {
-		f->max_abs = d;
-	}
-	if (fabs(x) > f->limit || fabs(y) > f->limit)
-		rescale(f, fabs(x) > fabs(y) ? fabs(x) : fabs(y));
-	double xs = x * f->unscale, ys = y * f->unscale, ds = xs - ys;
-	f->d2 += ds * ds;
-	f->a2 += xs * xs;
-	f->b2 += ys * ys;
-	f->ab += xs * ys;
-}
-
-/* A chunk of pairs: finite values under the scale's limit (nearly all) in
- * registers, the rest through add_pair. (max_abs needs no care: past
- * DBL_MAX it holds a half over 2^1022, more than any difference here.) */
-static void add_pairs(struct figures *f, const double *x, const double *y, size_t n)
-{
-	double d2 = f->d2, a2 = f->a2, b2 = f->b2, ab = f->ab, mx = f->max_abs;
-	double k = f->unscale, lim = f->limit;
-	for (size_t i = 0; i < n; i++) {
-		double xi = x[i], yi = y[i];
-		if (!(fabs(xi) <= lim && fabs(yi) <= lim)) { /* NaN, infinite, or large */
-			f->d2 = d2, f->a2 = a2, f->b2 = b2, f->ab = ab, f->max_abs = mx;
-			add_pair(f, xi, yi);
-			d2 = f->d2, a2 = f->a2, b2 = f->b2, ab = f->ab, mx = f->max_abs;
-			k = f->unscale, lim = f->limit;
-			continue;
-		}
-		double d = fabs(xi - yi);
-		if (d > mx)
-			mx = d;
-		double xs = xi * k, ys = yi * k, ds = xs - ys;
-		d2 += ds * ds;
-		a2 += xs * xs;
-		b2 += ys * ys;
-		ab += xs * ys;
-	}
-	f->d2 = d2, f->a2 = a2, f->b2 = b2, f->ab = ab, f->max_abs = mx;
-}
-
-/* Both sides' value streams, or neither. */
-static tfs_err open_pair(const struct ref *a, const struct ref *b, struct tfs_values *va,
-			 struct tfs_values *vb)
-{
-	tfs_err e = tfs_values_open(va, a->sh, a->t);
-	if (e)
-		return e;
-	if ((e = tfs_values_open(vb, b->sh, b->t)))
-		tfs_values_close(va);
-	return e;
-}
-
-static tfs_err by_value(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
-{
-	struct tfs_values va, vb;
-	figures_init(f);
-	tfs_err e = open_pair(a, b, &va, &vb);
-	if (e)
-		return e;
-	const double *x, *y;
-	size_t nx, ny;
-	while (!(e = tfs_values_next(&va, &x, &nx)) && !(e = tfs_values_next(&vb, &y, &ny)) && nx)
-		add_pairs(f, x, y, nx < ny ? nx : ny);
 	r->bytes_read += tfs_tensor_size(a->t) + tfs_tensor_size(b->t);
-	tfs_values_close(&va);
-	tfs_values_close(&vb);
-	return e;
+	return tfs_compare_values(a->sh, a->t, b->sh, b->t, 0, f);
 }
 
-/* Integers on both sides (any widths): compared exactly, and the largest
- * difference kept exactly (U64 against I64 needs 65 bits); the sums of
- * rel_l2 and cosine in doubles, which they are. */
-static tfs_err by_int(struct run *r, const struct ref *a, const struct ref *b, struct figures *f)
+/* Integers on both sides (any widths): compared exactly. */
+static tfs_err by_int(struct run *r, const struct ref *a, const struct ref *b, struct tfs_compare *f)
 {
-	struct tfs_values va, vb;
-	figures_init(f);
-	f->exact = 1;
-	tfs_err e = open_pair(a, b, &va, &vb);
-	if (e)
-		return e;
-	const tfs_int128 *x, *y;
-	size_t nx, ny;
-	while (!(e = tfs_values_next_int(&va, &x, &nx)) && !(e = tfs_values_next_int(&vb, &y, &ny)) && nx) {
-		for (size_t i = 0; i < nx && i < ny; i++) {
-			tfs_int128 d = x[i] - y[i];
-			unsigned __int128 ad = d < 0 ? (unsigned __int128)-d : (unsigned __int128)d;
-			if (ad > f->max_int)
-				f->max_int = ad;
-			double xd = (double)x[i], yd = (double)y[i], dd = (double)d;
-			f->d2 += dd * dd;
-			f->a2 += xd * xd;
-			f->b2 += yd * yd;
-			f->ab += xd * yd;
-		}
-	}
 	r->bytes_read += tfs_tensor_size(a->t) + tfs_tensor_size(b->t);
-	tfs_values_close(&va);
-	tfs_values_close(&vb);
-	return e;
+	return tfs_compare_values(a->sh, a->t, b->sh, b->t, 1, f);
 }
 
 static void put_shape(FILE *f, const struct ref *x)
@@ -288,7 +138,7 @@ static void put_num(FILE *f, const char *key, double v, int have, int json)
 
 /* The largest difference: exact for integers; past DBL_MAX (F64 near
  * 1e308 on both sides) written from twice its half. */
-static void put_max_abs(FILE *f, const struct figures *g, int json)
+static void put_max_abs(FILE *f, const struct tfs_compare *g, int json)
 {
 	if (g->exact) {
 		char dig[48];
@@ -309,7 +159,7 @@ static void put_max_abs(FILE *f, const struct figures *g, int json)
 }
 
 static void row(struct run *r, enum status st, const struct ref *a, const struct ref *b,
-		const struct figures *f)
+		const struct tfs_compare *f)
 {
 	r->count[st]++;
 	const struct ref *x = a ? a : b;
@@ -365,7 +215,7 @@ static void row(struct run *r, enum status st, const struct ref *a, const struct
 /* One tensor of A against its namesake in B. */
 static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
 {
-	struct figures f;
+	struct tfs_compare f;
 	if (!same_shape(a, b)) {
 		row(r, SHAPE, a, b, NULL);
 		return TFS_OK;

@@ -5,6 +5,7 @@
  * called as a library function over a checkpoint opened through the one
  * pipeline (fs/mount.h), its results read from a memory stream and its
  * exit class checked. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include <openssl/evp.h>
 
+#include "compute/compare.h"
 #include "fs/mount.h"
 #include "model/lookup.h"
 #include "tools/tools.h"
@@ -251,6 +253,27 @@ static void test_diff_order(void)
 	unlink(pb);
 }
 
+/* diff's figures (compute/compare.h): NaN meets NaN, an infinity only the
+ * same one, the largest difference of the finite pairs. */
+static void test_compare(void)
+{
+	struct tfs_compare f;
+	const double x[] = {1, 2, NAN, INFINITY, 5}, y[] = {1, 3, NAN, -INFINITY, 5};
+	tfs_compare_init(&f);
+	tfs_compare_pairs(&f, x, y, 5);
+	CHECK(f.max_abs == 1 && f.d2 == 1 && f.a2 == 30 && f.b2 == 35 && f.ab == 32,
+	      "the sums: %g %g %g %g %g", f.max_abs, f.d2, f.a2, f.b2, f.ab);
+	CHECK(f.nan_a == 1 && f.nan_b == 1 && f.inf_a == 1 && f.inf_b == 1 && f.unmatched == 1,
+	      "NaN and Inf: %llu %llu %llu", (unsigned long long)f.nan_a, (unsigned long long)f.inf_b,
+	      (unsigned long long)f.unmatched);
+	/* Values near DBL_MAX: the difference kept halved, the sums finite. */
+	const double bx[] = {1e308}, by[] = {-1e308};
+	tfs_compare_init(&f);
+	tfs_compare_pairs(&f, bx, by, 1);
+	CHECK(f.max_over && f.max_abs == 1e308 && isfinite(f.d2) && f.scale > 0, "past DBL_MAX: %g",
+	      f.max_abs);
+}
+
 static void test_stats(void)
 {
 	struct tfs_mount m;
@@ -294,6 +317,7 @@ int main(int argc, char **argv)
 	RUN(test_verify);
 	RUN(test_diff);
 	RUN(test_diff_order);
+	RUN(test_compare);
 	RUN(test_stats);
 	RUN(test_list);
 	unlink(path_a);
