@@ -26,7 +26,7 @@ SRC = os.path.join(ROOT, "src")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 VIEW = re.compile(r"const struct tfs_view_ops tfs_view_(\w+)\s*=\s*\{(.*?)\n\};", re.S)
 OPTS = re.compile(r"static const struct tfs_opt_spec opts\[\]\s*=\s*\{(.*?)\n\};", re.S)
-OPT = re.compile(r'\{"(\w+)",\s*(\d)')
+OPT = re.compile(r'\{"(\w+)",\s*(\d),\s*(NULL|")')
 
 
 def files(folder):
@@ -67,7 +67,8 @@ def main():
             bad.append(f"views/{n}: its view is tfs_view_{ident} named {m.group(1) if m else None!r}, "
                        f"not tfs_view_{stem} named {stem!r}")
         o = OPTS.search(text)
-        switches = [k for k, v in OPT.findall(o.group(1)) if v == "0"] if o else []
+        # (an option listed without help is another view's, followed)
+        switches = [k for k, v, h in OPT.findall(o.group(1)) if v == "0" and h != "NULL"] if o else []
         if switches and stem not in switches and "no" + stem not in switches:
             bad.append(f"views/{n}: named after none of its on/off options ({', '.join(switches)})")
         if f"&tfs_view_{stem}," not in registry:

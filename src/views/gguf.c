@@ -138,7 +138,13 @@ static void state_free(void *state)
 	free(g);
 }
 
-/* It comes with -o export (the export view's option). */
+/* It comes with -o export, which the exports declare (--help has their
+ * line): this view follows it. */
+static const struct tfs_opt_spec opts[] = {
+	{"export", 0, NULL, NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 static int wanted(const struct tfs_tree_opts *o)
 {
 	return tfs_opts_get(o->opts, "export") != NULL;
@@ -164,6 +170,7 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 const struct tfs_view_ops tfs_view_gguf = {
 	.name = "gguf",
 	.flags = TFS_VIEWF_GENERATED,
+	.opts = opts,
 	.wanted = wanted,
 	.reserves = reserves,
 	.state_new = state_new,

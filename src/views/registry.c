@@ -54,7 +54,7 @@ const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
 	for (unsigned i = 0; i < tfs_nviews; i++)
 		for (const struct tfs_opt_spec *s = tfs_views[i] ? tfs_views[i]->opts : NULL; s && s->name;
 		     s++)
-			if (k-- == 0)
+			if (s->help && k-- == 0) /* (no help: another view's, followed) */
 				return s;
 	return NULL;
 }

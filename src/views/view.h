@@ -88,8 +88,11 @@ struct tfs_view_ops {
 
 	/* ---- options ---- */
 	/* Optional: its -o options, NULL-terminated by name; the command line
-	 * collects them (tfs_tree_opts, opts) and --help lists them. A view
-	 * may read another's (gguf's model.gguf comes with -o export). */
+	 * collects them (tfs_tree_opts, opts) and --help lists them. An option
+	 * of another view's that this one follows too is listed here without
+	 * help (gguf's model.gguf comes with -o export): --help and the
+	 * lookup take the declaring view's; a view reads no option it does
+	 * not list. */
 	const struct tfs_opt_spec *opts;
 	/* Optional: the options' values checked before anything is opened;
 	 * TFS_ERR_INVAL with one line ("-o format= takes raw or npy..."). */
