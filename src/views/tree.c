@@ -485,9 +485,6 @@ static tfs_err build_steps(struct build *b, struct tfs_diag *d)
 	/* The hashes are kept by node: made once the nodes are all there. */
 	if (!e && !(b->t->digests = tfs_digests_new(b->t->nnodes)))
 		e = TFS_ERR_NOMEM;
-	for (unsigned k = 0; !e && k < tfs_nviews; k++)
-		if (b->t->vstate[k] && tfs_views[k]->built)
-			e = tfs_views[k]->built(b->t, b->t->vstate[k]);
 	return e;
 }
 

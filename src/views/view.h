@@ -150,8 +150,6 @@ struct tfs_view_ops {
 	size_t (*entry_name)(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t i, char *out);
 	int (*entry_find)(const struct tfs_tree *t, const struct tfs_node *dir, const char *name, size_t len,
 			  uint32_t *i);
-	/* Optional: once the tree is whole (every name final). */
-	tfs_err (*built)(const struct tfs_tree *t, void *state);
 	/* Optional: a warning about the tree to say once at mount (what the
 	 * view cannot show), into buf; 0 when there is none. */
 	int (*notice)(const struct tfs_tree *t, const void *state, char *buf, size_t cap);

@@ -115,22 +115,19 @@ static void map_free(struct zmap *m)
 }
 
 /* What only building needs. */
-static tfs_err built(const struct tfs_tree *t, void *state)
+static void built(struct tfs_zarr *z)
 {
-	struct tfs_zarr *z = state;
-	(void)t;
 	map_free(&z->groups);
 	map_free(&z->hashed);
 	free(z->leaf);
 	free(z->base);
 	z->leaf = z->base = NULL;
-	return TFS_OK;
 }
 
 static void state_free(void *state)
 {
 	struct tfs_zarr *z = state;
-	built(NULL, z);
+	built(z);
 	for (struct zblock *b = z->names, *nx; b; b = nx) {
 		nx = b->next;
 		free(b);
@@ -377,7 +374,8 @@ static tfs_err add_array(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t te
 }
 
 /* The store: its groups, then an array for every tensor's node (all
- * there before any view's files), in the order of the nodes. */
+ * there before any view's files), in the order of the nodes; then what
+ * only building needed is let go. */
 static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 {
 	struct tfs_zarr *z = state;
@@ -386,6 +384,7 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 	for (uint32_t i = 1; !e && i < end; i++)
 		if (tfs_tree_add_tree(a)->nodes[i].kind == TFS_NODE_TENSOR)
 			e = add_array(z, a, i);
+	built(z);
 	return e;
 }
 
@@ -757,7 +756,6 @@ const struct tfs_view_ops tfs_view_zarr = {
 	.at_root = at_root,
 	.entry_name = entry_name,
 	.entry_find = entry_find,
-	.built = built,
 	.notice = notice,
 	.opts = opts,
 	.check = check,
