@@ -247,7 +247,7 @@ static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
 }
 
 int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *b, const char *bn, int json,
-	     FILE *out)
+	     FILE *out, struct tfs_tool_result *res)
 {
 	struct tfs_model_names *nm = NULL;
 	struct run r = {.an = an, .bn = bn, .json = json, .out = out};
@@ -307,6 +307,12 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 		uint64_t differ = r.count[DIFFERS] + r.count[SHAPE] + r.count[DTYPE] + r.count[ONLY_A] +
 				  r.count[ONLY_B];
 		rc = differ ? 1 : 0;
+		uint64_t all = 0;
+		for (int st = 0; st < NSTATUS; st++)
+			all += r.count[st];
+		*res = (struct tfs_tool_result){.tensors = all,
+						.differ = r.count[DIFFERS] + r.count[SHAPE] + r.count[DTYPE],
+						.missing = r.count[ONLY_A] + r.count[ONLY_B]};
 		if (json) {
 			fprintf(out, "%s], \"summary\": {", r.rows ? "\n" : "");
 			for (int st = 0; st < NSTATUS; st++)
@@ -334,7 +340,10 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 static int run(const struct tfs_tool_args *a)
 {
 	tfs_sources_start();
-	int rc = tfs_diff(&a->a->model, a->shown, &a->b->model, a->shown_b, a->json, a->out);
+	struct tfs_tool_result res = {0};
+	int rc = tfs_diff(&a->a->model, a->shown, &a->b->model, a->shown_b, a->json, a->out, &res);
+	if (a->result)
+		*a->result = res;
 	tfs_sources_stop();
 	if (fflush(a->out) != 0)
 		rc = 2;

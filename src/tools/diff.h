@@ -14,6 +14,6 @@
  * value), 1 different, 2 trouble (a tensor could not be read; one line on
  * stderr). */
 int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *b, const char *bn, int json,
-	     FILE *out);
+	     FILE *out, struct tfs_tool_result *res);
 
 #endif

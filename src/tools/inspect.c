@@ -404,6 +404,8 @@ static int run(const struct tfs_tool_args *a)
 	if (model->index_only)
 		say_index_only(model);
 	int r = tfs_inspect(model, a->shown, a->json, a->out);
+	if (a->result)
+		*a->result = (struct tfs_tool_result){.tensors = model->ntensors};
 	if (fflush(a->out) != 0)
 		r = -1;
 	if (r) {

@@ -41,9 +41,10 @@ static void put_padded(FILE *f, const char *s, size_t width)
 		fputc(' ', f);
 }
 
-int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out)
+int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out, uint64_t *measured)
 {
 	size_t rows = 0, nw = json ? 0 : name_width(m);
+	uint64_t count = 0;
 	if (json) {
 		fputs("{\"source\": ", out);
 		tfs_json_fstr(out, source, strlen(source));
@@ -62,6 +63,7 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 			const char *dt = tfs_tensor_dtype(&sh->h, t, &dl);
 			struct tfs_stats st;
 			tfs_err e = tfs_stats_tensor(sh, t, &st);
+			count++;
 			char q[400];
 			tfs_quote(q, sizeof q, name, t->name_len);
 			if (e && e != TFS_ERR_UNHANDLED) {
@@ -103,13 +105,18 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 		}
 	if (json)
 		fprintf(out, "%s]}\n", rows ? "\n" : "");
+	*measured = count;
 	return 0;
 }
 
 static int run(const struct tfs_tool_args *a)
 {
 	tfs_sources_start();
-	int rc = tfs_stats_print(&a->a->model, a->shown, a->json, a->out) ? TFS_EXIT_SOURCE : TFS_EXIT_OK;
+	struct tfs_tool_result res = {0};
+	int rc = tfs_stats_print(&a->a->model, a->shown, a->json, a->out, &res.tensors) ? TFS_EXIT_SOURCE
+											: TFS_EXIT_OK;
+	if (a->result)
+		*a->result = res;
 	tfs_sources_stop();
 	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
 		rc = TFS_EXIT_INTERNAL;

@@ -10,6 +10,6 @@
 
 /* Returns 0, or -1 after one line on stderr (a tensor that cannot be read,
  * memory). */
-int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out);
+int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FILE *out, uint64_t *measured);
 
 #endif

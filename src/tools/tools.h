@@ -22,6 +22,15 @@ struct tfs_mount;
 #define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
 #define LIST_USAGE "tensorfs --list"
 
+/* What a run found, beside what it wrote (for a caller that reads no
+ * text: the tests). */
+struct tfs_tool_result {
+	uint64_t tensors; /* tensors listed, measured, hashed or compared */
+	uint64_t checked; /* --verify: hashes checked (manifest lines, files the server vouches for) */
+	uint64_t differ;  /* --verify: mismatches; diff: tensors that differ (values, shape, dtype) */
+	uint64_t missing; /* --verify: manifest names not in the checkpoint; diff: tensors on one side only */
+};
+
 struct tfs_tool_args {
 	/* The checkpoints the tool opened (tfs_tool.sources of them; the
 	 * model with the edits applied, no tree). */
@@ -30,7 +39,8 @@ struct tfs_tool_args {
 	const char *manifest;        /* --verify's MANIFEST, or NULL */
 	const struct tfs_opts *opts; /* the views' and drivers' -o options */
 	int json, xxh64;
-	FILE *out; /* the results; one line per failure goes to stderr */
+	FILE *out;                      /* the results; one line per failure goes to stderr */
+	struct tfs_tool_result *result; /* filled in when not NULL */
 };
 
 struct tfs_tool {

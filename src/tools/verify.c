@@ -448,7 +448,7 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 }
 
 int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const char *source,
-	       const char *manifest_path, int xxh64, int json, FILE *out)
+	       const char *manifest_path, int xxh64, int json, FILE *out, struct tfs_tool_result *res)
 {
 	struct tfs_manifest man = {0};
 	struct tfs_diag d = {{0}};
@@ -524,6 +524,7 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 		if (json)
 			fprintf(out, "%s], \"checked\": %zu, \"tensors_hashed\": %zu, \"ok\": %s}\n",
 				r.mismatches ? "\n" : "", r.checked, n, r.mismatches ? "false" : "true");
+		*res = (struct tfs_tool_result){n, r.checked, r.mismatches - r.missing, r.missing};
 		if (!rc && r.mismatches)
 			rc = TFS_EXIT_MISMATCH;
 		if (manifest_path || r.checked)
@@ -541,7 +542,10 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 static int run(const struct tfs_tool_args *a)
 {
 	tfs_sources_start(); /* read-ahead for remote sources */
-	int rc = tfs_verify(&a->a->model, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out);
+	struct tfs_tool_result res = {0};
+	int rc = tfs_verify(&a->a->model, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out, &res);
+	if (a->result)
+		*a->result = res;
 	tfs_sources_stop();
 	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
 		rc = TFS_EXIT_INTERNAL;

@@ -17,6 +17,6 @@
  * server vouches for their SHA-256 (the Hub's LFS oid) are checked whole.
  * Returns the exit code (docs/troubleshooting.md, "Exit codes"). */
 int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const char *source,
-	       const char *manifest, int xxh64, int json, FILE *out);
+	       const char *manifest, int xxh64, int json, FILE *out, struct tfs_tool_result *res);
 
 #endif

@@ -95,10 +95,14 @@ static int open_one(const char *path, struct tfs_mount *m)
 }
 
 /* Runs tool t over a (and b), its results into *text (freed by the
- * caller); its exit class. */
+ * caller) and `got`; its exit class. */
+static struct tfs_tool_result got;
+
 static int run(const struct tfs_tool *t, struct tfs_tool_args *a, char **text)
 {
 	size_t len;
+	memset(&got, 0xff, sizeof got);
+	a->result = &got;
 	a->out = open_memstream(text, &len);
 	if (!a->out)
 		abort();
@@ -128,7 +132,8 @@ static void test_inspect(void)
 	char *text = NULL;
 	struct tfs_tool_args a = {.a = &m, .shown = path_a};
 	int rc = run(&tfs_tool_inspect, &a, &text);
-	CHECK(rc == TFS_EXIT_OK, "inspect: %d", rc);
+	CHECK(rc == TFS_EXIT_OK && got.tensors == 2, "inspect: %d, %llu tensors", rc,
+	      (unsigned long long)got.tensors);
 	CHECK(text && strstr(text, "w") && strstr(text, "F32") && strstr(text, "[2, 3]"), "the table: %s",
 	      text);
 	free(text);
@@ -157,6 +162,8 @@ static void test_verify(void)
 	int rc = run(&tfs_tool_verify, &a, &text);
 	snprintf(want, sizeof want, "%s  w\n", hw);
 	CHECK(rc == TFS_EXIT_OK && text && strstr(text, want), "the manifest: %s", text);
+	CHECK(got.tensors == 2 && got.checked == 0 && got.differ == 0 && got.missing == 0,
+	      "hashed, none checked");
 	snprintf(want, sizeof want, "%s  b\n", hb);
 	CHECK(text && strstr(text, want), "b's line: %s", text);
 	free(text);
@@ -171,6 +178,8 @@ static void test_verify(void)
 		      bad, rc);
 		CHECK(!bad || (text && strstr(text, "b") && strstr(text, "differs")),
 		      "the mismatch named: %s", text);
+		CHECK(got.checked == 2 && got.differ == (uint64_t)bad && got.missing == 0,
+		      "the counts (bad %d)", bad);
 		free(text);
 	}
 	/* A manifest that is not there: a usage error, nothing hashed. */
@@ -199,12 +208,14 @@ static void test_diff(void)
 	struct tfs_tool_args a = {.a = &ma, .b = &ma, .shown = "A", .shown_b = "A"};
 	int rc = run(&tfs_tool_diff, &a, &text);
 	CHECK(rc == 0 && text && strstr(text, "2 identical"), "the same: %d %s", rc, text);
+	CHECK(got.tensors == 2 && got.differ == 0 && got.missing == 0, "the same: the counts");
 	free(text);
 	a.b = &mb;
 	a.shown_b = "B";
 	rc = run(&tfs_tool_diff, &a, &text);
 	CHECK(rc == 1 && text && strstr(text, "1 identical") && strstr(text, "1 differ"),
 	      "one differs: %d %s", rc, text);
+	CHECK(got.tensors == 2 && got.differ == 1 && got.missing == 0, "one differs: the counts");
 	free(text);
 	a.json = 1;
 	rc = run(&tfs_tool_diff, &a, &text);
@@ -246,6 +257,7 @@ static void test_diff_order(void)
 		in_order &= p != NULL;
 	}
 	CHECK(in_order, "only in B, in B's order: %s", text);
+	CHECK(got.tensors == 6 && got.differ == 0 && got.missing == 5, "five only in B");
 	free(text);
 	tfs_mount_close(&mb);
 	tfs_mount_close(&ma);
@@ -284,7 +296,7 @@ static void test_stats(void)
 	char *text = NULL;
 	struct tfs_tool_args a = {.a = &m, .shown = path_a, .json = 1};
 	int rc = run(&tfs_tool_stats, &a, &text);
-	CHECK(rc == TFS_EXIT_OK, "stats: %d", rc);
+	CHECK(rc == TFS_EXIT_OK && got.tensors == 2, "stats: %d", rc);
 	/* w: 1..6, mean 3.5, min 1, max 6. */
 	const char *w = text ? strstr(text, "\"w\"") : NULL;
 	CHECK(w && strstr(w, "\"mean\": 3.5") && strstr(w, "\"min\": 1") && strstr(w, "\"max\": 6"),
