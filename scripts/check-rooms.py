@@ -13,7 +13,9 @@
 - every header of views/ is the tree's, the registry's, or a plug-in's own;
 - no plug-in includes another plug-in's header;
 - compute/ includes nothing of views/, tools/, fs/, cli/ or fuse/; tools/
-  nothing of cli/ or fuse/ and no plug-in's header.
+  nothing of cli/ or fuse/ and no plug-in's header;
+- no bench (scripts/bench_*.py) imports another bench or reaches into
+  tests/integration: what they share with the tests is tests/lib.
 
 make check runs it (exit 1 and a line per broken rule)."""
 
@@ -25,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 VIEW = re.compile(r"const struct tfs_view_ops tfs_view_(\w+)\s*=\s*\{(.*?)\n\};", re.S)
+IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.M)
 OPTS = re.compile(r"static const struct tfs_opt_spec opts\[\]\s*=\s*\{(.*?)\n\};", re.S)
 OPT = re.compile(r'\{"(\w+)",\s*(\d),\s*(NULL|")')
 
@@ -85,6 +88,16 @@ def main():
             for inc in INCLUDE.findall(read(folder, n)):
                 if inc.startswith(banned) or (inc.startswith("views/") and inc[6:-2] in plugins):
                     bad.append(f"{folder}/{n}: includes {inc}")
+    scripts = os.path.join(ROOT, "scripts")
+    benches = {n[:-3] for n in os.listdir(scripts) if n.startswith("bench_") and n.endswith(".py")}
+    for n in sorted(benches):
+        with open(os.path.join(scripts, n + ".py"), encoding="utf-8") as f:
+            text = f.read()
+        for m in IMPORT.findall(text):
+            if m in benches and m != n:
+                bad.append(f"scripts/{n}.py: imports {m}, another bench (share it in tests/lib)")
+        if re.search(r'"tests",\s*"integration"|tests/integration', text):
+            bad.append(f"scripts/{n}.py: reaches into tests/integration (share it in tests/lib)")
     for line in bad:
         print(line)
     if bad:
