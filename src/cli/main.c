@@ -97,7 +97,8 @@ static void say_warning(void *shown, const char *line)
  * the edits applied, and with s (a mount) its file tree; EXIT_OK, or the
  * exit code with one line said. */
 static int open_mount(const struct cli *c, const char *source, const char *shown,
-		      const struct tfs_model_opts *mo, const struct settings *s, struct tfs_mount *out)
+		      const struct tfs_model_opts *mo, const struct settings *s, int tree,
+		      struct tfs_mount *out)
 {
 	char line[TFS_MOUNT_LINE_MAX];
 	struct tfs_mount_opts o = {
@@ -105,7 +106,7 @@ static int open_mount(const struct cli *c, const char *source, const char *shown
 		.shown = shown,
 		.model = mo,
 		.edits = c->edits,
-		.tree = s != NULL,
+		.tree = s != NULL || tree,
 		.layout = s ? s->layout : TFS_LAYOUT_FLAT,
 		.opts = &c->driver_opts,
 	};
@@ -137,7 +138,7 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 	struct tfs_model_opts io = *mo;
 	io.index_only_ok = t->index_only_ok;
 	for (unsigned k = 0; k < t->sources; k++) {
-		rc = open_mount(c, src[k], shown[k], &io, NULL, &m[k]);
+		rc = open_mount(c, src[k], shown[k], &io, NULL, t->tree, &m[k]);
 		if (rc != EXIT_OK) {
 			while (k-- > 0)
 				tfs_mount_close(&m[k]);
@@ -358,7 +359,7 @@ int main(int argc, char **argv)
 	};
 	if ((rc = before_mount(&c, &mo, &args, &fo)) >= 0)
 		goto out_args;
-	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, &mnt)) != EXIT_OK)
+	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, 0, &mnt)) != EXIT_OK)
 		goto out_tree;
 	rc = EXIT_MOUNT;
 	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount)))

@@ -33,7 +33,8 @@ struct tfs_tool_result {
 
 struct tfs_tool_args {
 	/* The checkpoints the tool opened (tfs_tool.sources of them; the
-	 * model with the edits applied, no tree). */
+	 * model with the edits applied, and the flat tree of the -o options
+	 * for a tool that reads files: tfs_tool.tree). */
 	struct tfs_mount *a, *b;
 	const char *shown, *shown_b; /* their SOURCE as messages name them */
 	const char *manifest;        /* --verify's MANIFEST, or NULL */
@@ -50,6 +51,7 @@ struct tfs_tool {
 	unsigned args_max; /* words after the options: SOURCE [MANIFEST], A B */
 	int index_only_ok; /* an index whose shards are missing is enough */
 	int manifest;      /* its second word is a file to read (--verify's MANIFEST) */
+	int tree;          /* it reads the files of a flat mount with the -o options (tfs_mount.tree) */
 	int trouble;       /* the exit code when a source cannot be opened; 0: the class */
 	int (*run)(const struct tfs_tool_args *a);
 };

@@ -447,23 +447,18 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 	}
 }
 
-int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const char *source,
+int tfs_verify(const struct tfs_tree *tree, const struct tfs_opts *opts, const char *source,
 	       const char *manifest_path, int xxh64, int json, FILE *out, struct tfs_tool_result *res)
 {
+	const struct tfs_model *m = tree->m;
 	struct tfs_manifest man = {0};
 	struct tfs_diag d = {{0}};
-	struct tfs_tree t;
-	struct tfs_tree_opts to = {.layout = TFS_LAYOUT_FLAT, .opts = opts};
 	char qs[TFS_QPATH_MAX], qm[TFS_QPATH_MAX];
 	const char *shown = tfs_quote_path(qs, sizeof qs, source);
-	if (tfs_tree_build(m, &to, &t, &d)) {
-		fprintf(stderr, "tensorfs: %s: %s\n", shown, d.msg);
-		return TFS_EXIT_INTERNAL;
-	}
 	size_t n;
 	struct progress p = {.on = isatty(2)};
-	uint32_t *nodes = tensor_nodes(&t, &n, &p.total);
-	struct index ix = {.t = &t, .nodes = nodes};
+	uint32_t *nodes = tensor_nodes(tree, &n, &p.total);
+	struct index ix = {.t = tree, .nodes = nodes};
 	tfs_err e = nodes && !tfs_model_names_new(m, &ix.names)
 			    ? TFS_OK
 			    : tfs_fail(&d, TFS_ERR_NOMEM, "out of memory");
@@ -478,7 +473,6 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 				d.msg);
 			tfs_model_names_free(ix.names);
 			free(nodes);
-			tfs_tree_free(&t);
 			tfs_manifest_free(&man);
 			return e == TFS_ERR_NOMEM ? TFS_EXIT_INTERNAL : TFS_EXIT_USAGE;
 		}
@@ -493,12 +487,12 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 		if (!want[a])
 			continue;
 		p.done = 0;
-		e = tfs_digest_nodes(&t, nodes, n, (enum tfs_digest_algo)a, cpus > 0 ? (unsigned)cpus : 1,
+		e = tfs_digest_nodes(tree, nodes, n, (enum tfs_digest_algo)a, cpus > 0 ? (unsigned)cpus : 1,
 				     progress_cb, &p, &d);
 	}
 	if (p.on)
 		fputs("\r\033[K", stderr);
-	struct run r = {.t = &t, .source = source, .json = json, .out = out};
+	struct run r = {.t = tree, .source = source, .json = json, .out = out};
 	int rc = TFS_EXIT_OK;
 	if (e) {
 		fprintf(stderr, "tensorfs: %s: %s\n", shown, d.msg);
@@ -534,7 +528,6 @@ int tfs_verify(const struct tfs_model *m, const struct tfs_opts *opts, const cha
 	}
 	tfs_model_names_free(ix.names);
 	free(nodes);
-	tfs_tree_free(&t);
 	tfs_manifest_free(&man);
 	return rc;
 }
@@ -543,7 +536,7 @@ static int run(const struct tfs_tool_args *a)
 {
 	tfs_sources_start(); /* read-ahead for remote sources */
 	struct tfs_tool_result res = {0};
-	int rc = tfs_verify(&a->a->model, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out, &res);
+	int rc = tfs_verify(&a->a->tree, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out, &res);
 	if (a->result)
 		*a->result = res;
 	tfs_sources_stop();
@@ -558,5 +551,6 @@ const struct tfs_tool tfs_tool_verify = {
 	.sources = 1,
 	.args_max = 2,
 	.manifest = 1,
+	.tree = 1,
 	.run = run,
 };

@@ -86,7 +86,7 @@ static struct tfs_model_opts model_opts;
 static int open_one(const char *path, struct tfs_mount *m)
 {
 	char line[TFS_MOUNT_LINE_MAX];
-	struct tfs_mount_opts o = {.source = path, .shown = path, .model = &model_opts};
+	struct tfs_mount_opts o = {.source = path, .shown = path, .model = &model_opts, .tree = 1};
 	if (tfs_mount_open(&o, m, line, sizeof line) != TFS_OK) {
 		fprintf(stderr, "open %s: %s\n", path, line);
 		return -1;
