@@ -246,6 +246,35 @@ static tfs_err compare(struct run *r, const struct ref *a, const struct ref *b)
 	return TFS_OK;
 }
 
+/* The last line (or the JSON's end) and the counts; diff(1)'s status. */
+static int summary(const struct run *r, struct tfs_tool_result *res)
+{
+	FILE *out = r->out;
+	uint64_t all = 0;
+	for (int st = 0; st < NSTATUS; st++)
+		all += r->count[st];
+	*res = (struct tfs_tool_result){.tensors = all,
+					.differ = r->count[DIFFERS] + r->count[SHAPE] + r->count[DTYPE],
+					.missing = r->count[ONLY_A] + r->count[ONLY_B]};
+	int rc = res->differ + res->missing ? 1 : 0;
+	if (r->json) {
+		fprintf(out, "%s], \"summary\": {", r->rows ? "\n" : "");
+		for (int st = 0; st < NSTATUS; st++)
+			fprintf(out, "%s\"%s\": %llu", st ? ", " : "", status_names[st],
+				(unsigned long long)r->count[st]);
+		fprintf(out, "}, \"bytes_read\": %llu, \"same\": %s}\n", (unsigned long long)r->bytes_read,
+			rc ? "false" : "true");
+	} else {
+		fprintf(out,
+			"%llu identical, %llu equal by value, %llu differ, %llu shape changed, %llu dtype changed, %llu only in A, %llu only in B\n",
+			(unsigned long long)r->count[SAME_BYTES], (unsigned long long)r->count[SAME_VALUES],
+			(unsigned long long)r->count[DIFFERS], (unsigned long long)r->count[SHAPE],
+			(unsigned long long)r->count[DTYPE], (unsigned long long)r->count[ONLY_A],
+			(unsigned long long)r->count[ONLY_B]);
+	}
+	return rc;
+}
+
 int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *b, const char *bn, int json,
 	     FILE *out, struct tfs_tool_result *res)
 {
@@ -304,31 +333,7 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 			e == TFS_ERR_NOMEM ? "out of memory" : "its bytes cannot be read");
 		rc = 2;
 	} else {
-		uint64_t differ = r.count[DIFFERS] + r.count[SHAPE] + r.count[DTYPE] + r.count[ONLY_A] +
-				  r.count[ONLY_B];
-		rc = differ ? 1 : 0;
-		uint64_t all = 0;
-		for (int st = 0; st < NSTATUS; st++)
-			all += r.count[st];
-		*res = (struct tfs_tool_result){.tensors = all,
-						.differ = r.count[DIFFERS] + r.count[SHAPE] + r.count[DTYPE],
-						.missing = r.count[ONLY_A] + r.count[ONLY_B]};
-		if (json) {
-			fprintf(out, "%s], \"summary\": {", r.rows ? "\n" : "");
-			for (int st = 0; st < NSTATUS; st++)
-				fprintf(out, "%s\"%s\": %llu", st ? ", " : "", status_names[st],
-					(unsigned long long)r.count[st]);
-			fprintf(out, "}, \"bytes_read\": %llu, \"same\": %s}\n",
-				(unsigned long long)r.bytes_read, rc ? "false" : "true");
-		} else {
-			fprintf(out,
-				"%llu identical, %llu equal by value, %llu differ, %llu shape changed, %llu dtype changed, %llu only in A, %llu only in B\n",
-				(unsigned long long)r.count[SAME_BYTES],
-				(unsigned long long)r.count[SAME_VALUES],
-				(unsigned long long)r.count[DIFFERS], (unsigned long long)r.count[SHAPE],
-				(unsigned long long)r.count[DTYPE], (unsigned long long)r.count[ONLY_A],
-				(unsigned long long)r.count[ONLY_B]);
-		}
+		rc = summary(&r, res);
 	}
 	free(r.ba);
 	free(r.bb);

@@ -447,6 +447,30 @@ static void print_manifest(struct run *r, const uint32_t *nodes, size_t n, enum 
 	}
 }
 
+/* Every tensor file's digest in each algorithm the manifest names (or,
+ * without one, SHA-256 or XXH64), on every core, with the progress line. */
+static tfs_err hash_all(const struct tfs_tree *tree, const uint32_t *nodes, size_t n,
+			const struct tfs_manifest *man, int xxh64, struct progress *p, struct tfs_diag *d)
+{
+	int want[TFS_DIGEST_COUNT] = {0};
+	if (!man)
+		want[xxh64 ? TFS_DIGEST_XXH64 : TFS_DIGEST_SHA256] = 1;
+	for (size_t k = 0; man && k < man->n; k++)
+		want[man->e[k].a] = 1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	tfs_err e = TFS_OK;
+	for (int a = 0; !e && a < TFS_DIGEST_COUNT; a++) {
+		if (!want[a])
+			continue;
+		p->done = 0;
+		e = tfs_digest_nodes(tree, nodes, n, (enum tfs_digest_algo)a, cpus > 0 ? (unsigned)cpus : 1,
+				     progress_cb, p, d);
+	}
+	if (p->on)
+		fputs("\r\033[K", stderr);
+	return e;
+}
+
 int tfs_verify(const struct tfs_tree *tree, const struct tfs_opts *opts, const char *source,
 	       const char *manifest_path, int xxh64, int json, FILE *out, struct tfs_tool_result *res)
 {
@@ -477,21 +501,8 @@ int tfs_verify(const struct tfs_tree *tree, const struct tfs_opts *opts, const c
 			return e == TFS_ERR_NOMEM ? TFS_EXIT_INTERNAL : TFS_EXIT_USAGE;
 		}
 	}
-	int want[TFS_DIGEST_COUNT] = {0};
-	if (!manifest_path)
-		want[xxh64 ? TFS_DIGEST_XXH64 : TFS_DIGEST_SHA256] = 1;
-	for (size_t k = 0; k < man.n; k++)
-		want[man.e[k].a] = 1;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	for (int a = 0; !e && a < TFS_DIGEST_COUNT; a++) {
-		if (!want[a])
-			continue;
-		p.done = 0;
-		e = tfs_digest_nodes(tree, nodes, n, (enum tfs_digest_algo)a, cpus > 0 ? (unsigned)cpus : 1,
-				     progress_cb, &p, &d);
-	}
-	if (p.on)
-		fputs("\r\033[K", stderr);
+	if (!e)
+		e = hash_all(tree, nodes, n, manifest_path ? &man : NULL, xxh64, &p, &d);
 	struct run r = {.t = tree, .source = source, .json = json, .out = out};
 	int rc = TFS_EXIT_OK;
 	if (e) {
