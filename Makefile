@@ -26,18 +26,21 @@ JSONC_LIBS = $(shell $(PKG_CONFIG) --libs json-c libcurl libxxhash libcrypto lib
 ALL_CFLAGS = $(WARN) -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -Isrc $(DEPS_CFLAGS) $(CFLAGS)
 
 # src/ by axis: core/ (errors, memory, text, the tensor table, the source
-# and format interfaces), compute/ (pure computations: BLAKE3, Xet's
-# hashes, chunks and reconstructions), sources/, formats/, model/ (the
-# model stage), views/, fs/ (the file-system core), and above them fuse/
-# (the FUSE glue) and cli/ (the command line). docs/architecture.md draws
-# the house.
-AXES = core compute sources formats model views fs
+# and format interfaces, the exit codes), compute/ (pure computations:
+# decoding, values, statistics, comparisons, pictures, hashes, manifests, the
+# safetensors and GGUF writers, Zarr's documents, BLAKE3 and Xet's),
+# sources/, formats/, model/ (the model stage), views/ (the tree and the
+# plug-ins), fs/ (the file-system core), tools/ (inspect, verify, diff,
+# stats, list as library functions), and above them fuse/ (the FUSE glue)
+# and cli/ (the command line). docs/architecture.md draws the house.
+AXES = core compute sources formats model views fs tools
 # The FUSE glue and the command line.
-FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/verify.c src/cli/diff.c src/cli/stats_cmd.c src/cli/list.c src/cli/main.c
-# The rest is the core: sources, formats, the tensor table and the views,
-# with no FUSE in it; unit tests and fuzzers link it. A new source, format
-# or view is one more file in its folder and one line in its registry.
-CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c))) src/cli/inspect.c
+FUSE_SRC = $(sort $(wildcard src/fuse/*.c)) src/cli/daemon.c src/cli/options.c src/cli/main.c
+# The rest is the core: sources, formats, the tensor table, the views and
+# the tools, with no FUSE in it; unit tests and fuzzers link it. A new
+# source, format, view or tool is one more file in its folder and its
+# lines in its registry.
+CORE_SRC = $(sort $(foreach d,$(AXES),$(wildcard src/$(d)/*.c)))
 
 BUILD = build
 CORE_OBJ = $(CORE_SRC:src/%.c=$(BUILD)/%.o)
@@ -106,7 +109,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources fs readahead zarr xet
+UNIT_TESTS = format sources fs readahead zarr xet tools
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 
@@ -147,8 +150,11 @@ check: test-tools
 		CHECK_BUILD_REST="$(MAKE) -j$(NPROC) WERROR=1 $(SAN)/tensorfs $(UNIT_SAN_BINS) $(FUZZ_BINS)" \
 		scripts/run-checks.sh
 
-unit: $(UNIT_BINS)
-	for t in $(UNIT_BINS); do $$t || exit 1; done
+# make unit: every unit test; make unit T=fs: build/test_fs alone; make
+# unit T=fs C=reads: its one case (docs/testing.md).
+UNIT_RUN = $(if $(T),$(T:%=$(BUILD)/test_%),$(UNIT_BINS))
+unit: $(UNIT_RUN)
+	for t in $(UNIT_RUN); do $$t $(C) || exit 1; done
 
 fuzz-build: $(FUZZ_BINS)
 
@@ -170,7 +176,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tensorfs $(DESTDIR)$(MANDIR)/man1/tensorfs.1 $(DESTDIR)$(COMPLETIONDIR)/tensorfs
 
 clean:
-	rm -rf $(BUILD) $(SAN) $(FUZZ) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__
+	rm -rf $(BUILD) $(SAN) $(FUZZ) tensorfs .pytest_cache tests/__pycache__ tests/integration/__pycache__ tests/lib/__pycache__ scripts/__pycache__
 
 # A null FUSE server, the ceiling of any FUSE filesystem here (make bench).
 $(BUILD)/nullfs: tests/bench/nullfs.c | $(BUILD)

@@ -46,6 +46,18 @@ import sys
 import tempfile
 import time
 
+# The benches' shared harness (tests/lib: servers, checkpoint writers,
+# fixtures), which imports no test module.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "lib"))
+from checkpoints import write_sized  # noqa: E402
+
+
+def write_checkpoint(path, tensors, fill):
+    """tensors: [(name, dtype, shape, nbytes)]; fill: real bytes, else a
+    hole. The data starts unaligned, as in real files."""
+    write_sized(path, tensors, fill, odd_start=True)
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("TENSORFS_BIN", os.path.join(REPO, "tensorfs"))
 # The binary before the change (built from main), run in the same repetitions
@@ -54,31 +66,6 @@ BEFORE = os.environ.get("TENSORFS_BENCH_BEFORE", "")
 DIR = os.environ.get("TENSORFS_BENCH_DIR", "/var/tmp/tensorfs-bench")
 MiB = 1 << 20
 GiB = 1 << 30
-
-
-def write_checkpoint(path, tensors, fill):
-    """tensors: [(name, dtype, shape, nbytes)]. fill: write real bytes."""
-    hdr = {}
-    off = 0
-    for name, dtype, shape, nbytes in tensors:
-        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + nbytes]}
-        off += nbytes
-    text = json.dumps(hdr).encode()
-    text += b" " * (-len(text) % 8) + b"   "  # an odd start: unaligned data, as in real files
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        if fill:
-            block = os.urandom(8 * MiB)
-            left = off
-            while left:
-                n = min(left, len(block))
-                f.write(block[:n])
-                left -= n
-        else:
-            f.truncate(8 + len(text) + off)
-    os.replace(path + ".tmp", path)
-    return 8 + len(text), hdr
 
 
 def many_fixture(n):
@@ -507,6 +494,11 @@ def main():
     if want & STREAM_ROWS:
         import bench_stream
         rows += bench_stream.rows(sys.modules[__name__], a.reps, want)
+    if want & {"mmap-load", "mmap-threads"}:
+        import bench_mmap
+        import benchlib
+        rows += bench_mmap.rows(sys.modules[__name__], a.reps, want, benchlib.fixture(sys.modules[__name__]),
+                                benchlib.triple)
     if want & KNOW_ROWS:
         import bench_know
         rows += bench_know.rows(sys.modules[__name__], a.reps, want)

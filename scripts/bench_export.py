@@ -32,12 +32,7 @@ def one_gib(b):
     return path
 
 
-def cp_time(src, dst):
-    t0 = time.perf_counter()
-    subprocess.run(["cp", src, dst], check=True)
-    t = time.perf_counter() - t0
-    os.unlink(dst)
-    return t
+from benchlib import cp_time  # noqa: E402,F401
 
 
 def rows(b, reps, want):

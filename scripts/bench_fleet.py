@@ -25,9 +25,9 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
-import bench_stream  # noqa: E402
+import benchlib  # noqa: E402
 import subprocess  # noqa: E402
 from servers import FleetCache, Nginx  # noqa: E402
 
@@ -64,22 +64,22 @@ def self_cpu():
 
 
 def rows(b, reps, want):
-    d = bench_stream.fixture(b)
-    shards = bench_stream.shards(d)
+    d = benchlib.fixture(b)
+    shards = benchlib.shards(d)
     total = sum(os.path.getsize(os.path.join(d, s)) for s in shards)
     total += os.path.getsize(os.path.join(d, "model.safetensors.index.json"))
     ratios = []
     cpus = {"one": [], "fleet": []}  # per repetition: {party: CPU seconds}, wall seconds
-    with Nginx(d, extra_servers=bench_stream.CAPPED) as ng:
+    with Nginx(d, extra_servers=benchlib.CAPPED) as ng:
         origin = ng.url("capped").rstrip("/")
         port = ng.ports["capped"]
 
         def one():
             with b.Mount(origin + "/model.safetensors.index.json") as m:
-                names = bench_stream.tensors(m.mnt)
+                names = benchlib.tensors(m.mnt)
                 c0 = (cpu(m.pid), nginx_cpu(ng.proc.pid), self_cpu())
                 t0 = time.perf_counter()
-                bench_stream.read_files(os.path.join(m.mnt, x) for x in names)
+                benchlib.read_files(os.path.join(m.mnt, x) for x in names)
                 t = time.perf_counter() - t0
                 c1 = (cpu(m.pid), nginx_cpu(ng.proc.pid), self_cpu())
                 cpus["one"].append(({"daemons": c1[0] - c0[0], "cache": 0.0, "origin": c1[1] - c0[1],
@@ -94,12 +94,12 @@ def rows(b, reps, want):
                 try:
                     for m in mounts:
                         m.__enter__()
-                    names = bench_stream.tensors(mounts[0].mnt)
+                    names = benchlib.tensors(mounts[0].mnt)
                     c0 = (sum(cpu(m.pid) for m in mounts), nginx_cpu(cache.proc.pid), nginx_cpu(ng.proc.pid),
                           self_cpu())
-                    th = [threading.Thread(target=bench_stream.read_files,
+                    th = [threading.Thread(target=benchlib.read_files,
                                            args=([os.path.join(m.mnt, x) for x in names],)) for m in mounts]
-                    t = bench_stream.timed(th)
+                    t = benchlib.timed(th)
                     c1 = (sum(cpu(m.pid) for m in mounts), nginx_cpu(cache.proc.pid), nginx_cpu(ng.proc.pid),
                           self_cpu())
                     cpus["fleet"].append(({"daemons": c1[0] - c0[0], "cache": c1[1] - c0[1],

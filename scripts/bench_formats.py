@@ -15,29 +15,9 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
-
-def gguf_fixtures(d):
-    g, st = os.path.join(d, "vocab.gguf"), os.path.join(d, "vocab.safetensors")
-    if not (os.path.exists(g) and os.path.exists(st)):
-        subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tests", "integration", "gen_gguf.py"),
-                        g, "--tensors", "10000", "--vocab", "150000", "--safetensors", st], check=True)
-    q = os.path.join(d, "q4k.gguf")
-    if not os.path.exists(q):
-        import gen_gguf as G
-        import numpy as np
-        rng = np.random.default_rng(0)
-        one = G.random_blocks(G.ID["Q4_K"], 4096, rng)  # 576 KiB, repeated
-        rows = (1 << 30) // len(one)
-        head = G.build([], [("q", G.ID["Q4_K"], [256 * 4096, rows], b"")])
-        with open(q, "wb") as f:
-            # the header as build() lays it out, then the data written in
-            # pieces (build() would hold 1 GiB in memory)
-            f.write(head)
-            for _ in range(rows):
-                f.write(one)
-    return g, st, q
+from benchlib import gguf_fixtures  # noqa: E402,F401
 
 
 def bin_fixtures(d):
@@ -46,9 +26,9 @@ def bin_fixtures(d):
     pb, st = os.path.join(d, "many.bin"), os.path.join(d, "many-bin.safetensors")
     if not (os.path.exists(pb) and os.path.exists(st)):
         import gen_pickle
-        import tfsutil
+        import checkpoints
         arrays = gen_pickle.many(pb, 10000)
-        tfsutil.write_st(st, [(k, "F32", list(a.shape), a.tobytes()) for k, a in arrays.items()])
+        checkpoints.write_st(st, [(k, "F32", list(a.shape), a.tobytes()) for k, a in arrays.items()])
     return pb, st
 
 

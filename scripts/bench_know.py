@@ -25,7 +25,6 @@ once first, so every row reads from the page cache.
 
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -33,24 +32,17 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+
+import checkpoints  # noqa: E402
 
 N, ELEMS = 16, 64 << 20  # 16 x 256 MiB
 
 
 def write(path, arrays):
     """A safetensors file of F32 arrays [(name, array)], written a tensor at
-    a time."""
-    hdr, off = {}, 0
-    for name, v in arrays:
-        hdr[name] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-        off += v.nbytes
-    text = json.dumps(hdr).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for _, v in arrays:
-            f.write(v.tobytes())
+    a time (tests/lib/checkpoints.py), whole before it is there."""
+    checkpoints.write_st(path + ".tmp", [(name, "F32", list(v.shape), np.ascontiguousarray(v)) for name, v in arrays])
     os.replace(path + ".tmp", path)
 
 

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 
-from bench_stream import read_files, timed
+from benchlib import read_files, timed
 from servers import Nginx
 
 MiB = 1 << 20

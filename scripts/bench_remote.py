@@ -25,7 +25,7 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
 from servers import Nginx, S3rver  # noqa: E402
 

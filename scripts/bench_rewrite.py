@@ -22,7 +22,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
 GB40 = 40 * 10 ** 9
 
@@ -81,7 +81,7 @@ def first_byte(b, src, *opts):
 
 def rows(b, reps, want):
     out = []
-    import bench_formats
+    import benchlib
     if "gguf-ttfb" in want or "gguf-memory" in want:
         big = sparse_gguf(b.DIR)
         ed = edits_file(b.DIR)
@@ -96,19 +96,18 @@ def rows(b, reps, want):
         out.append(("gguf-ttfb", r, f"{ot * 1e3:.0f} ms to model.gguf's first byte vs {bt * 1e3:.0f} ms "
                     f"to mount ({os.path.getsize(big) / 1e9:.0f} GB sparse)", "lower"))
     if "gguf-cp" in want:
-        _, _, q = bench_formats.gguf_fixtures(b.DIR)
+        _, _, q = benchlib.gguf_fixtures(b.DIR)
         size = os.path.getsize(q)
         dst = os.path.join(tempfile.mkdtemp(prefix="tfs-bench-", dir="/dev/shm"), "out")
-        import bench_export
 
         def base():
             b.warm(q)
-            return bench_export.cp_time(q, dst)
+            return benchlib.cp_time(q, dst)
 
         def ours():
             with b.Mount(q, "-o", "export") as m:
                 b.warm(q)
-                return bench_export.cp_time(os.path.join(m.mnt, "model.gguf"), dst)
+                return benchlib.cp_time(os.path.join(m.mnt, "model.gguf"), dst)
         bt, ot, r = b.paired(reps, base, ours)
         os.rmdir(os.path.dirname(dst))
         out.append(("gguf-cp", 1 / r, f"{size / ot / 1e9:.2f} GB/s vs {size / bt / 1e9:.2f} GB/s "

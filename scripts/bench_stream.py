@@ -32,7 +32,6 @@ runs the baseline and tensorfs back to back.
                 curl --aws-sigv4 range requests from the same s3rver
 """
 
-import json
 import os
 import random
 import shutil
@@ -43,109 +42,17 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
+from benchlib import (CAPPED, before_note, fixture, fixture_name, read_files, shards,  # noqa: E402
+                      tensors, timed, triple)
 from servers import Nginx, S3rver  # noqa: E402
 
 MiB = 1 << 20
-CAPPED = {"capped": "limit_rate 64000k; sendfile_max_chunk 64k;"}
 ROWS = {"s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
         "stream-memory", "warm", "s3-stream"}
 PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
-
-
-def fixture(b, sub="stream", width=2):
-    """4 shards of 16 U8 tensors of 16 MiB, made once under b.DIR/sub: the
-    names "model.layers.NN.weight" (width=2, name order is shard order) or
-    "model.layers.N.weight" (width=0)."""
-    d = os.path.join(b.DIR, sub)
-    index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(index):
-        return d
-    os.makedirs(d, exist_ok=True)
-    wm = {}
-    for s in range(4):
-        fn = f"model-{s + 1:05d}-of-00004.safetensors"
-        hdr, off = {}, 0
-        for t in range(16):
-            name = f"model.layers.{s * 16 + t:0{width}d}.weight"
-            hdr[name] = {"dtype": "U8", "shape": [16 * MiB], "data_offsets": [off, off + 16 * MiB]}
-            off += 16 * MiB
-            wm[name] = fn
-        text = json.dumps(hdr).encode()
-        text += b" " * (-len(text) % 8)
-        with open(os.path.join(d, fn), "wb") as f:
-            f.write(len(text).to_bytes(8, "little") + text)
-            for _ in range(16):
-                f.write(os.urandom(16 * MiB))
-    with open(index, "w") as f:
-        json.dump({"metadata": {"total_size": 1 << 30}, "weight_map": wm}, f)
-    os.chmod(d, 0o755)
-    for f in os.listdir(d):
-        os.chmod(os.path.join(d, f), 0o644)
-    return d
-
-
-def fixture_name(b):
-    """The stream fixture with names whose name order crosses the shards."""
-    return fixture(b, "stream-name", 0)
-
-
-def triple(b, reps, base_fn, ours_fn, before_fn):
-    """The baseline, tensorfs and (with TENSORFS_BENCH_BEFORE) the binary
-    before the change, in turn in every repetition; returns the medians of
-    the baseline, of tensorfs, of tensorfs / baseline, and (or None) of the
-    binary before and of it / baseline."""
-    bs, os_, rs, fs, frs = [], [], [], [], []
-    for _ in range(reps):
-        x = base_fn()
-        y = ours_fn(b.BIN)
-        bs.append(x)
-        os_.append(y)
-        rs.append(y / x)
-        if b.BEFORE:
-            z = before_fn(b.BEFORE)
-            fs.append(z)
-            frs.append(z / x)
-    before = (b.median(fs), b.median(frs)) if fs else None
-    return b.median(bs), b.median(os_), b.median(rs), before
-
-
-def before_note(before, total):
-    if not before:
-        return ""
-    return f"; before (main): {total / before[0] / MiB:.0f} MiB/s, ratio {1 / before[1]:.2f}"
-
-
-def shards(d):
-    return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
-
-
-def timed(threads):
-    """Seconds the threads take, all started at once, to their end."""
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
-
-
-def read_files(paths):
-    n = 0
-    for p in paths:
-        with open(p, "rb", buffering=0) as f:
-            while True:
-                got = f.read(MiB)
-                if not got:
-                    break
-                n += len(got)
-    return n
-
-
-def tensors(mnt):
-    return sorted(n for n in os.listdir(mnt) if not n.startswith("__"))
 
 
 def aria2c(ng, d, prefix=""):
@@ -173,9 +80,6 @@ def rows(b, reps, want):
     out = []
     if want & {"stream-name", "waste-name"}:
         out += stream_name(b, reps, fixture_name(b))
-    if want & {"mmap-load", "mmap-threads"}:
-        import bench_mmap
-        out += bench_mmap.rows(b, reps, want, d, triple)
     with Nginx(d, extra_servers=CAPPED) as ng:
         url = ng.url("capped", "model.safetensors.index.json")
         t0 = time.perf_counter()

@@ -122,6 +122,7 @@ pytest=($PY -m pytest -q -p no:cacheprovider -n 2 tests/integration)
 
 stage "shared data" plain shared_present
 stage "include graph (no circles)" plain $PY scripts/include-graph.py
+stage "rooms (views are plug-ins in their own files, cli/ and fuse/ reach them through the registry)" plain $PY scripts/check-rooms.py
 # On the objects make check has just built: which files call which (nm).
 stage "call graph (no two files call each other)" plain $PY scripts/call-graph.py
 stage "docs (links, anchors, -o options)" plain $PY scripts/check-docs.py

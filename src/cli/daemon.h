@@ -7,16 +7,7 @@
 
 #include "fuse/fuse.h"
 
-/* Exit codes, one per class of failure (README, "Exit codes"). */
-enum {
-	TFS_EXIT_OK = 0,
-	TFS_EXIT_INTERNAL = 1, /* out of memory, unexpected library failure */
-	TFS_EXIT_USAGE = 2,    /* bad arguments or options */
-	TFS_EXIT_SOURCE = 3,   /* the source cannot be opened or read */
-	TFS_EXIT_FORMAT = 4,   /* the source is not a valid checkpoint */
-	TFS_EXIT_MOUNT = 5,    /* the mount point or FUSE itself failed */
-	TFS_EXIT_MISMATCH = 6, /* --verify: a hash differs from the manifest or the server's */
-};
+#include "core/exit.h"
 
 /* libfuse's log function: one line per message, prefixed, to stderr, or
  * to syslog once the daemon has detached. */

@@ -25,11 +25,7 @@
 #include "cli/daemon.h"
 #include "cli/options.h"
 #include "fuse/fuse.h"
-#include "cli/inspect.h"
-#include "cli/list.h"
-#include "cli/diff.h"
-#include "cli/stats_cmd.h"
-#include "cli/verify.h"
+#include "tools/tools.h"
 #include "core/hash.h"
 
 #include "core/version.h"
@@ -68,51 +64,27 @@ static int exit_of(tfs_err e)
 /* Arguments beyond what the tool takes: EXIT_USAGE with one line said. */
 static int tool_args(const struct cli *c, const struct fuse_args *rest)
 {
-	const char *usage_line = c->diff     ? DIFF_USAGE
-				 : c->verify ? VERIFY_USAGE
-				 : c->stats  ? STATS_USAGE
-					     : INSPECT_USAGE;
-	const char *extra = c->bad_extra ? c->extra : !c->verify && c->mountpoint ? c->mountpoint : NULL;
+	const struct tfs_tool *t = c->tool;
+	const char *extra = c->bad_extra ? c->extra : !t->manifest && c->mountpoint ? c->mountpoint : NULL;
 	if (extra || rest->argc > 1) {
 		const char *what = extra ? extra : rest->argv[1];
 		/* libfuse gathers the options it would take as "-o", "a,b". */
 		if (!extra && strcmp(what, "-o") == 0 && rest->argc > 2)
 			what = rest->argv[2];
-		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: %s)\n", what, usage_line);
+		fprintf(stderr, "tensorfs: unexpected argument '%s' (usage: %s)\n", what, t->usage);
 		return EXIT_USAGE;
 	}
-	if (!c->source || (c->diff && !c->source_b)) {
+	if (!c->source || (t->sources == 2 && !c->source_b)) {
 		fprintf(stderr, "tensorfs: missing %s (usage: %s)\n",
-			c->diff ? c->source ? "B" : "A and B" : "SOURCE", usage_line);
+			t->sources == 2 ? c->source ? "B" : "A and B" : "SOURCE", t->usage);
 		return EXIT_USAGE;
 	}
-	if (c->inspect + c->verify + c->stats + c->diff > 1) {
+	if (c->tools_given > 1) {
 		fprintf(stderr,
 			"tensorfs: diff, --inspect, --verify and --stats are separate tools: give one\n");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
-}
-
-static void say_index_only(const struct tfs_model *model)
-{
-	char list[512] = "";
-	size_t o = 0;
-	uint32_t k = 0, ptrs = 0;
-	for (uint32_t s = 0; s < model->nshards; s++) {
-		ptrs += (uint32_t)model->shards[s].lfs_pointer;
-		if (!model->shards[s].missing && !model->shards[s].lfs_pointer)
-			continue;
-		char q[TFS_QPATH_MAX];
-		tfs_quote_path(q, sizeof q, model->shards[s].name);
-		if (k++ < 4 && o < sizeof list)
-			o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k > 1 ? ", " : "", q);
-	}
-	char qp[TFS_QPATH_MAX];
-	fprintf(stderr,
-		"tensorfs: %s: warning: %u of %u shards missing%s (%s%s): showing what the index alone tells\n",
-		tfs_quote_path(qp, sizeof qp, model->index_path), k, model->nshards,
-		ptrs ? " or Git LFS pointers" : "", list, k > 4 ? ", ..." : "");
 }
 
 static void say_warning(void *shown, const char *line)
@@ -125,7 +97,8 @@ static void say_warning(void *shown, const char *line)
  * the edits applied, and with s (a mount) its file tree; EXIT_OK, or the
  * exit code with one line said. */
 static int open_mount(const struct cli *c, const char *source, const char *shown,
-		      const struct tfs_model_opts *mo, const struct settings *s, struct tfs_mount *out)
+		      const struct tfs_model_opts *mo, const struct settings *s, int tree,
+		      struct tfs_mount *out)
 {
 	char line[TFS_MOUNT_LINE_MAX];
 	struct tfs_mount_opts o = {
@@ -133,7 +106,7 @@ static int open_mount(const struct cli *c, const char *source, const char *shown
 		.shown = shown,
 		.model = mo,
 		.edits = c->edits,
-		.tree = s != NULL,
+		.tree = s != NULL || tree,
 		.layout = s ? s->layout : TFS_LAYOUT_FLAT,
 		.opts = &c->driver_opts,
 	};
@@ -149,70 +122,44 @@ static int open_mount(const struct cli *c, const char *source, const char *shown
 	return EXIT_OK;
 }
 
-/* tensorfs --inspect [--json] [-o OPTIONS] SOURCE, and --verify SOURCE
- * [MANIFEST]: same sources, same checks and exit codes as mounting, without
- * a mount point. */
+/* A tool (tools/tools.h): the checkpoints it takes opened through the
+ * same pipeline, sources, checks and exit codes as mounting, without a
+ * mount point, then the tool run over them. */
 static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *rest)
 {
+	const struct tfs_tool *t = c->tool;
 	int rc = tool_args(c, rest);
 	if (rc == EXIT_OK)
 		rc = tfs_cli_absolute(c, 0);
 	if (rc != EXIT_OK)
 		return rc;
-	struct tfs_mount a, b;
+	struct tfs_mount m[2];
+	const char *src[2] = {c->source, c->source_b}, *shown[2] = {c->shown, c->shown_b};
 	struct tfs_model_opts io = *mo;
-	io.index_only_ok = c->inspect;
-	rc = open_mount(c, c->source, c->shown, &io, NULL, &a);
-	if (rc != EXIT_OK)
-		return c->diff ? 2 : rc; /* diff(1): 2 is trouble */
-	struct tfs_model *model = &a.model;
-	if (c->diff) {
-		if (open_mount(c, c->source_b, c->shown_b, &io, NULL, &b) != EXIT_OK) {
-			tfs_mount_close(&a);
-			return 2;
+	io.index_only_ok = t->index_only_ok;
+	for (unsigned k = 0; k < t->sources; k++) {
+		rc = open_mount(c, src[k], shown[k], &io, NULL, t->tree, &m[k]);
+		if (rc != EXIT_OK) {
+			while (k-- > 0)
+				tfs_mount_close(&m[k]);
+			return t->trouble ? t->trouble : rc;
 		}
-		tfs_sources_start(a.model.sources);
-		tfs_sources_start(b.model.sources);
-		rc = tfs_diff(model, c->shown, &b.model, c->shown_b, c->json, stdout);
-		tfs_sources_stop(b.model.sources);
-		tfs_sources_stop(a.model.sources);
-		if (fflush(stdout) != 0)
-			rc = 2;
-		tfs_mount_close(&b);
-		tfs_mount_close(&a);
-		return rc;
 	}
-	if (c->stats) {
-		tfs_sources_start(model->sources);
-		rc = tfs_stats_print(model, c->shown, c->json, stdout) ? EXIT_SOURCE : EXIT_OK;
-		tfs_sources_stop(model->sources);
-		if (fflush(stdout) != 0 && rc == EXIT_OK)
-			rc = EXIT_INTERNAL;
-		tfs_mount_close(&a);
-		return rc;
-	}
-	if (c->verify) {
-		tfs_sources_start(model->sources); /* read-ahead for remote sources */
-		rc = tfs_verify(model, &c->driver_opts, c->shown, c->mountpoint, c->xxh64, c->json, stdout);
-		tfs_sources_stop(model->sources);
-		if (fflush(stdout) != 0 && rc == EXIT_OK)
-			rc = EXIT_INTERNAL;
-		tfs_mount_close(&a);
-		return rc;
-	}
-	if (model->index_only)
-		say_index_only(model);
-	int r = tfs_inspect(model, c->shown, c->json, stdout);
-	if (fflush(stdout) != 0)
-		r = -1;
-	tfs_mount_close(&a);
-	if (r) {
-		char q[TFS_QPATH_MAX];
-		fprintf(stderr, "tensorfs: %s: cannot write the listing\n",
-			tfs_quote_path(q, sizeof q, c->shown));
-		return EXIT_INTERNAL;
-	}
-	return EXIT_OK;
+	struct tfs_tool_args a = {
+		.a = t->sources > 0 ? &m[0] : NULL,
+		.b = t->sources > 1 ? &m[1] : NULL,
+		.shown = c->shown,
+		.shown_b = c->shown_b,
+		.manifest = t->manifest ? c->mountpoint : NULL,
+		.opts = &c->driver_opts,
+		.json = c->json,
+		.xxh64 = c->xxh64,
+		.out = stdout,
+	};
+	rc = t->run(&a);
+	for (unsigned k = t->sources; k-- > 0;)
+		tfs_mount_close(&m[k]);
+	return rc;
 }
 
 /* Read-only at the kernel too, and named so findmnt and mount show what
@@ -298,7 +245,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo, co
 static int before_mount(struct cli *c, const struct tfs_model_opts *mo, struct fuse_args *args,
 			struct fuse_cmdline_opts *fo)
 {
-	if (c->inspect || c->verify || c->stats || c->diff)
+	if (c->tool)
 		return tool_main(c, mo, args);
 	if (fuse_parse_cmdline(args, fo) != 0)
 		return EXIT_USAGE;
@@ -387,7 +334,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--list") == 0) {
 			if (argc == 2)
-				return tfs_list_mounts(stdout);
+				return tfs_tool_list.run(&(struct tfs_tool_args){.out = stdout});
 			fprintf(stderr, "tensorfs: --list takes no other argument (usage: %s)\n", LIST_USAGE);
 			return EXIT_USAGE;
 		}
@@ -412,7 +359,7 @@ int main(int argc, char **argv)
 	};
 	if ((rc = before_mount(&c, &mo, &args, &fo)) >= 0)
 		goto out_args;
-	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, &mnt)) != EXIT_OK)
+	if ((rc = open_mount(&c, c.source, c.shown, &mo, &s, 0, &mnt)) != EXIT_OK)
 		goto out_tree;
 	rc = EXIT_MOUNT;
 	if (!(rd.mountpoint = tfs_check_mountpoint(c.mountpoint, c.overmount)))

@@ -58,19 +58,35 @@ static char *take_source(char *arg, char **shown)
 	return copy;
 }
 
+/* A tool named on the command line. Two different ones are said later
+ * (cli/main.c), under the name and usage of the one that ranks first
+ * here: diff, --verify, --stats, --inspect. */
+static int tool_rank(const struct tfs_tool *t)
+{
+	return t == &tfs_tool_diff ? 4 : t == &tfs_tool_verify ? 3 : t == &tfs_tool_stats ? 2 : t ? 1 : 0;
+}
+
+static void set_tool(struct cli *c, const struct tfs_tool *t)
+{
+	if (!(c->given & (1u << tool_rank(t))))
+		c->tools_given++;
+	c->given |= 1u << tool_rank(t);
+	if (tool_rank(t) > tool_rank(c->tool))
+		c->tool = t;
+}
+
 int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct cli *c = data;
 	(void)out;
-	if (key == KEY_STATS) {
-		c->stats = 1;
+	if (key == KEY_STATS || key == KEY_INSPECT || key == KEY_VERIFY) {
+		set_tool(c, key == KEY_STATS     ? &tfs_tool_stats
+			    : key == KEY_INSPECT ? &tfs_tool_inspect
+						 : &tfs_tool_verify);
 		return 0;
 	}
-	if (key == KEY_INSPECT || key == KEY_JSON || key == KEY_VERIFY || key == KEY_XXH64) {
-		*(key == KEY_INSPECT  ? &c->inspect
-		  : key == KEY_JSON   ? &c->json
-		  : key == KEY_VERIFY ? &c->verify
-				      : &c->xxh64) = 1;
+	if (key == KEY_JSON || key == KEY_XXH64) {
+		*(key == KEY_JSON ? &c->json : &c->xxh64) = 1;
 		return 0;
 	}
 	if (key == FUSE_OPT_KEY_OPT && arg[0] == '-') {
@@ -123,11 +139,11 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	/* tensorfs diff A B (a SOURCE named diff is ./diff) */
-	if (c->nonopt == 0 && !c->diff && strcmp(arg, "diff") == 0) {
-		c->diff = 1;
+	if (c->nonopt == 0 && c->tool != &tfs_tool_diff && strcmp(arg, "diff") == 0) {
+		set_tool(c, &tfs_tool_diff);
 		return 0;
 	}
-	if (c->nonopt == 1 && c->diff) {
+	if (c->nonopt == 1 && c->tool && c->tool->sources == 2) {
 		c->nonopt++;
 		c->source_b = take_source((char *)arg, &c->shown_b);
 		if (!c->source_b || !c->shown_b)
@@ -452,7 +468,7 @@ static const char *word_after(const char *opt, int argc, char **argv)
 /* How many arguments the command takes at most (SOURCE MOUNTPOINT...). */
 static int args_max(const struct cli *c)
 {
-	return c->diff || c->verify ? 2 : c->inspect || c->stats ? 1 : 2;
+	return c->tool ? (int)c->tool->args_max : 2;
 }
 
 /* One -o option tensorfs did not take as given: EXIT_OK (libfuse's, for
@@ -461,7 +477,7 @@ static int check_odd(const struct cli *c, const char *opt, int argc, char **argv
 {
 	const char *eq = strchr(opt, '=');
 	size_t len = eq ? (size_t)(eq - opt) : strlen(opt);
-	int tool = c->inspect || c->verify || c->stats || c->diff;
+	int tool = c->tool != NULL;
 	struct known k;
 	int is_known = known(opt, len, &k), takes = is_known && k.name[strlen(k.name) - 1] == '=';
 	if (takes && !eq) {
@@ -480,11 +496,7 @@ static int check_odd(const struct cli *c, const char *opt, int argc, char **argv
 	if (fuse_takes(opt)) {
 		if (!tool)
 			return EXIT_OK;
-		fprintf(stderr, "tensorfs: -o %s is a mount option: %s mounts nothing\n", opt,
-			c->diff     ? "diff"
-			: c->verify ? "--verify"
-			: c->stats  ? "--stats"
-				    : "--inspect");
+		fprintf(stderr, "tensorfs: -o %s is a mount option: %s mounts nothing\n", opt, c->tool->name);
 		return EXIT_USAGE;
 	}
 	if (is_known) /* libfuse's, with a value it refuses */
@@ -501,7 +513,7 @@ static int check_odd(const struct cli *c, const char *opt, int argc, char **argv
 
 int tfs_cli_check_flags(const struct cli *c)
 {
-	int tool = c->inspect || c->verify || c->stats || c->diff;
+	int tool = c->tool != NULL;
 	if (c->unknown) {
 		static const char *const flags[] = {"--inspect", "--verify", "--stats",   "--json", "--xxh64",
 						    "--list",    "--help",   "--version", NULL};
@@ -524,7 +536,7 @@ int tfs_cli_check_flags(const struct cli *c)
 			"to format\n");
 		return EXIT_USAGE;
 	}
-	if (c->xxh64 && !c->verify) {
+	if (c->xxh64 && c->tool != &tfs_tool_verify) {
 		fprintf(stderr, "tensorfs: --xxh64 goes with --verify\n");
 		return EXIT_USAGE;
 	}
@@ -697,7 +709,7 @@ int tfs_cli_absolute(struct cli *c, int mount)
 		free(c->shown_b);
 		c->shown_b = strdup(c->source_b);
 	}
-	if (mount || c->verify)
+	if (mount || (c->tool && c->tool->manifest))
 		r |= absolute(mount ? "MOUNTPOINT " : "MANIFEST ", &c->mountpoint, 1);
 	r |= absolute("-o edits", &c->edits, 1);
 	r |= absolute("-o logfile", &c->logfile, 1);

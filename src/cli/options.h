@@ -10,6 +10,7 @@
 #include "fuse/fuse.h"
 #include "cli/daemon.h"
 #include "core/source.h"
+#include "tools/tools.h"
 #include "views/tree.h"
 
 enum {
@@ -46,7 +47,12 @@ struct cli {
 	 * not), in order, for tfs_cli_check_options. */
 	char **odd;
 	size_t nodd, odd_cap;
-	int inspect, json, verify, xxh64, stats, diff;
+	int json, xxh64;
+	/* The tool given (--inspect, --verify, --stats, diff), or NULL for a
+	 * mount; how many different ones were given. */
+	const struct tfs_tool *tool;
+	int tools_given;
+	unsigned given;       /* which (bits by rank, cli/options.c) */
 	const char *source_b; /* diff: B, a copy as source is */
 	char *shown_b;
 	struct tfs_opts driver_opts; /* the source drivers' -o options */
@@ -54,12 +60,6 @@ struct cli {
 };
 
 enum { KEY_INSPECT = 1, KEY_JSON, KEY_VERIFY, KEY_XXH64, KEY_STATS };
-
-#define INSPECT_USAGE "tensorfs --inspect [--json] [-o OPTIONS] SOURCE"
-#define VERIFY_USAGE "tensorfs --verify [--xxh64] [--json] [-o OPTIONS] SOURCE [MANIFEST]"
-#define STATS_USAGE "tensorfs --stats [--json] [-o OPTIONS] SOURCE"
-#define DIFF_USAGE "tensorfs diff [--json] [-o OPTIONS] A B"
-#define LIST_USAGE "tensorfs --list"
 
 /* What the options say, checked. */
 struct settings {

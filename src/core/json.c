@@ -48,8 +48,8 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return tfs_utf8_check(s, len) == len ? len : 0;
 }
 
-/* The one rule for every JSON string tensorfs writes (README, "JSON
- * output"): '"', '\\' and control characters are escaped, and every byte
+/* The one rule for every JSON string tensorfs writes (docs/tools.md,
+ * "Names, paths and JSON"): '"', '\\' and control characters are escaped, and every byte
  * that is not part of a well-formed UTF-8 sequence (GGUF and pickles allow
  * any bytes in names and strings) becomes U+FFFD, so the text is valid
  * UTF-8 for the strictest decoder. */

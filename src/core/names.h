@@ -2,7 +2,7 @@
  *
  * A tensor name may hold any Unicode text, including '/', NUL, control
  * characters, "." and "..", the empty string and more than NAME_MAX bytes.
- * The mapping (README, "File names"):
+ * The mapping (docs/mounting.md, "File names"):
  *   - '%', '/', NUL, bytes 0x01-0x1F and 0x7F become %XX (upper-case hex);
  *     every other byte is kept, so Unicode forms and case stay distinct;
  *   - the empty name becomes "%empty"; "." and ".." become "%2E", "%2E%2E";

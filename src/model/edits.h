@@ -1,7 +1,7 @@
 /* -o edits=FILE: metadata edits, applied to the tables once they are read
  * and before anything shows them, so __metadata__.json and every generated
  * file (-o export's, model.gguf, the re-sharded set) carry them and agree.
- * The source is never written. README, "Editing metadata", has the rules. */
+ * The source is never written. docs/views.md, "Editing metadata", has the rules. */
 #ifndef TFS_EDITS_H
 #define TFS_EDITS_H
 

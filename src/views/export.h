@@ -1,7 +1,7 @@
 /* -o export: a safetensors file generated for every directory (D gets the
  * sibling D.safetensors) and for the whole mount (model.safetensors). The
  * header is made here; the data bytes are the tensors' own files, read
- * where they are. README, "Exported safetensors files", has the layout.
+ * where they are. docs/views.md, "Exported safetensors files", has the layout.
  *
  * Nothing is made at mount time. The first time a file's size is asked
  * for, its tensors are ordered and its header written; the header and the
@@ -18,10 +18,6 @@
 struct tfs_tree;
 struct tfs_node;
 struct tfs_exports;
-
-/* -o export of a model whose metadata is typed (GGUF): one GGUF file of
- * it all at the root (views/gguffile.c). */
-#define TFS_GGUF_ROOT "model.gguf"
 
 /* Headers and orders kept at once, in bytes (the one in use always is);
  * the environment's TENSORFS_EXPORT_BUDGET_MB, when set, instead. */
@@ -51,29 +47,6 @@ struct tfs_export_piece {
 	uint64_t off;
 	size_t len;
 };
-
-/* A safetensors header for any set of tensors (the re-sharded files use it
- * too): the entries are sorted in place into the documented order (README,
- * "Exported safetensors files"), then written after `meta` (the
- * "__metadata__" member, or empty) with spaces up to a multiple of 8;
- * start[i] gets where entry i's data starts in the file, start[n] the
- * file's size. TFS_ERR_FORMAT: the header would pass safetensors' limit. */
-struct tfs_st_entry {
-	const char *name;
-	uint32_t len;
-	unsigned dtype;
-	const uint64_t *dims;
-	uint32_t ndim;
-	uint64_t size;
-	uint32_t id; /* the caller's */
-};
-tfs_err tfs_export_header(struct tfs_st_entry *ent, uint32_t n, const char *meta, size_t meta_len, char **out,
-			  size_t *out_len, uint64_t *start);
-
-/* The "__metadata__":{...} member of the model's generated files: every
- * file's metadata as text, merged (README); empty when there is none. */
-struct tfs_model;
-tfs_err tfs_export_meta(const struct tfs_model *m, char **out, size_t *outlen);
 
 typedef tfs_err (*tfs_export_fn)(void *ctx, const struct tfs_export_piece *p);
 

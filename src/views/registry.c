@@ -11,30 +11,30 @@
 
 extern const struct tfs_view_ops tfs_view_tensor;
 extern const struct tfs_view_ops tfs_view_blob;
-extern const struct tfs_view_ops tfs_view_table;
+extern const struct tfs_view_ops tfs_view_tsv;
 extern const struct tfs_view_ops tfs_view_export;
 extern const struct tfs_view_ops tfs_view_sums;
 extern const struct tfs_view_ops tfs_view_stats;
-extern const struct tfs_view_ops tfs_view_picture;
-extern const struct tfs_view_ops tfs_view_original;
+extern const struct tfs_view_ops tfs_view_pictures;
+extern const struct tfs_view_ops tfs_view_originals;
 extern const struct tfs_view_ops tfs_view_gguf;
 extern const struct tfs_view_ops tfs_view_reshard;
 extern const struct tfs_view_ops tfs_view_zarr;
 
 const struct tfs_view_ops *const tfs_views[] = {
-	NULL,               /* 0: no node */
-	NULL,               /* TFS_NODE_DIR */
-	&tfs_view_tensor,   /* TFS_NODE_TENSOR: the tensors' files */
-	&tfs_view_blob,     /* __metadata__.json, __index__.json */
-	&tfs_view_table,    /* __tensors__.tsv in every directory */
-	&tfs_view_export,   /* -o export: D.safetensors, model.safetensors */
-	&tfs_view_sums,     /* -o sums: __sha256sums__.txt */
-	&tfs_view_stats,    /* -o stats: NAME.stats.json */
-	&tfs_view_picture,  /* -o pictures: NAME.png */
-	&tfs_view_original, /* -o originals: __files__/ */
-	&tfs_view_gguf,     /* -o export of a GGUF model: model.gguf */
-	&tfs_view_reshard,  /* -o max_shard_size: __shards__/ */
-	&tfs_view_zarr,     /* -o zarr: __zarr__/ */
+	NULL,                /* 0: no node */
+	NULL,                /* TFS_NODE_DIR */
+	&tfs_view_tensor,    /* TFS_NODE_TENSOR: the tensors' files */
+	&tfs_view_blob,      /* __metadata__.json, __index__.json */
+	&tfs_view_tsv,       /* __tensors__.tsv in every directory */
+	&tfs_view_export,    /* -o export: D.safetensors, model.safetensors */
+	&tfs_view_sums,      /* -o sums: __sha256sums__.txt */
+	&tfs_view_stats,     /* -o stats: NAME.stats.json */
+	&tfs_view_pictures,  /* -o pictures: NAME.png */
+	&tfs_view_originals, /* -o originals: __files__/ */
+	&tfs_view_gguf,      /* -o export of a GGUF model: model.gguf */
+	&tfs_view_reshard,   /* -o max_shard_size: __shards__/ */
+	&tfs_view_zarr,      /* -o zarr: __zarr__/ */
 };
 
 const unsigned tfs_nviews = sizeof tfs_views / sizeof tfs_views[0];
@@ -54,7 +54,7 @@ const struct tfs_opt_spec *tfs_view_opt_at(size_t k)
 	for (unsigned i = 0; i < tfs_nviews; i++)
 		for (const struct tfs_opt_spec *s = tfs_views[i] ? tfs_views[i]->opts : NULL; s && s->name;
 		     s++)
-			if (k-- == 0)
+			if (s->help && k-- == 0) /* (no help: another view's, followed) */
 				return s;
 	return NULL;
 }

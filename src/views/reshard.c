@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/stwrite.h"
 #include "core/dtype.h"
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/utf8.h"
-#include "views/export.h"
 #include "views/tree.h"
 #include "views/view.h"
 
@@ -208,7 +208,7 @@ static tfs_err make_index(struct tfs_reshard *r)
 static tfs_err make_file(struct tfs_reshard *r, struct rfile *f)
 {
 	if (!r->meta_done) {
-		r->meta_err = tfs_export_meta(r->m, &r->meta, &r->meta_len);
+		r->meta_err = tfs_st_meta(r->m, &r->meta, &r->meta_len);
 		r->meta_done = 1;
 	}
 	if (r->meta_err)
@@ -224,8 +224,8 @@ static tfs_err make_file(struct tfs_reshard *r, struct rfile *f)
 			tfs_tensor_name(h, ts), ts->name_len, ts->dtype, h->dims + ts->dims_off, ts->ndim,
 			tfs_tensor_size(ts),    f->first + k};
 	}
-	return tfs_export_header(f->ent, f->count, r->meta ? r->meta : "", r->meta_len, &f->hdr, &f->hdr_len,
-				 f->start);
+	return tfs_st_header(f->ent, f->count, r->meta ? r->meta : "", r->meta_len, &f->hdr, &f->hdr_len,
+			     f->start);
 }
 
 /* The file's header made (once); NULL when it cannot be. */

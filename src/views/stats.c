@@ -1,176 +1,188 @@
-/* Statistics of a tensor's values (views/stats.h). */
-#include "views/stats.h"
-
-#include <math.h>
+/* -o stats: NAME.stats.json beside every tensor file, the tensor's
+ * statistics (compute/stats.h) as one JSON object, worked out when first
+ * read. Its size must be known before (ls -l reads nothing): the object is
+ * padded with spaces to a fixed size no object can pass, then a newline,
+ * which every JSON reader takes as trailing whitespace. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "views/values.h"
+#include "compute/stats.h"
+#include "views/tree.h"
+#include "views/view.h"
 
-/* Pass 1: counts, range and the sum; pass 2: the squared deviations from
- * the mean (exact where a one-pass formula cancels) and the histogram,
- * binned as numpy 1.24's np.histogram bins float64 values. */
-static void pass1(struct tfs_stats *s, const double *v, size_t n, double *sum)
-{
-	for (size_t i = 0; i < n; i++) {
-		double x = v[i];
-		if (isnan(x)) {
-			s->nan++;
-			continue;
-		}
-		if (isinf(x)) {
-			s->inf++;
-			continue;
-		}
-		s->zeros += x == 0;
-		if (!s->finite || x < s->min)
-			s->min = x;
-		if (!s->finite || x > s->max)
-			s->max = x;
-		s->finite++;
-		*sum += x;
-	}
-}
+/* The longest object: 9 counts of 20 digits, 7 numbers of 24 characters
+ * (-1.2345678901234567e-308), 64 histogram counts of 20 digits and their
+ * separators, the keys: under 2,200 bytes. */
+#define FILE_SIZE 2560
 
-struct bins {
-	double lo, hi, norm, edge[TFS_STATS_BINS + 1];
-	int half; /* hi - lo passes DBL_MAX (F64 near +-1e308): worked out halved */
+/* The texts of the last KEPT files read, not of every one ever read (each
+ * is FILE_SIZE bytes; 100,000 read kept 250 MB): the bound on memory is
+ * KEPT * FILE_SIZE (about 2.6 MB), plus 4 bytes per tensor. A file read
+ * again after it left is worked out again (the kernel's page cache keeps
+ * it too: keep_cache). */
+#define KEPT 1024
+
+struct kept {
+	uint32_t ref; /* the file's slot */
+	uint64_t used;
+	char *text;
 };
 
-static void bins_init(struct bins *b, double lo, double hi)
+struct tfs_statsfiles {
+	pthread_mutex_t lock;
+	uint32_t n;
+	uint64_t clock;
+	unsigned nkept;
+	struct kept kept[KEPT];
+	uint32_t where[]; /* kept[] index + 1 by slot, 0: not kept */
+};
+
+/* A slot for every tensor's file. */
+static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
 {
-	if (lo == hi) {
-		lo -= 0.5;
-		hi += 0.5;
+	(void)o;
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < m->nshards; k++)
+		n += m->shards[k].h.n;
+	if (n > UINT32_MAX)
+		return NULL;
+	struct tfs_statsfiles *s = calloc(1, sizeof *s + (size_t)n * sizeof s->where[0]);
+	if (s) {
+		pthread_mutex_init(&s->lock, NULL);
+		s->n = (uint32_t)n;
 	}
-	b->lo = lo;
-	b->hi = hi;
-	b->half = !isfinite(hi - lo);
-	if (b->half) {
-		double delta = hi * 0.5 - lo * 0.5, step = delta / TFS_STATS_BINS;
-		b->norm = TFS_STATS_BINS / delta;
-		for (int i = 0; i <= TFS_STATS_BINS; i++)
-			b->edge[i] = ((double)i * step + lo * 0.5) * 2;
-		b->edge[TFS_STATS_BINS] = hi;
+	return s;
+}
+
+static void state_free(void *p)
+{
+	struct tfs_statsfiles *s = p;
+	for (unsigned i = 0; i < s->nkept; i++)
+		free(s->kept[i].text);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
+{
+	(void)t;
+	(void)n;
+	return FILE_SIZE;
+}
+
+static tfs_err make(const struct tfs_tree *t, const struct tfs_node *n, char **out)
+{
+	const struct tfs_node *tn = &t->nodes[n->first];
+	const struct tfs_shard *sh = &t->m->shards[tn->shard];
+	struct tfs_stats st;
+	tfs_err e = tfs_stats_tensor(sh, &sh->h.t[tn->ref], &st);
+	if (e && e != TFS_ERR_UNHANDLED)
+		return e;
+	char *text = malloc(FILE_SIZE + 1);
+	FILE *f = text ? fmemopen(text, FILE_SIZE + 1, "w") : NULL;
+	if (!f) {
+		free(text);
+		return TFS_ERR_NOMEM;
+	}
+	if (e)
+		fputs("{\"stats\": null}", f); /* complex: no plain numbers */
+	else
+		tfs_stats_json(f, &st);
+	long len = ftell(f);
+	fclose(f);
+	if (len < 0 || len >= FILE_SIZE) {
+		free(text);
+		return TFS_ERR_NOMEM; /* cannot be: FILE_SIZE bounds every object */
+	}
+	memset(text + len, ' ', FILE_SIZE - 1 - (size_t)len);
+	text[FILE_SIZE - 1] = '\n';
+	*out = text;
+	return TFS_OK;
+}
+
+/* Copies bytes [off, off + len) of slot ref's text into `to` if it is
+ * kept; 1 if so. Called with the lock held. */
+static int copy_kept(struct tfs_statsfiles *s, uint32_t ref, uint64_t off, size_t len, void *to)
+{
+	uint32_t w = s->where[ref];
+	if (!w)
+		return 0;
+	struct kept *k = &s->kept[w - 1];
+	k->used = ++s->clock;
+	memcpy(to, k->text + off, len);
+	return 1;
+}
+
+/* Keeps `text` as slot ref's, in place of the least recently read one
+ * when KEPT are kept; frees it if another reader kept one first. */
+static void keep(struct tfs_statsfiles *s, uint32_t ref, char *text)
+{
+	if (s->where[ref]) {
+		free(text);
 		return;
 	}
-	b->norm = TFS_STATS_BINS / (hi - lo);
-	double delta = hi - lo, step = delta / TFS_STATS_BINS;
-	for (int i = 0; i <= TFS_STATS_BINS; i++)
-		b->edge[i] = step != 0 ? (double)i * step + lo : (double)i / TFS_STATS_BINS * delta + lo;
-	b->edge[TFS_STATS_BINS] = hi;
-}
-
-static int bin_of(const struct bins *b, double x)
-{
-	long k = (long)(b->half ? (x * 0.5 - b->lo * 0.5) * b->norm : (x - b->lo) * b->norm);
-	if (k >= TFS_STATS_BINS)
-		k = TFS_STATS_BINS - 1;
-	if (k < 0)
-		k = 0;
-	if (x < b->edge[k] && k > 0)
-		k--;
-	if (k != TFS_STATS_BINS - 1 && x >= b->edge[k + 1])
-		k++;
-	return (int)k;
-}
-
-/* The squared deviations are of the values times 2^-scale, scale from
- * the largest magnitude: exact (a power of two), and no square of F64
- * values near 1e308 overflows. For every other tensor scale is 0. */
-static void pass2(struct tfs_stats *s, const struct bins *b, const double *v, size_t n, double unscale,
-		  double *ss)
-{
-	double mean = s->mean * unscale;
-	for (size_t i = 0; i < n; i++) {
-		double x = v[i];
-		if (!isfinite(x))
-			continue;
-		double dx = x * unscale - mean;
-		*ss += dx * dx;
-		s->hist[bin_of(b, x)]++;
+	unsigned i = s->nkept;
+	if (i == KEPT) {
+		i = 0;
+		for (unsigned k = 1; k < KEPT; k++)
+			if (s->kept[k].used < s->kept[i].used)
+				i = k;
+		s->where[s->kept[i].ref] = 0;
+		free(s->kept[i].text);
+	} else {
+		s->nkept++;
 	}
+	s->kept[i] = (struct kept){ref, ++s->clock, text};
+	s->where[ref] = i + 1;
 }
 
-/* The sum of the finite values times 2^-scale, for a sum that passed
- * DBL_MAX (a third pass, for such tensors only). */
-static tfs_err scaled_sum(struct tfs_values *r, double unscale, double *sum)
+static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
+		      struct tfs_pieces *out)
 {
-	const double *v;
-	size_t n;
-	tfs_err e;
-	*sum = 0;
-	tfs_values_rewind(r);
-	while (!(e = tfs_values_next(r, &v, &n)) && n)
-		for (size_t i = 0; i < n; i++)
-			if (isfinite(v[i]))
-				*sum += v[i] * unscale;
-	return e;
-}
-
-tfs_err tfs_stats_tensor(const struct tfs_shard *sh, const struct tfs_tensor *t, struct tfs_stats *out)
-{
-	struct tfs_values r;
-	memset(out, 0, sizeof *out);
-	tfs_err e = tfs_values_open(&r, sh, t);
-	if (e)
-		return e;
-	out->count = r.count;
-	double sum = 0, ss = 0;
-	const double *v;
-	size_t n;
-	while (!(e = tfs_values_next(&r, &v, &n)) && n)
-		pass1(out, v, n, &sum);
-	if (!e && out->finite) {
-		out->absmax = fabs(out->min) > fabs(out->max) ? fabs(out->min) : fabs(out->max);
-		/* 0 unless a value passes 2^480: then the values are taken
-		 * times 2^-scale, so that no sum or square overflows. */
-		int scale = 0;
-		if (out->absmax > 0x1p480)
-			frexp(out->absmax, &scale);
-		double unscale = ldexp(1, -scale);
-		if (!isfinite(sum)) {
-			e = scaled_sum(&r, unscale, &sum);
-			out->mean = sum / (double)out->finite / unscale;
-		} else {
-			out->mean = sum / (double)out->finite;
-		}
-		struct bins b;
-		bins_init(&b, out->min, out->max);
-		out->lo = b.lo;
-		out->hi = b.hi;
-		tfs_values_rewind(&r);
-		while (!e && !(e = tfs_values_next(&r, &v, &n)) && n)
-			pass2(out, &b, v, n, unscale, &ss);
-		out->std = sqrt(ss / (double)out->finite) / unscale;
+	struct tfs_statsfiles *s = t->vstate[n->kind];
+	void *to = tfs_pieces_room(out, len);
+	if (!to)
+		return TFS_ERR_IO; /* (the read's own room: cannot be) */
+	pthread_mutex_lock(&s->lock);
+	int have = copy_kept(s, n->ref, off, len, to);
+	pthread_mutex_unlock(&s->lock);
+	if (!have) {
+		/* Worked out outside the lock (a tensor can take seconds);
+		 * two first readers may both work, one result is kept. */
+		char *mine = NULL;
+		tfs_err e = make(t, n, &mine);
+		if (e)
+			return e;
+		memcpy(to, mine + off, len);
+		pthread_mutex_lock(&s->lock);
+		keep(s, n->ref, mine);
+		pthread_mutex_unlock(&s->lock);
 	}
-	tfs_values_close(&r);
-	return e;
+	return tfs_pieces_mem(out, to, len);
 }
 
-static void num(FILE *f, const char *key, double x, int have)
+static const struct tfs_opt_spec opts[] = {
+	{"stats", 0, "NAME.stats.json beside each tensor file (--stats's figures)", NULL, 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static int wanted(const struct tfs_tree_opts *o)
 {
-	if (have && isfinite(x))
-		fprintf(f, ", \"%s\": %.17g", key, x);
-	else
-		fprintf(f, ", \"%s\": null", key);
+	return tfs_opts_get(o->opts, "stats") != NULL;
 }
 
-void tfs_stats_json(FILE *f, const struct tfs_stats *s)
-{
-	int h = s->finite > 0;
-	fprintf(f, "{\"count\": %llu, \"finite\": %llu, \"nan\": %llu, \"inf\": %llu, \"zeros\": %llu",
-		(unsigned long long)s->count, (unsigned long long)s->finite, (unsigned long long)s->nan,
-		(unsigned long long)s->inf, (unsigned long long)s->zeros);
-	num(f, "min", s->min, h);
-	num(f, "max", s->max, h);
-	num(f, "mean", s->mean, h);
-	num(f, "std", s->std, h);
-	num(f, "absmax", s->absmax, h);
-	fprintf(f, ", \"histogram\": {\"bins\": %d", TFS_STATS_BINS);
-	num(f, "lo", s->lo, h);
-	num(f, "hi", s->hi, h);
-	fputs(", \"counts\": [", f);
-	for (int i = 0; h && i < TFS_STATS_BINS; i++)
-		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)s->hist[i]);
-	fputs("]}}", f);
-}
+const struct tfs_view_ops tfs_view_stats = {
+	.name = "stats",
+	/* In the flat layout a tensor whose name ends so is shown with that
+	 * '.' as %2E (views/tree_names.c). */
+	.beside = ".stats.json",
+	.beside_long = "__stats_%u__.json",
+	.wanted = wanted,
+	.opts = opts,
+	.size = size,
+	.pieces = pieces,
+	.state_new = state_new,
+	.state_free = state_free,
+};

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "views/digest.h"
-#include "views/sums.h"
+#include "compute/manifest.h"
+#include "views/tree_digest.h"
 #include "views/tree.h"
 #include "views/view.h"
 
@@ -47,45 +47,6 @@ static tfs_err per_dir(struct tfs_tree_add *a, void *state, uint32_t dir)
 	if (s)
 		s->size = UINT64_MAX;
 	return e;
-}
-
-static int needs_escape(const char *s, size_t n)
-{
-	return memchr(s, '\\', n) || memchr(s, '\n', n) || memchr(s, '\r', n);
-}
-
-size_t tfs_sum_line_len(size_t hexlen, const char *name, size_t n)
-{
-	size_t len = hexlen + 2 + n + 1;
-	if (needs_escape(name, n)) {
-		len++; /* the leading backslash */
-		for (size_t k = 0; k < n; k++)
-			len += name[k] == '\\' || name[k] == '\n' || name[k] == '\r';
-	}
-	return len;
-}
-
-size_t tfs_sum_line(char *out, const char *hex, size_t hexlen, const char *name, size_t n)
-{
-	char *o = out;
-	int esc = needs_escape(name, n);
-	if (esc)
-		*o++ = '\\';
-	memcpy(o, hex, hexlen);
-	o += hexlen;
-	*o++ = ' ';
-	*o++ = ' ';
-	for (size_t k = 0; k < n; k++) {
-		char ch = name[k];
-		if (esc && (ch == '\\' || ch == '\n' || ch == '\r')) {
-			*o++ = '\\';
-			*o++ = ch == '\\' ? '\\' : ch == '\n' ? 'n' : 'r';
-		} else {
-			*o++ = ch;
-		}
-	}
-	*o++ = '\n';
-	return (size_t)(o - out);
 }
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)

@@ -1,25 +1,26 @@
-/* A tensor's file: its stored bytes (raw), after an NPY header (.npy), or
- * decoded to float32 (convert=f32), as the mount's options say
- * (views/tensor.h). */
-#include "views/tensor.h"
-#include "views/view.h"
-
+/* The tensors' files' view: a tensor's stored bytes (raw), after an NPY
+ * header (.npy), or decoded to float32 (convert=f32), in the form the
+ * tree gives every tensor's file (views/tree.h: the form, what a file
+ * is); their extended attributes (user.dtype, user.shape, user.hash.*...). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/digest.h"
-#include "views/hashes.h"
+#include "compute/convert.h"
+#include "compute/hashes.h"
+#include "views/tree.h"
+#include "views/tree_digest.h"
+#include "views/view.h"
 
 static unsigned view_of(const struct tfs_tree *t)
 {
-	return tfs_tensor_files(t)->view;
+	return t->form;
 }
 
 static uint64_t size(const struct tfs_tree *t, const struct tfs_node *n)
 {
 	return n->first +
-	       tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), view_of(t) & TFS_VIEW_F32);
+	       tfs_view_size(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), view_of(t) & TFS_FORM_F32);
 }
 
 static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64_t off, size_t len,
@@ -36,7 +37,7 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 		char *hb = tfs_pieces_scratch(out, cap);
 		if (!hb)
 			return TFS_ERR_NOMEM;
-		tfs_npy_header(&sh->h, ts, view & TFS_VIEW_F32, hb, cap);
+		tfs_npy_header(&sh->h, ts, view & TFS_FORM_F32, hb, cap);
 		char *to = tfs_pieces_room(out, k);
 		if (!to)
 			return TFS_ERR_NOMEM;
@@ -49,53 +50,12 @@ static tfs_err pieces(const struct tfs_tree *t, const struct tfs_node *n, uint64
 	}
 	if (!len)
 		return TFS_OK;
-	if ((view & TFS_VIEW_F32) && tfs_converts(ts->dtype))
+	if ((view & TFS_FORM_F32) && tfs_converts(ts->dtype))
 		return tfs_f32_pieces(sh->src, ts, off - hl, len, out);
 	return tfs_pieces_src(out, sh->src, ts->begin + (off - hl), len, ts->end);
 }
 
-/* ---- what a tensor's file is ---- */
-
-const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len)
-{
-	if (tfs_node_converted(t, n)) {
-		*len = 3;
-		return "F32";
-	}
-	return tfs_tensor_dtype(&t->m->shards[n->shard].h, tfs_node_tensor(t, n), len);
-}
-
-size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n)
-{
-	/* 20 digits and a comma per dimension, and the brackets. */
-	return 2 + (size_t)tfs_node_tensor(t, n)->ndim * 21;
-}
-
-size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out)
-{
-	const struct tfs_table *h = &t->m->shards[n->shard].h;
-	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-	size_t o = 0;
-	char num[24];
-	out[o++] = '[';
-	for (uint32_t i = 0; i < ts->ndim; i++) {
-		int k = snprintf(num, sizeof num, "%s%llu", i ? "," : "",
-				 (unsigned long long)h->dims[ts->dims_off + i]);
-		memcpy(out + o, num, (size_t)k);
-		o += (size_t)k;
-	}
-	out[o++] = ']';
-	return o;
-}
-
-size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out)
-{
-	const struct tfs_tensor *ts = tfs_node_tensor(t, n);
-	return (size_t)snprintf(out, TFS_OFFSETS_MAX, "[%llu,%llu]", (unsigned long long)ts->begin,
-				(unsigned long long)ts->end);
-}
-
-/* ---- extended attributes (README: Extended attributes) ---- */
+/* ---- extended attributes (docs/mounting.md, "Extended attributes") ---- */
 
 enum {
 	XA_DTYPE,
@@ -258,81 +218,10 @@ static tfs_err xattr_get(const struct tfs_tree *t, const struct tfs_node *n, con
 	}
 }
 
-/* ---- options, state, names ---- */
-
-static const struct tfs_opt_spec opts[] = {
-	{"format", 1, "npy: NAME.npy files that np.load reads", "raw|npy", 0},
-	{"convert", 1, "f32: narrow float and quantized tensors as float32;\nnone (the default): as stored",
-	 "f32|none", 0},
-	{NULL, 0, NULL, NULL, 0},
-};
-
-static tfs_err check(const struct tfs_opts *o, struct tfs_diag *d)
-{
-	const char *f = tfs_opts_get(o, "format"), *c = tfs_opts_get(o, "convert");
-	if (f && strcmp(f, "npy") != 0 && strcmp(f, "raw") != 0)
-		return tfs_fail(d, TFS_ERR_INVAL, "-o format= takes raw or npy, not '%s'", f);
-	if (c && strcmp(c, "f32") != 0 && strcmp(c, "none") != 0)
-		return tfs_fail(d, TFS_ERR_INVAL, "-o convert= takes f32 or none, not '%s'", c);
-	return TFS_OK;
-}
-
-static void *state_new(const struct tfs_model *m, const struct tfs_tree_opts *o)
-{
-	(void)m;
-	struct tfs_tensor_files *s = calloc(1, sizeof *s);
-	const char *f = tfs_opts_get(o->opts, "format"), *c = tfs_opts_get(o->opts, "convert");
-	if (s)
-		s->view = (f && strcmp(f, "npy") == 0 ? TFS_VIEW_NPY : 0) |
-			  (c && strcmp(c, "f32") == 0 ? TFS_VIEW_F32 : 0);
-	return s;
-}
-
-static void state_free(void *state)
-{
-	struct tfs_tensor_files *s = state;
-	tfs_digests_free(s->digests);
-	free(s);
-}
-
-/* The hashes are kept by node: made once the nodes are all there. */
-static tfs_err built(const struct tfs_tree *t, void *state)
-{
-	struct tfs_tensor_files *s = state;
-	return (s->digests = tfs_digests_new(t->nnodes)) ? TFS_OK : TFS_ERR_NOMEM;
-}
-
-static const char *tensor_suffix(const void *state)
-{
-	return (((const struct tfs_tensor_files *)state)->view & TFS_VIEW_NPY) ? TFS_NPY_SUFFIX : "";
-}
-
-static tfs_err tensor_first(const void *state, const struct tfs_table *h, const struct tfs_tensor *ts,
-			    uint32_t *first)
-{
-	const unsigned view = ((const struct tfs_tensor_files *)state)->view;
-	*first = 0;
-	if (!(view & TFS_VIEW_NPY))
-		return TFS_OK;
-	char hb[4096], *hp = hb;
-	size_t need = tfs_npy_header_max(ts);
-	if (need > sizeof hb && !(hp = malloc(need)))
-		return TFS_ERR_NOMEM;
-	*first = (uint32_t)tfs_npy_header(h, ts, view & TFS_VIEW_F32, hp, need);
-	if (hp != hb)
-		free(hp);
-	return TFS_OK;
-}
-
 const struct tfs_view_ops tfs_view_tensor = {
 	.name = "tensor",
-	.opts = opts,
-	.check = check,
-	.state_new = state_new,
-	.state_free = state_free,
-	.built = built,
-	.tensor_suffix = tensor_suffix,
-	.tensor_first = tensor_first,
+	.opts = tfs_tree_tensor_opts,
+	.check = tfs_tree_tensor_check,
 	.size = size,
 	.pieces = pieces,
 	.xattr_list = xattr_list,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/hashes.h"
 #include "core/mem.h"
 
 uint64_t tfs_node_size(const struct tfs_tree *t, const struct tfs_node *n)
@@ -39,6 +40,7 @@ void tfs_tree_free(struct tfs_tree *t)
 	free(t->children);
 	free(t->fnames);
 	free(t->slots);
+	tfs_digests_free(t->digests);
 	for (unsigned k = 0; k < TFS_VIEWS_MAX; k++)
 		if (t->vstate[k])
 			tfs_view_of_kind(k)->state_free(t->vstate[k]);
@@ -193,17 +195,6 @@ tfs_err tfs_tree_add_node(struct tfs_tree_add *a, uint32_t parent, const char *n
 	return TFS_OK;
 }
 
-tfs_err tfs_tree_add_dir(struct tfs_tree_add *a, uint32_t parent, const char *raw, size_t len, uint32_t *out)
-{
-	uint32_t before = a->b->t->nnodes, d;
-	tfs_err e = dir_get(a->b, parent, raw, len, &d);
-	if (!e && d >= before)
-		a->b->flags[d] |= NODE_TREE_NAME;
-	if (!e && out)
-		*out = d;
-	return e;
-}
-
 tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of, uint32_t ref, uint32_t *out)
 {
 	uint32_t ni;
@@ -349,12 +340,11 @@ static tfs_err add_tensors(struct build *b)
 {
 	struct tfs_tree *t = b->t;
 	const struct tfs_model *m = b->m;
-	const struct tfs_view_ops *tv = tfs_view_of_kind(TFS_NODE_TENSOR);
 	tfs_err e = view_start(b, TFS_NODE_TENSOR);
 	if (e)
 		return e;
-	const void *ts_state = t->vstate[TFS_NODE_TENSOR];
-	b->suffix = tv->tensor_suffix ? tv->tensor_suffix(ts_state) : "";
+	t->form = tfs_tree_form(b->o->opts);
+	b->suffix = (t->form & TFS_FORM_NPY) ? TFS_NPY_SUFFIX : "";
 	b->suffix_len = strlen(b->suffix);
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		const struct tfs_table *h = &m->shards[s].h;
@@ -380,7 +370,7 @@ static tfs_err add_tensors(struct build *b)
 			t->nodes[ni].ref = i;
 			b->raw[ni] = name + start;
 			b->raw_len[ni] = (uint32_t)(ts->name_len - start);
-			if (tv->tensor_first && (e = tv->tensor_first(ts_state, h, ts, &t->nodes[ni].first)))
+			if ((e = tfs_tree_npy_len(t->form, h, ts, &t->nodes[ni].first)))
 				return e;
 			t->total_bytes += tfs_node_size(t, &t->nodes[ni]);
 		}
@@ -396,8 +386,8 @@ static tfs_err add_tensors(struct build *b)
 	return TFS_OK;
 }
 
-/* A wanted view's files: at the root, per directory of the layout, per
- * tensor's file, and beside each tensor's file. */
+/* A wanted view's files: at the root, per directory of the layout, and
+ * beside each tensor's file. */
 static tfs_err add_view(struct build *b, unsigned k, struct tfs_diag *d)
 {
 	struct tfs_tree *t = b->t;
@@ -411,9 +401,6 @@ static tfs_err add_view(struct build *b, unsigned k, struct tfs_diag *d)
 		return e;
 	for (uint32_t i = 1; v->per_dir && i < b->layout_end; i++)
 		if (t->nodes[i].kind == TFS_NODE_DIR && (e = v->per_dir(&a, state, i)))
-			return e;
-	for (uint32_t i = b->first_user; v->per_tensor && i < b->layout_end; i++)
-		if (t->nodes[i].kind == TFS_NODE_TENSOR && (e = v->per_tensor(&a, state, i)))
 			return e;
 	uint32_t slot = 0;
 	for (uint32_t i = b->first_user; v->beside && i < b->layout_end; i++) {
@@ -470,8 +457,7 @@ static tfs_err link_children(struct build *b, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-/* What a directory's name leaves free: the most any view asks for. */
-static size_t dir_room(void)
+size_t tfs_tree_dir_room(void)
 {
 	size_t room = 0;
 	for (unsigned k = 0; k < tfs_nviews; k++)
@@ -496,9 +482,9 @@ static tfs_err build_steps(struct build *b, struct tfs_diag *d)
 		e = tfs_tree_index_names(b, d);
 	if (!e)
 		e = tfs_tree_name_beside(b, d);
-	for (unsigned k = 0; !e && k < tfs_nviews; k++)
-		if (b->t->vstate[k] && tfs_views[k]->built)
-			e = tfs_views[k]->built(b->t, b->t->vstate[k]);
+	/* The hashes are kept by node: made once the nodes are all there. */
+	if (!e && !(b->t->digests = tfs_digests_new(b->t->nnodes)))
+		e = TFS_ERR_NOMEM;
 	return e;
 }
 
@@ -512,7 +498,7 @@ tfs_err tfs_tree_build(const struct tfs_model *m, const struct tfs_tree_opts *o,
 	b.t = t;
 	b.m = m;
 	b.o = o;
-	b.dir_room = dir_room();
+	b.dir_room = tfs_tree_dir_room();
 	t->m = m;
 	tfs_err e = tfs_nviews <= TFS_VIEWS_MAX ? build_steps(&b, d) : TFS_ERR_NOMEM;
 	free_build(&b);

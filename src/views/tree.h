@@ -71,17 +71,23 @@ struct tfs_tree {
 	/* Each wanted view's state, by kind (views/view.h); NULL for a view
 	 * the options do not want. */
 	void *vstate[TFS_VIEWS_MAX];
+	/* How the tensors' files show their tensors (TFS_FORM_*). */
+	unsigned form;
+	/* The digests of its files worked out so far (views/tree_digest.h). */
+	struct tfs_digests *digests;
 };
 
 struct tfs_tree_opts {
 	enum tfs_layout layout;
 	/* The views' -o options as the command line collected them (views/
 	 * view.h, opts), or NULL: the tensors' files alone, named as in a
-	 * plain mount (the tools' tree: --verify's). */
+	 * plain mount (the unit tests' and fuzzers' plainest tree; --verify
+	 * builds its trees with the command line's options, so that it hashes
+	 * the files a mount with them shows). */
 	const struct tfs_opts *opts;
 };
 
-/* ---- for a view's files (views/view.h: at_root, per_dir, per_tensor) ---- */
+/* ---- for a view's files (views/view.h: at_root, per_dir) ---- */
 
 #define TFS_TREE_ROOT 1u
 struct tfs_tree_add;
@@ -114,23 +120,24 @@ static inline void *tfs_dir_file(const struct tfs_dir_files *f, uint32_t ref)
 {
 	return (char *)f->slots + (size_t)ref * f->size;
 }
-/* A directory under `parent` named after raw[0..len) (any bytes, alive
- * until the tree is built) as the tree layout names its directories
- * (core/names.h); one per (parent, raw): asked again, the same one. */
-tfs_err tfs_tree_add_dir(struct tfs_tree_add *a, uint32_t parent, const char *raw, size_t len, uint32_t *out);
 /* A file of the view's kind named after node `of` by the view's `name`
  * (views/view.h), under `parent`. */
 tfs_err tfs_tree_add_after(struct tfs_tree_add *a, uint32_t parent, uint32_t of, uint32_t ref, uint32_t *out);
 /* At most this many entries in a generated directory: as many as a remote
  * listing may hold (sources/remote.h), and what a file manager can show. */
 #define TFS_TREE_GENERATED_MAX 1000000u
-/* Directory `dir`, made by this view (tfs_tree_add_node or
- * tfs_tree_add_dir) with nothing added under it, has `count` entries
+/* Directory `dir`, made by this view (tfs_tree_add_node) with nothing
+ * added under it, has `count` entries
  * (TFS_TREE_GENERATED_MAX at most, else TFS_ERR_TOOBIG) that the view
  * names and finds on demand (views/view.h: entry_name, entry_find): each
  * a file of the view's kind whose node (made when asked, never kept) has
  * `parent` dir, `ref` its index and `first` the directory's `ref`. */
 tfs_err tfs_tree_generate(struct tfs_tree_add *a, uint32_t dir, uint32_t ref, uint32_t count);
+/* What every directory's name leaves free for a file named after it
+ * (views/view.h: dir_room; D.dir.safetensors): the most any view asks,
+ * wanted or not. A view naming directories of its own as the tree layout
+ * does (-o zarr's groups) leaves as much. */
+size_t tfs_tree_dir_room(void);
 /* Bytes of a file whose size is known now, counted in the mount's size. */
 void tfs_tree_add_bytes(struct tfs_tree_add *a, uint64_t bytes);
 /* The tree being built (its nodes so far) and its model and options. */
@@ -186,5 +193,36 @@ static inline const struct tfs_tensor *tfs_node_tensor(const struct tfs_tree *t,
 /* Whether the tree holds a view's files that are generated
  * (TFS_VIEWF_GENERATED). */
 int tfs_tree_generates(const struct tfs_tree *t);
+
+/* ---- the tensors' files (views/tree_tensor.c) ---- */
+
+/* How a tensor's file shows its tensor (docs/views.md), from -o format
+ * and -o convert: the tree's own options, which the tensors' view
+ * declares (tfs_tree_tensor_opts) and checks (tfs_tree_tensor_check). */
+enum {
+	TFS_FORM_NPY = 1, /* NAME.npy: an NPY header, then the data */
+	TFS_FORM_F32 = 2, /* narrow float dtypes decoded to float32 */
+};
+#define TFS_NPY_SUFFIX ".npy"
+extern const struct tfs_opt_spec tfs_tree_tensor_opts[];
+tfs_err tfs_tree_tensor_check(const struct tfs_opts *o, struct tfs_diag *d);
+/* The form these options ask for (o may be NULL: stored bytes). */
+unsigned tfs_tree_form(const struct tfs_opts *o);
+/* The length of the bytes a tensor's file has before the tensor's (its
+ * NPY header; 0 without one), into *first. */
+tfs_err tfs_tree_npy_len(unsigned form, const struct tfs_table *h, const struct tfs_tensor *ts,
+			 uint32_t *first);
+
+/* Converted: served as float32 (convert=f32 and a dtype it decodes). */
+int tfs_node_converted(const struct tfs_tree *t, const struct tfs_node *n);
+/* What a tensor's file is, as its xattrs and its directory's table say it.
+ * user.dtype: "F32" when converted, else the stored dtype. */
+const char *tfs_node_dtype(const struct tfs_tree *t, const struct tfs_node *n, size_t *len);
+/* user.shape, "[3,4]": at most tfs_node_shape_max() bytes, no NUL. */
+size_t tfs_node_shape_max(const struct tfs_tree *t, const struct tfs_node *n);
+size_t tfs_node_shape(const struct tfs_tree *t, const struct tfs_node *n, char *out);
+/* user.offsets, "[begin,end]" (absolute, in the shard): no NUL. */
+#define TFS_OFFSETS_MAX 48
+size_t tfs_node_offsets(const struct tfs_tree *t, const struct tfs_node *n, char *out);
 
 #endif

@@ -9,8 +9,7 @@
 
 /* Per node while building (struct build, flags). */
 enum {
-	NODE_CONFLICT = 1,  /* a tensor whose name a directory has */
-	NODE_TREE_NAME = 2, /* a view's directory: named by the tree layout's rule */
+	NODE_CONFLICT = 1, /* a tensor whose name a directory has */
 };
 
 /* Building state: names before they are mapped, and the directory index

@@ -131,7 +131,7 @@ static tfs_err name_one(struct build *b, uint32_t i)
 {
 	struct tfs_tree *t = b->t;
 	struct tfs_node *n = &t->nodes[i];
-	const enum tfs_layout layout = (b->flags[i] & NODE_TREE_NAME) ? TFS_LAYOUT_TREE : b->o->layout;
+	const enum tfs_layout layout = b->o->layout;
 	char buf[TFS_NAME_MAX + 1];
 	int hashed;
 	int file = n->kind == TFS_NODE_TENSOR;

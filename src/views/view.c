@@ -1,7 +1,10 @@
-/* Collecting the pieces of a read (views/view.h). */
+/* Collecting the pieces of a read (views/view.h), and a tensor's bytes
+ * as float32 among them. */
 #include "views/view.h"
 
 #include <string.h>
+
+#include "compute/convert.h"
 
 void *tfs_pieces_room(struct tfs_pieces *p, size_t len)
 {
@@ -80,4 +83,25 @@ tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t of
 {
 	struct tfs_piece x = {.src = src, .off = off, .limit = limit, .len = len};
 	return add(p, &x);
+}
+
+tfs_err tfs_f32_pieces(struct tfs_source *src, const struct tfs_tensor *t, uint64_t o, size_t len,
+		       struct tfs_pieces *out)
+{
+	uint64_t first = o / 4, n = (o + len - 1) / 4 - first + 1, b, e;
+	tfs_stored_range(t->dtype, first, n, &b, &e);
+	size_t raw_len = (size_t)(e - b), dec_at = (raw_len + 7) & ~(size_t)7;
+	unsigned char *raw = (unsigned char *)tfs_pieces_scratch(out, dec_at + (size_t)n * 4);
+	if (!raw)
+		return TFS_ERR_NOMEM;
+	tfs_err err = tfs_source_serve(src, raw, raw_len, t->begin + b, t->end);
+	if (err)
+		return err;
+	uint32_t *dec = (uint32_t *)(void *)(raw + dec_at);
+	tfs_decode_f32(t->dtype, raw, first, (size_t)n, dec);
+	char *to = tfs_pieces_room(out, len);
+	if (!to)
+		return TFS_ERR_NOMEM;
+	memcpy(to, (char *)dec + (o - first * 4), len);
+	return tfs_pieces_mem(out, to, len);
 }

@@ -1,9 +1,9 @@
 /* Views: how the tensor table is shown as files. A view is one whole
  * plug-in, declared in its own file by a struct tfs_view_ops: its -o
  * options, whether a mount wants it, the root names it reserves, the files
- * it adds (at the root, per directory, per tensor, beside each tensor's
- * file, and directories of its own anywhere, one per tensor if it likes,
- * whose entries it may name on demand),
+ * it adds (at the root, per directory, beside each tensor's file, and
+ * directories of its own anywhere, one per tensor if it likes, whose
+ * entries it may name on demand: docs/architecture.md, "Adding a view"),
  * each file's size and pieces, its extended attributes, and whether its
  * files are generated (the page-cache policy follows from that). The tree
  * (views/tree.h) and the file-system core (fs/) ask the registry
@@ -61,6 +61,13 @@ tfs_err tfs_pieces_mem(struct tfs_pieces *p, const void *mem, size_t len);
 tfs_err tfs_pieces_src(struct tfs_pieces *p, struct tfs_source *src, uint64_t off, size_t len,
 		       uint64_t limit);
 
+/* Bytes [o, o + len) of tensor t (stored in src) as float32, as
+ * -o convert=f32 shows it, appended to out: only the stored units that
+ * hold those elements are read (into out's scratch) and decoded. */
+struct tfs_tensor;
+tfs_err tfs_f32_pieces(struct tfs_source *src, const struct tfs_tensor *t, uint64_t o, size_t len,
+		       struct tfs_pieces *out);
+
 /* The view's flags. */
 enum {
 	/* Its files are made from others (a safetensors file of a directory):
@@ -81,15 +88,18 @@ struct tfs_view_ops {
 
 	/* ---- options ---- */
 	/* Optional: its -o options, NULL-terminated by name; the command line
-	 * collects them (tfs_tree_opts, opts) and --help lists them. A view
-	 * may read another's (gguf's model.gguf comes with -o export). */
+	 * collects them (tfs_tree_opts, opts) and --help lists them. An option
+	 * of another view's that this one follows too is listed here without
+	 * help (gguf's model.gguf comes with -o export): --help and the
+	 * lookup take the declaring view's; a view reads no option it does
+	 * not list. */
 	const struct tfs_opt_spec *opts;
 	/* Optional: the options' values checked before anything is opened;
 	 * TFS_ERR_INVAL with one line ("-o format= takes raw or npy..."). */
 	tfs_err (*check)(const struct tfs_opts *o, struct tfs_diag *d);
 	/* Whether a tree with these options has the view's files; NULL:
-	 * always. A tree whose opts is NULL (the tools' own tree) has only
-	 * the views that are always there. */
+	 * always. A tree whose opts is NULL (tree.h: struct tfs_tree_opts) has
+	 * only the views that are always there. */
 	int (*wanted)(const struct tfs_tree_opts *o);
 	/* Optional, for a view whose files are generated: whether the options
 	 * ask that generated files go through the page cache after all
@@ -112,13 +122,13 @@ struct tfs_view_ops {
 	void *(*state_new)(const struct tfs_model *m, const struct tfs_tree_opts *o);
 	void (*state_free)(void *state);
 	/* Optional, each in this order, after the tensors' files (before them
-	 * with TFS_VIEWF_FIRST): files and directories of the root; for every
-	 * directory the layout makes (the root first); for every tensor's
-	 * file (views/tree.h: tfs_tree_add_*). A failure says why in d, but
-	 * for memory. */
+	 * with TFS_VIEWF_FIRST): files and directories of the root, and any
+	 * of the view's own anywhere (a directory per tensor: the tensors'
+	 * nodes are all there); for every directory the layout makes (the
+	 * root first) (views/tree.h: tfs_tree_add_*). A failure says why in
+	 * d, but for memory. */
 	tfs_err (*at_root)(struct tfs_tree_add *a, void *state, struct tfs_diag *d);
 	tfs_err (*per_dir)(struct tfs_tree_add *a, void *state, uint32_t dir);
-	tfs_err (*per_tensor)(struct tfs_tree_add *a, void *state, uint32_t tensor);
 	/* Optional: a file beside every tensor's file NAME: NAME followed by
 	 * `beside` (".png"), or `beside_long` with the tensor's node number
 	 * for its %u when NAME leaves no room. Its node's `first` is the
@@ -140,17 +150,9 @@ struct tfs_view_ops {
 	size_t (*entry_name)(const struct tfs_tree *t, const struct tfs_node *dir, uint32_t i, char *out);
 	int (*entry_find)(const struct tfs_tree *t, const struct tfs_node *dir, const char *name, size_t len,
 			  uint32_t *i);
-	/* Optional: once the tree is whole (every name final). */
-	tfs_err (*built)(const struct tfs_tree *t, void *state);
 	/* Optional: a warning about the tree to say once at mount (what the
 	 * view cannot show), into buf; 0 when there is none. */
 	int (*notice)(const struct tfs_tree *t, const void *state, char *buf, size_t cap);
-	/* The tensors' files' view only (their nodes are the tree's own):
-	 * what each file's name ends with (".npy"), and its node's `first`
-	 * (the bytes of its own before the tensor's: an NPY header). */
-	const char *(*tensor_suffix)(const void *state);
-	tfs_err (*tensor_first)(const void *state, const struct tfs_table *h, const struct tfs_tensor *ts,
-				uint32_t *first);
 
 	/* ---- reading ---- */
 	uint64_t (*size)(const struct tfs_tree *t, const struct tfs_node *n);

@@ -10,11 +10,11 @@
  * buffer of zeros: nothing of the tensor is copied.
  *
  * The groups and their documents are nodes, made at mount. An array is
- * one node, a generated directory (views/tree.h) added for its tensor
- * (per_tensor): its documents and chunks are named, found and read when
+ * one node, a generated directory (views/tree.h) added for its tensor:
+ * its documents and chunks are named, found and read when
  * asked, so a header declaring petabytes costs no more than one of bytes.
- * What the arrays are made of is computed in views/zarrdoc.c. */
-#include "views/zarr.h"
+ * What the arrays are made of is computed in compute/zarrdoc.c. */
+#include "compute/zarrdoc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -26,9 +26,11 @@
 #include "core/mem.h"
 #include "core/names.h"
 #include "core/opts.h"
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "views/tree.h"
 #include "views/view.h"
+
+#define TFS_ZARR_DIR "__zarr__"
 
 /* A group's files (a node's ref: one of these, ROOT_GROUP for the root's). */
 enum { F_ZGROUP, F_GROUP_ZATTRS, F_GROUP_JSON, ROOT_GROUP = 4 };
@@ -113,22 +115,19 @@ static void map_free(struct zmap *m)
 }
 
 /* What only building needs. */
-static tfs_err built(const struct tfs_tree *t, void *state)
+static void built(struct tfs_zarr *z)
 {
-	struct tfs_zarr *z = state;
-	(void)t;
 	map_free(&z->groups);
 	map_free(&z->hashed);
 	free(z->leaf);
 	free(z->base);
 	z->leaf = z->base = NULL;
-	return TFS_OK;
 }
 
 static void state_free(void *state)
 {
 	struct tfs_zarr *z = state;
-	built(NULL, z);
+	built(z);
 	for (struct zblock *b = z->names, *nx; b; b = nx) {
 		nx = b->next;
 		free(b);
@@ -246,10 +245,6 @@ static tfs_err add_dir(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t pare
 	return e;
 }
 
-/* Room every directory's name keeps in the tree layout (for
- * D.dir.safetensors): a group's name is the tree's directory's. */
-#define GROUP_ROOM (sizeof ".dir.safetensors" - 1)
-
 static tfs_err check(const struct tfs_opts *o, struct tfs_diag *d)
 {
 	const char *v = tfs_opts_get(o, "zarr_chunk_size");
@@ -272,14 +267,14 @@ static const char *const *reserves(const struct tfs_tree_opts *o)
 	return names;
 }
 
-/* __zarr__/ and its groups, from every tensor's name (the arrays come in
- * per_tensor, once every group is known: tensors "a.b" and "a.b.c" make
- * the array "b.tensor" beside the group "b"); each tensor's group kept
- * for then. Names mostly come sorted: a name with the previous one's
- * groups takes them as they are. */
-static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
+/* __zarr__/ and its groups, from every tensor's name (the arrays come
+ * after, once every group is known: tensors "a.b" and "a.b.c" make the
+ * array "b.tensor" beside the group "b"); each tensor's group kept for
+ * then. Names mostly come sorted: a name with the previous one's groups
+ * takes them as they are. A group's name is as the tree layout would name
+ * its directory, leaving the room every directory leaves. */
+static tfs_err add_groups(struct tfs_zarr *z, struct tfs_tree_add *a, struct tfs_diag *d)
 {
-	struct tfs_zarr *z = state;
 	const struct tfs_model *m = z->m;
 	uint32_t root;
 	tfs_err e = tfs_tree_add_node(a, TFS_TREE_ROOT, TFS_ZARR_DIR, 1, 0, &root);
@@ -315,8 +310,8 @@ static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
 					continue;
 				uint32_t dir = map_get(&z->groups, parent, name + start, k - start);
 				if (!dir) {
-					e = add_dir(z, a, parent, name + start, k - start, GROUP_ROOM, "",
-						    &dir);
+					e = add_dir(z, a, parent, name + start, k - start,
+						    tfs_tree_dir_room(), "", &dir);
 					if (!e)
 						e = map_put(&z->groups, parent, name + start, k - start, dir);
 					if (!e)
@@ -355,9 +350,8 @@ static const char *left_out(const struct tfs_zarr *z, const struct tfs_table *h,
 
 /* The tensor's array: a generated directory in its group (its documents,
  * then its chunks), or a line for the notice. */
-static tfs_err per_tensor(struct tfs_tree_add *a, void *state, uint32_t tensor)
+static tfs_err add_array(struct tfs_zarr *z, struct tfs_tree_add *a, uint32_t tensor)
 {
-	struct tfs_zarr *z = state;
 	const struct tfs_node *tn = &tfs_tree_add_tree(a)->nodes[tensor];
 	const struct tfs_table *h = &z->m->shards[tn->shard].h;
 	const struct tfs_tensor *t = &h->t[tn->ref];
@@ -377,6 +371,21 @@ static tfs_err per_tensor(struct tfs_tree_add *a, void *state, uint32_t tensor)
 	tfs_err e = add_dir(z, a, parent, name + start, len, conflict ? strlen(TFS_CONFLICT_SUFFIX) : 0,
 			    conflict ? TFS_CONFLICT_SUFFIX : "", &dir);
 	return e ? e : tfs_tree_generate(a, dir, tensor, (uint32_t)(DOCS + g.nchunks));
+}
+
+/* The store: its groups, then an array for every tensor's node (all
+ * there before any view's files), in the order of the nodes; then what
+ * only building needed is let go. */
+static tfs_err at_root(struct tfs_tree_add *a, void *state, struct tfs_diag *d)
+{
+	struct tfs_zarr *z = state;
+	uint32_t end = tfs_tree_add_tree(a)->nnodes;
+	tfs_err e = add_groups(z, a, d);
+	for (uint32_t i = 1; !e && i < end; i++)
+		if (tfs_tree_add_tree(a)->nodes[i].kind == TFS_NODE_TENSOR)
+			e = add_array(z, a, i);
+	built(z);
+	return e;
 }
 
 static int notice(const struct tfs_tree *t, const void *state, char *buf, size_t cap)
@@ -745,10 +754,8 @@ const struct tfs_view_ops tfs_view_zarr = {
 	.state_new = state_new,
 	.state_free = state_free,
 	.at_root = at_root,
-	.per_tensor = per_tensor,
 	.entry_name = entry_name,
 	.entry_find = entry_find,
-	.built = built,
 	.notice = notice,
 	.opts = opts,
 	.check = check,

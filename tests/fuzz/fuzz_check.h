@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "views/convert.h"
+#include "compute/convert.h"
 #include "core/table.h"
 
 /* unknown: a dtype name the format passes through as text (safetensors

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "views/manifest.h"
+#include "compute/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,6 +11,9 @@ import tempfile
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The harness the tests share with the benches (servers, checkpoint
+# writers, helpers): tests/lib, which imports no test module.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 
 from tfsutil import mount_points  # noqa: E402
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import gen_gguf as G
+from checkpoints import write_sized
 from tfsutil import BIN, SANITIZED, daemon_pids, mounted, run, vm_kb, wait_gone, write_st
 
 
@@ -141,11 +142,7 @@ def test_sigterm_ends_a_long_computation(tmp, what):
     chunk, unmounts and exits, well within the ceiling (it went on for
     minutes)."""
     src = os.path.join(tmp, "huge.safetensors")
-    hdr = json.dumps({"t": {"dtype": "F32", "shape": [HUGE // 4], "data_offsets": [0, HUGE]}}).encode()
-    hdr += b" " * (-len(hdr) % 8)
-    with open(src, "wb") as f:
-        f.write(struct.pack("<Q", len(hdr)) + hdr)
-        f.truncate(8 + len(hdr) + HUGE)
+    write_sized(src, [("t", "F32", [HUGE // 4], HUGE)])
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
     r = run(["-o", "stats", src, mnt])

@@ -433,14 +433,7 @@ def test_export_memory_bounded(tmp):
         pytest.skip("memory bounds are checked without the sanitizer's own memory")
     n = 200000
     src = os.path.join(tmp, "many.safetensors")
-    hdr, off = {}, 0
-    for i in range(n):
-        hdr[f"layers.{i // 10}.w{i % 10}"] = {"dtype": "U8", "shape": [1], "data_offsets": [off, off + 1]}
-        off += 1
-    text = json.dumps(hdr).encode()
-    text += b" " * (-len(text) % 8)
-    with open(src, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + bytes(i % 251 for i in range(n)))
+    write_st(src, [(f"layers.{i // 10}.w{i % 10}", "U8", [1], bytes([i % 251])) for i in range(n)])
     fuse_ok()
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)

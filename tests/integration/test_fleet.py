@@ -3,7 +3,7 @@ four tensorfs daemons reading one sharded checkpoint at once through it from
 an origin that counts what it sends (nginx's access log), over http and from
 a Hub double whose CDN URLs are signed anew on every resolve; an origin
 object replaced mid-read; the gated-repository rule; and -o proxy= through
-a forward proxy of our own (tests/integration/fwdproxy.py)."""
+a forward proxy of our own (tests/lib/fwdproxy.py)."""
 
 import errno
 import hashlib
@@ -31,7 +31,7 @@ COMMIT = "c" * 40
 TOKEN = "hf_fleet_token_123"
 SECRET = "cdn-signing-secret"
 # nginx's secure_link, as a CDN checks a signed URL: md5 of the expiry, the
-# path, the nonce, the secret (tests/integration/hubdouble.py signs so)
+# path, the nonce, the secret (tests/lib/hubdouble.py signs so)
 SIGNED = ('secure_link $arg_md5,$arg_expires; '
           f'secure_link_md5 "$secure_link_expires$uri$arg_n {SECRET}"; '
           'if ($secure_link = "") { return 403; } if ($secure_link = "0") { return 410; }')

@@ -1,4 +1,4 @@
-"""hf:// sources against the Hub double (tests/integration/hubdouble.py,
+"""hf:// sources against the Hub double (tests/lib/hubdouble.py,
 the documented endpoints) with a real nginx as the CDN it redirects to:
 the real checkpoints in every view, revision pinning, the token (to the
 Hub, never to the CDN), gated repositories, paginated listings, hostile

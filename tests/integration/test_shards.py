@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from checkpoints import write_sharded
 from tfsutil import (EXIT_FORMAT, EXIT_SOURCE, REAL, daemon_pids, fname, fuse_ok,
                      is_mounted, mounted, need_real, run, sha256, unmount, write_st)
 
@@ -349,22 +350,12 @@ def test_tree_layout_sharded(tmp):
 def test_500_shards_500k_tensors(tmp):
     """The scale of issue 3: 500 shards, 1,000 tensors each, with an index.
     (The time against json.loads is in make bench, not here.)"""
-    import struct
     d = os.path.join(tmp, "big")
     os.mkdir(d)
-    wm = {}
-    for s in range(500):
-        sname = f"model-{s + 1:05d}-of-00500.safetensors"
-        hdr = {}
-        for k in range(1000):
-            name = f"model.layers.{s}.experts.{k}.w"
-            hdr[name] = {"dtype": "U8", "shape": [1], "data_offsets": [k, k + 1]}
-            wm[name] = sname
-        text = json.dumps(hdr).encode()
-        with open(os.path.join(d, sname), "wb") as f:
-            f.write(struct.pack("<Q", len(text)) + text + bytes((s + k) % 256 for k in range(1000)))
-    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": 500000}, "weight_map": wm}, f)
+    write_sharded(d, [[(f"model.layers.{s}.experts.{k}.w", "U8", [1], bytes([(s + k) % 256])) for k in range(1000)]
+                      for s in range(500)], pad=False)
+    wm = {f"model.layers.{s}.experts.{k}.w": f"model-{s + 1:05d}-of-00500.safetensors"
+          for s in range(500) for k in range(1000)}
     with mounted(d, "-o", "layout=tree") as mnt:
         layers = os.listdir(os.path.join(mnt, "model", "layers"))
         assert len(layers) == 501 and "__tensors__.tsv" in layers

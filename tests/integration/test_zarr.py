@@ -18,6 +18,7 @@ import pytest
 
 import gen_gguf as gg
 from servers import Nginx
+from checkpoints import write_sized
 from tfsutil import EXIT_USAGE, REAL, SANITIZED, fname, mounted, need_real, real_files, run, unmount, write_st
 
 try:
@@ -599,15 +600,7 @@ def test_many_dimensions(tmp):
 
 def big_sparse(path, sizes):
     """A safetensors file of U8 tensors of these sizes, its data a hole."""
-    hdr, at = {}, 0
-    for name, n in sizes:
-        hdr[name] = {"dtype": "U8", "shape": [n], "data_offsets": [at, at + n]}
-        at += n
-    h = json.dumps(hdr).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        f.truncate(8 + len(h) + at)
+    write_sized(path, [(name, "U8", [n], n) for name, n in sizes])
 
 
 def daemon_hwm_kb(mnt):

@@ -893,26 +893,27 @@ static void test_quote(void)
 	      "cut: %s", q);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	test_prefix();
-	test_sniff();
-	test_utf8();
-	test_whitespace();
-	test_syntax();
-	test_escapes();
-	test_nesting();
-	test_numbers();
-	test_metadata();
-	test_tensor_objects();
-	test_unknown_dtype();
-	test_integers();
-	test_offsets();
-	test_dtypes();
-	test_duplicates();
-	test_names();
-	test_tree();
-	test_index_scan();
-	test_quote();
+	check_args(argc, argv);
+	RUN(test_prefix);
+	RUN(test_sniff);
+	RUN(test_utf8);
+	RUN(test_whitespace);
+	RUN(test_syntax);
+	RUN(test_escapes);
+	RUN(test_nesting);
+	RUN(test_numbers);
+	RUN(test_metadata);
+	RUN(test_tensor_objects);
+	RUN(test_unknown_dtype);
+	RUN(test_integers);
+	RUN(test_offsets);
+	RUN(test_dtypes);
+	RUN(test_duplicates);
+	RUN(test_names);
+	RUN(test_tree);
+	RUN(test_index_scan);
+	RUN(test_quote);
 	return check_report();
 }

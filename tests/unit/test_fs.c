@@ -436,14 +436,15 @@ static void test_changed(void)
 	unmount(&mt);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	check_args(argc, argv);
 	make_file();
-	test_lookup_attr();
-	test_reads();
-	test_xattrs();
-	test_generated();
-	test_changed();
+	RUN(test_lookup_attr);
+	RUN(test_reads);
+	RUN(test_xattrs);
+	RUN(test_generated);
+	RUN(test_changed);
 	unlink(path);
 	return check_report();
 }

@@ -266,11 +266,12 @@ static void test_two_readers(void)
 	tfs_ra_free(ra);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	check_args(argc, argv);
 	for (int i = 0; i < NOBJ; i++)
 		snprintf(names[i], sizeof names[i], "layers.%d", i);
-	test_orders();
-	test_two_readers();
+	RUN(test_orders);
+	RUN(test_two_readers);
 	return check_report();
 }

@@ -373,12 +373,13 @@ static void test_url_secrets(void)
 	CHECK(!strcmp(kept, "hf://org/repo@main and http://h:1/"), "nothing else: %s", kept);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	test_ini();
-	test_credentials();
-	test_s3_listing();
-	test_hub_and_http();
-	test_url_secrets();
+	check_args(argc, argv);
+	RUN(test_ini);
+	RUN(test_credentials);
+	RUN(test_s3_listing);
+	RUN(test_hub_and_http);
+	RUN(test_url_secrets);
 	return check_report();
 }

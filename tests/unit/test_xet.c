@@ -436,11 +436,12 @@ static void test_plans(void)
 	test_plan_hostile();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	test_blake3();
-	test_hashes();
-	test_chunks();
-	test_plans();
+	check_args(argc, argv);
+	RUN(test_blake3);
+	RUN(test_hashes);
+	RUN(test_chunks);
+	RUN(test_plans);
 	return check_report();
 }

@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "views/tree.h"
 #include "views/view.h"
-#include "views/zarr.h"
+#include "compute/zarrdoc.h"
 
 #include "check.h"
 
@@ -560,14 +560,15 @@ static void test_hashed_names(void)
 	free(file);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	test_geometry();
-	test_span();
-	test_documents();
-	test_name_slices();
-	test_store();
-	test_tree_layout();
-	test_hashed_names();
+	check_args(argc, argv);
+	RUN(test_geometry);
+	RUN(test_span);
+	RUN(test_documents);
+	RUN(test_name_slices);
+	RUN(test_store);
+	RUN(test_tree_layout);
+	RUN(test_hashed_names);
 	return check_report();
 }

@@ -2,7 +2,7 @@
 """Writes tests/unit/xet_vectors.h: what tests/unit/test_xet.c checks the C
 code against, computed by implementations independent of it: BLAKE3 by
 Debian's b3sum; Xet's chunk, xorb and file hashes, chunks and
-reconstructions by the Xet double's Python (tests/integration/xetstore.py,
+reconstructions by the Xet double's Python (tests/lib/xetstore.py,
 itself checked against @huggingface/hub by test_xet.py).
 
 usage: /usr/bin/python3 tests/unit/xet_vectors.py > tests/unit/xet_vectors.h &&
@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import xetstore  # noqa: E402
 
 KEY2 = bytes(range(100, 132))
