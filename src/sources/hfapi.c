@@ -200,6 +200,8 @@ static void take_facts(struct tfs_hf_head *h, const struct tfs_http_resp *rs, in
 	}
 	h->lfs |= rs->has_linked_size;
 	h->linked_etag |= *rs->linked_etag != 0;
+	if (*rs->xet_hash && !*h->xet_hash)
+		snprintf(h->xet_hash, sizeof h->xet_hash, "%s", rs->xet_hash);
 	if (*rs->repo_commit && !*h->commit)
 		snprintf(h->commit, sizeof h->commit, "%s", rs->repo_commit);
 }

@@ -44,6 +44,8 @@ struct tfs_hf_head {
 	/* X-Linked-Size came (the Hub stores the file with LFS) without an
 	 * X-Linked-Etag: something on the way dropped the latter */
 	int lfs, linked_etag;
+	/* X-Xet-Hash: the file is stored in Xet, under this hash (as sent, or "") */
+	char xet_hash[72];
 };
 
 /* The token of the api, read by tfs_hf_token (sources/hflocal.h): auth

@@ -474,7 +474,7 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, const struct tfs
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	/* libcurl drops Authorization and Cookie on a hop to another host,
 	 * but sends custom headers (a session token) anywhere. */
-	int follow = rq->follow && !*cr->header[0] && !*cr->aws_sigv4;
+	int follow = rq->follow && !rq->header && !*cr->header[0] && !*cr->aws_sigv4;
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
 	curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
@@ -539,7 +539,7 @@ static int append(struct curl_slist **hl, const char *line)
 	return t != NULL;
 }
 
-/* If-Match and the credentials' header lines, as libcurl takes them; 0
+/* If-Match, the credentials' header lines and the request's own, as libcurl takes them; 0
  * when out of memory. */
 static int add_headers(const struct tfs_http_req *rq, const struct tfs_http_creds *cr, struct curl_slist **hl)
 {
@@ -550,6 +550,8 @@ static int add_headers(const struct tfs_http_req *rq, const struct tfs_http_cred
 			return 0;
 	}
 	if (*cr->auth && !append(hl, cr->auth))
+		return 0;
+	if (rq->header && !append(hl, rq->header))
 		return 0;
 	for (int i = 0; i < TFS_HTTP_CRED_HEADERS; i++)
 		if (*cr->header[i] && !append(hl, cr->header[i]))

@@ -55,6 +55,10 @@ struct tfs_http_req {
 	 * accept(), when given, is asked before the first byte is taken. */
 	int whole_ok;
 	const char *if_match; /* the pinned ETag, or NULL */
+	/* One more header line ("Range: bytes=0-99" for an API that answers
+	 * a range with a document, not with 206), or NULL. A request with one
+	 * follows no redirect: libcurl would send it to any origin. */
+	const char *header;
 	/* The credentials, asked of authorize(auth_ctx, url, creds) before
 	 * every try (the first, each retry), into storage the try owns: a
 	 * token file replaced, keys rotated or a session token renewed during

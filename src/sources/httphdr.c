@@ -198,6 +198,8 @@ int tfs_http_header_line(struct tfs_http_resp *rs, const char *p, size_t n)
 		keep(rs, "Location", p, n, 9, rs->location, sizeof rs->location);
 	} else if (starts(p, n, "x-repo-commit:")) {
 		keep(rs, "X-Repo-Commit", p, n, 14, rs->repo_commit, sizeof rs->repo_commit);
+	} else if (starts(p, n, "x-xet-hash:")) {
+		keep(rs, "X-Xet-Hash", p, n, 11, rs->xet_hash, sizeof rs->xet_hash);
 	} else if (starts(p, n, "x-linked-etag:")) {
 		keep(rs, "X-Linked-Etag", p, n, 14, rs->linked_etag, sizeof rs->linked_etag);
 	} else if (starts(p, n, "x-linked-size:")) {

@@ -26,6 +26,7 @@ struct tfs_http_resp {
 	char next_link[TFS_HTTP_URL_MAX];        /* Link: <...>; rel="next" */
 	char repo_commit[64];                    /* X-Repo-Commit */
 	char linked_etag[TFS_HTTP_ETAG_MAX + 1]; /* X-Linked-Etag */
+	char xet_hash[72];                       /* X-Xet-Hash: the file's Xet hash */
 	int has_linked_size;
 	uint64_t linked_size; /* X-Linked-Size */
 	double retry_after;   /* seconds, or -1 */
