@@ -92,7 +92,7 @@ void tfs_log_detail_line(const char *line)
 void tfs_log_counters(struct tfs_sources *ss, const char *why)
 {
 	struct tfs_counters c;
-	char line[400];
+	char line[640];
 	int n = snprintf(line, sizeof line, "%s: ", why);
 	tfs_sources_counters(ss, &c);
 	tfs_counters_line(&c, line + n, sizeof line - (size_t)n);

@@ -119,12 +119,21 @@ void tfs_sources_set_stopped(int v)
 
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
 {
-	return snprintf(
+	int k = snprintf(
 		out, n,
 		"requests=%llu bytes_fetched=%llu retries=%llu cache_hits=%llu cache_misses=%llu disk_hits=%llu",
 		(unsigned long long)c->requests, (unsigned long long)c->bytes_fetched,
 		(unsigned long long)c->retries, (unsigned long long)c->cache_hits,
 		(unsigned long long)c->cache_misses, (unsigned long long)c->disk_hits);
+	if (k < 0 || (size_t)k >= n || !(c->xet_files + c->lfs_files))
+		return k;
+	const char *route = !c->lfs_files ? "xet" : !c->xet_files ? "lfs" : "xet+lfs";
+	return k + snprintf(out + k, n - (size_t)k,
+			    " route=%s xet_files=%llu lfs_files=%llu cas_requests=%llu xorb_bytes=%llu "
+			    "chunk_bytes_cached=%llu chunk_bytes_fetched=%llu",
+			    route, (unsigned long long)c->xet_files, (unsigned long long)c->lfs_files,
+			    (unsigned long long)c->cas_requests, (unsigned long long)c->xorb_bytes,
+			    (unsigned long long)c->chunk_cached, (unsigned long long)c->chunk_fetched);
 }
 
 size_t tfs_spec_scheme(const char *spec)

@@ -291,9 +291,14 @@ void tfs_sources_set_stopped(int v);
  * mounted (user.counters on the root, SIGUSR1's log line). */
 struct tfs_counters {
 	uint64_t requests, bytes_fetched, retries, cache_hits, cache_misses, disk_hits;
+	/* Hub files: how many are read over Xet and through the LFS route
+	 * (the route), requests to the Xet token and the CAS, xorb bytes
+	 * fetched, chunk bytes served from the chunk cache and fetched. */
+	uint64_t xet_files, lfs_files, cas_requests, xorb_bytes, chunk_cached, chunk_fetched;
 };
 void tfs_sources_counters(struct tfs_sources *ss, struct tfs_counters *c);
-/* As one line: "requests=N bytes_fetched=N ..."; its length. */
+/* As one line: "requests=N bytes_fetched=N ...", and for a mount of
+ * the Hub "route=xet|lfs|xet+lfs xet_files=N ..."; its length. */
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n);
 
 /* The notices about the sources opened (what they do otherwise than

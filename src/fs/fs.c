@@ -359,7 +359,8 @@ static tfs_err root_xattr(const struct tfs_fs_core *c, const char *name, char *v
 	if (strcmp(name, "user.counters") == 0) {
 		struct tfs_counters cn;
 		tfs_sources_counters(c->m->sources, &cn);
-		*len = (size_t)tfs_counters_line(&cn, v, cap);
+		int k = tfs_counters_line(&cn, v, cap);
+		*len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
 		return TFS_OK;
 	}
 	if (strcmp(name, "user.pid") == 0) {
@@ -398,7 +399,7 @@ tfs_err tfs_fs_getxattr(const struct tfs_fs_core *c, uint64_t ino, const char *n
 	if (strncmp(name, "user.", 5) != 0)
 		return TFS_ERR_NOTSUP;
 	if (ino == TFS_TREE_ROOT) {
-		char v[400];
+		char v[768];
 		tfs_err e = root_xattr(c, name, v, sizeof v, len);
 		if (e != TFS_ERR_UNHANDLED) {
 			if (!e && !(e = sized(*len, cap)) && cap)

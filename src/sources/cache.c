@@ -606,7 +606,7 @@ struct tfs_cfile *tfs_cfile_new(struct tfs_cache *c, const char *key, uint64_t s
 	f->fetch = fetch;
 	f->ctx = ctx;
 	f->refs = 1;
-	f->lf = c->lower ? c->lower->ops->open(c->lower, key) : NULL;
+	f->lf = c->lower && key ? c->lower->ops->open(c->lower, key) : NULL;
 	pthread_mutex_lock(&c->lock);
 	struct tfs_cfile **pp = &c->files;
 	while (*pp)

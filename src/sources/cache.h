@@ -74,7 +74,9 @@ void tfs_cache_stop(struct tfs_cache *c);
 void tfs_cache_free(struct tfs_cache *c);
 
 /* A file of `size` bytes in cache c; `key` names its bytes for the store
- * below (the URL and the pinned version: a new version is a new key). */
+ * below (the URL and the pinned version: a new version is a new key), or
+ * is NULL for a file whose fetch keeps its bytes on disk itself (a Xet
+ * file's chunks, sources/xorbcache.h). */
 struct tfs_cfile *tfs_cfile_new(struct tfs_cache *c, const char *key, uint64_t size, tfs_fetch_fn fetch,
 				void *ctx);
 /* After every read of it has returned. */

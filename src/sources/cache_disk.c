@@ -192,7 +192,10 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 
 static void scan_file(struct scan *sc, const char *p, const struct stat *st)
 {
-	sc->total += (uint64_t)st->st_size;
+	/* Allocated bytes: the chunk cache's xorb files beside the blocks
+	 * (sources/xorbcache.h) are sparse. */
+	uint64_t size = (uint64_t)st->st_blocks * 512;
+	sc->total += size;
 	/* A memo (a few bytes a tensor) outlives the blocks it was worked out
 	 * from: that is what it is for. */
 	size_t pl = strlen(p);
@@ -201,7 +204,7 @@ static void scan_file(struct scan *sc, const char *p, const struct stat *st)
 	if (sc->nolds == sc->cold && tfs_grow((void **)&sc->olds, &sc->cold, sc->nolds + 1, sizeof *sc->olds))
 		return;
 	sc->olds[sc->nolds].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-	sc->olds[sc->nolds].size = (uint64_t)st->st_size;
+	sc->olds[sc->nolds].size = size;
 	sc->olds[sc->nolds].path = strdup(p);
 	if (sc->olds[sc->nolds].path)
 		sc->nolds++;

@@ -25,6 +25,8 @@
 #include "core/url.h"
 #include "sources/remote.h"
 #include "sources/rlayer.h"
+#include "sources/xet.h"
+#include "sources/xetcas.h"
 
 struct hf_store {
 	struct tfs_store base;
@@ -38,8 +40,12 @@ struct hf_store {
 	struct tfs_dirlist files; /* the repository at the commit */
 	int listed;
 	int said_no_oid;      /* the line of no_lfs_oid(), said once */
-	pthread_mutex_t lock; /* relocations (files open in parallel) */
+	pthread_mutex_t lock; /* relocations and cas (files open in parallel) */
 	struct relocation *relocations;
+	/* Xet (sources/xet.h): -o xet=off; the Hub has none for the
+	 * repository (its token endpoint said 404); the CAS's client. */
+	int xet_off, no_xet;
+	struct tfs_xet_cas *cas;
 };
 
 /* The whole repository at the commit, once. */
@@ -145,6 +151,67 @@ static tfs_err open_cached(struct hf_store *hs, const char *local, const char *l
 	return TFS_OK;
 }
 
+/* ---- Xet ---- */
+
+/* The repository's Xet token, asked of the Hub with the Hub's token (the
+ * CAS client's tfs_xet_token_fn). */
+static tfs_err xet_token(void *ctx, char **body, size_t *len, long *status, struct tfs_diag *d)
+{
+	struct hf_store *hs = ctx;
+	char *url = tfs_hf_api_url(&hs->api, "xet-read-token", hs->commit, NULL), what[400], rn[300];
+	if (!url)
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	snprintf(what, sizeof what, "the Xet token of %s", tfs_hf_repo_shown(&hs->api, rn, sizeof rn));
+	tfs_err e = tfs_hf_api_get(&hs->api, url, what, body, len, NULL, 0, d);
+	*status = e == TFS_ERR_NOENT ? 404 : 0;
+	free(url);
+	return e;
+}
+
+/* The repository's CAS client, made by the first Xet file. */
+static struct tfs_xet_cas *store_cas(struct hf_store *hs)
+{
+	char rn[300];
+	pthread_mutex_lock(&hs->lock);
+	if (!hs->cas)
+		tfs_xet_cas_new(hs->layer->http, &hs->layer->xet, tfs_hf_repo_shown(&hs->api, rn, sizeof rn),
+				xet_token, hs, &hs->cas);
+	struct tfs_xet_cas *c = hs->cas;
+	pthread_mutex_unlock(&hs->lock);
+	return c;
+}
+
+/* A file the Hub names by its Xet hash, read from its xorbs; 1 in
+ * *lfs_route when it is to be read through the LFS route instead (-o
+ * xet=off, no Xet for it at the Hub or its CAS, an empty file). */
+static tfs_err open_xet(struct hf_store *hs, const struct tfs_hf_head *h, const char *loc, int *lfs_route,
+			struct tfs_source **out, struct tfs_diag *d)
+{
+	int fallback = 0;
+	struct tfs_xet_cas *cas = NULL;
+	*lfs_route = hs->xet_off || __atomic_load_n(&hs->no_xet, __ATOMIC_RELAXED) || !h->has_size ||
+		     h->size == 0 || !tfs_xet_hash_ok(h->xet_hash);
+	if (!*lfs_route && !(cas = store_cas(hs)))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	if (*lfs_route)
+		return TFS_OK;
+	struct tfs_xet_spec xs = {
+		.hash = h->xet_hash,
+		.size = h->size,
+		.location = loc,
+		.etag = *h->etag ? h->etag : NULL,
+		.revision = hs->commit,
+		.cas = cas,
+	};
+	tfs_err e = tfs_xet_open(hs->layer, &xs, out, &fallback, d);
+	if (e && fallback) {
+		__atomic_store_n(&hs->no_xet, 1, __ATOMIC_RELAXED);
+		*lfs_route = 1;
+		return TFS_OK;
+	}
+	return e;
+}
+
 /* A file read from the network: HEAD at the Hub says where its bytes are
  * (the CDN) and which version; the listing's size (has_size, size) must
  * agree. *lfs: an LFS file whose answer lost its X-Linked-Etag. */
@@ -159,6 +226,14 @@ static tfs_err open_remote(struct hf_store *hs, const char *full, const char *lo
 			     full, hs->commit);
 	if (!e && has_size && h.has_size && h.size != size)
 		e = tfs_fail(d, TFS_ERR_OPEN, "the Hub's listing and HEAD disagree on the size of %s", full);
+	int lfs_route = 1;
+	if (!e && *h.xet_hash) {
+		e = open_xet(hs, &h, loc, &lfs_route, out, d);
+		if (e || !lfs_route) {
+			free(h.url);
+			return e;
+		}
+	}
 	struct relocation *rl = e ? NULL : calloc(1, sizeof *rl);
 	if (!e && (!rl || !(rl->full = strdup(full))))
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
@@ -178,6 +253,10 @@ static tfs_err open_remote(struct hf_store *hs, const char *full, const char *lo
 		};
 		e = tfs_remote_open(hs->layer, &s, out, d);
 		if (!e) {
+			/* (A file of the git repository itself, served by the
+			 * Hub, has neither route.) */
+			if (h.lfs)
+				__atomic_fetch_add(&hs->layer->xet.lfs_files, 1, __ATOMIC_RELAXED);
 			pthread_mutex_lock(&hs->lock);
 			rl->next = hs->relocations;
 			hs->relocations = rl;
@@ -294,6 +373,7 @@ static void store_close(struct tfs_store *st)
 		free(r->full);
 		free(r);
 	}
+	tfs_xet_cas_free(hs->cas);
 	pthread_mutex_destroy(&hs->lock);
 	tfs_hf_api_free(&hs->api);
 	free(hs->snapshot);
@@ -466,6 +546,12 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 		goto fail;
 	if ((e = tfs_hf_set_endpoint(&hs->api, o, d)))
 		goto fail;
+	const char *xo = tfs_opts_get(o, "xet");
+	if (xo && strcmp(xo, "on") != 0 && strcmp(xo, "off") != 0) {
+		e = tfs_fail(d, TFS_ERR_INVAL, "-o xet= takes on or off, not '%s'", xo);
+		goto fail;
+	}
+	hs->xet_off = xo && strcmp(xo, "off") == 0;
 	const char *off = getenv("HF_HUB_OFFLINE");
 	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
 			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
@@ -530,6 +616,8 @@ static const struct tfs_opt_spec hf_opts[] = {
 	{"hf_endpoint", 1, "hf: the Hub's address (or HF_ENDPOINT)", "URL", TFS_OPT_URL},
 	{"token_file", 1, "hf: a file holding the Hub token (else HF_TOKEN, $HF_HOME/token)", "PATH",
 	 TFS_OPT_PATH},
+	{"xet", 1, "hf: on (default): read Xet files from their xorbs; off: through the LFS route", "on|off",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 

@@ -15,6 +15,7 @@
 #include "sources/cache.h"
 #include "sources/httpc.h"
 #include "sources/readahead.h"
+#include "sources/xorbcache.h"
 
 const struct tfs_opt_spec tfs_remote_opts[] = {
 	{"cache_size", 1, "remote sources: memory for cached blocks (default 256M)", "SIZE", 0},
@@ -121,6 +122,10 @@ static tfs_err configure_cache(struct tfs_rlayer *l, const struct tfs_opts *o, s
 		e = tfs_disk_store_open(cfg.dir, cfg.disk_bytes, &disk, d);
 	if (!e && (e = tfs_cache_new(&cfg, disk, &l->cache, d)) && disk)
 		disk->ops->free(disk);
+	/* (After the block cache's store, which makes and checks the
+	 * directory both live in.) */
+	if (!e && cfg.dir)
+		e = tfs_xorbcache_open(cfg.dir, cfg.disk_bytes, &l->xcache, d);
 	if (e)
 		return e;
 	uint64_t window, part;
@@ -160,6 +165,7 @@ void tfs_rlayer_free(struct tfs_rlayer *l)
 	if (l->http)
 		tfs_http_abort(l->http);
 	tfs_cache_free(l->cache);
+	tfs_xorbcache_free(l->xcache);
 	tfs_ra_free(l->ra);
 	tfs_http_free(l->http);
 	free(l->proxy);
@@ -188,6 +194,12 @@ void tfs_rlayer_counters(struct tfs_rlayer *l, struct tfs_counters *c)
 	c->cache_hits += hits;
 	c->cache_misses += misses;
 	c->disk_hits += disk;
+	c->xet_files += __atomic_load_n(&l->xet.xet_files, __ATOMIC_RELAXED);
+	c->lfs_files += __atomic_load_n(&l->xet.lfs_files, __ATOMIC_RELAXED);
+	c->cas_requests += __atomic_load_n(&l->xet.cas_requests, __ATOMIC_RELAXED);
+	c->xorb_bytes += __atomic_load_n(&l->xet.xorb_bytes, __ATOMIC_RELAXED);
+	c->chunk_cached += __atomic_load_n(&l->xet.chunk_cached, __ATOMIC_RELAXED);
+	c->chunk_fetched += __atomic_load_n(&l->xet.chunk_fetched, __ATOMIC_RELAXED);
 }
 
 int tfs_rlayer_warm(struct tfs_rlayer *l, uint64_t *done, uint64_t *total)

@@ -25,11 +25,25 @@
 struct tfs_http;
 struct tfs_cache;
 struct tfs_ra;
+struct tfs_xorbcache;
+
+/* What the Hub's files of the mount did, counted atomically by the Hub
+ * driver and the Xet reader (sources/hf.c, sources/xet.c): files read over
+ * Xet and through the LFS route, requests to the Hub's Xet token and the
+ * CAS, xorb ranges fetched and their bytes, and the chunks' bytes served
+ * from the chunk cache and fetched. */
+struct tfs_xet_counts {
+	uint64_t xet_files, lfs_files, cas_requests, xorb_requests, xorb_bytes, chunk_cached, chunk_fetched;
+};
 
 struct tfs_rlayer {
 	struct tfs_http *http;
 	struct tfs_cache *cache;
 	struct tfs_ra *ra;
+	/* The chunk cache of Xet files (sources/xorbcache.h), with
+	 * -o cache_dir=, else NULL. */
+	struct tfs_xorbcache *xcache;
+	struct tfs_xet_counts xet;
 	/* -o proxy=, and the same without its password, for messages. */
 	char *proxy, *proxy_shown;
 };

@@ -60,7 +60,7 @@ static int ask_daemon(const char *mnt, dev_t dev, char *buf, size_t sz)
 		return -1;
 	}
 	if (child == 0) {
-		char v[512];
+		char v[768];
 		struct stat st;
 		close(p[0]);
 		/* The descriptor, not the path again: what is asked is what

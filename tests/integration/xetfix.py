@@ -72,6 +72,9 @@ class XetDouble(Proc):
     def seen(self):
         return self.get("/__seen")
 
+    def clear_seen(self):
+        return self.post("/__seen/clear", {})
+
     def store(self):
         return self.get("/__store")
 
@@ -82,14 +85,19 @@ class XetDouble(Proc):
 
 class World:
     """root (the files), nginx (xorbs and bridge, signed) and the double;
-    with nginx=False the double serves the xorbs itself."""
+    with nginx=False the double serves the xorbs itself, with
+    bridge_nginx=False the bridge."""
 
-    def __init__(self, scale=1, xorb_max=1 << 20, nginx=True, gated=False, extra_servers=None):
+    def __init__(self, scale=1, xorb_max=1 << 20, nginx=True, gated=False, extra_servers=None, bridge_nginx=True):
         self.root = tempfile.mkdtemp(prefix="tfs-xet-")
         os.chmod(self.root, 0o755)
         self.files = layout(self.root, scale, xorb_max)
         self.store_dir = os.path.join(self.root, "store")
         self.use_nginx, self.gated, self.extra = nginx, gated, extra_servers or {}
+        # nginx's bridge gives its own ETags, not the Hub's (the file's
+        # SHA-256, which the LFS route sends back in If-Match): a mount
+        # through the LFS route wants the double's own bridge.
+        self.bridge_nginx = bridge_nginx
 
     def __enter__(self):
         self.nginx = None
@@ -99,12 +107,15 @@ class World:
                            **self.extra)
             self.nginx = Nginx(self.store_dir, extra_servers=servers).__enter__()
         repos = {"org/xet": {"xet": True, "gated": self.gated, "refs": {"main": C2, "v1": C1},
-                             "commits": {C1: "r1", C2: "r2"}}}
+                             "commits": {C1: "r1", C2: "r2"}},
+                 # the same files, named by their Xet hashes, where the Hub has no token for them
+                 "org/noxet": {"xet": True, "xet_token": False, "refs": {"main": C2}, "commits": {C2: "r2"}}}
         conf = {"cdn": "http://127.0.0.1:9", "cdn_root": self.root, "token": TOKEN, "cdn_secret": SECRET,
                 "repos": repos, "xet_store": self.store_dir, "xet_files": self.files}
         if self.nginx:
             conf["xorb_cdn"] = self.nginx.url("xorbs").rstrip("/")
-            conf["bridge_cdn"] = self.nginx.url("bridge").rstrip("/")
+            if self.bridge_nginx:
+                conf["bridge_cdn"] = self.nginx.url("bridge").rstrip("/")
         self.conf = os.path.join(self.root, "xet.json")
         with open(self.conf, "w") as f:
             json.dump(conf, f)

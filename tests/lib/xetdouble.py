@@ -30,13 +30,19 @@ Faults (POST /__faults {...}, cleared by {}), each in the tests:
   "token_ttl": N      tokens expire N seconds after they are issued
   "revoke": N         the CAS refuses the next N tokens it is shown (401)
   "url_ttl": N        xorb URLs expire after N seconds (0: already) (403)
-  "short": true       a xorb range answered with half its bytes (206)
+  "url_expired": N    the next N xorb URLs issued are already expired
+  "short": true|N     a xorb range answered with half its bytes (206);
+                      true: every one, N: the next N
   "corrupt": "payload"|"header"   a byte of the first chunk served flipped
-  "wrong_range": true  a reconstruction for the asked length from byte 0
+                      (of every range; with "corrupt_count": N, the next N)
+  "wrong_range": true|N  a reconstruction for the asked length from byte 0
   "status": {"code": 429|503, "retry_after": S, "count": N,
              "where": "cas"|"xorb"|"token"}   N answers of that status
+A repository with "xet_token": false names its files' Xet hashes but has
+no token endpoint (404), as a Hub without Xet for it.
 GET /__seen lists every request (path, whether it had the Hub token, and
-for the CAS and xorbs the Range); GET /__store the store's metadata.
+for the CAS and xorbs the Range), POST /__seen/clear forgets them; GET
+/__store the store's metadata.
 
 usage: xetdouble.py CONFIG.json; CONFIG is hubdouble's plus "xet_store"
 (a directory xetstore.build wrote), "xet_files" ({commit dir/path: file
@@ -44,7 +50,6 @@ hash}), "cdn_secret", and optionally "xorb_cdn" and "bridge_cdn" (nginx
 URLs serving xet_store with xetstore.xorb_location and bridge_location).
 """
 
-import hashlib
 import json
 import os
 import re
@@ -65,8 +70,28 @@ FAULTS = {}
 TOKENS = {}  # accessToken -> exp
 
 def take_fault(name):
+    """The fault's value; a count (an int where true would do, or a
+    NAME_count beside it) is used up one answer at a time."""
     with LOCK:
-        return FAULTS.get(name)
+        v = FAULTS.get(name)
+        n = FAULTS.get(f"{name}_count")
+        if n is not None:
+            if n <= 0:
+                return None
+            FAULTS[f"{name}_count"] = n - 1
+            return v
+        if name in ("short", "wrong_range") and type(v) is int:
+            if v <= 0:
+                return None
+            FAULTS[name] = v - 1
+        return v
+
+
+def peek_fault(name):
+    """Whether the fault is on, without using it up."""
+    with LOCK:
+        v, n = FAULTS.get(name), FAULTS.get(f"{name}_count")
+        return bool(v) and (n is None or n > 0) and not (type(v) is int and v <= 0)
 
 
 def take_status(where):
@@ -122,6 +147,10 @@ class Handler(hubdouble.Handler):
         return super().handle_any(head)
 
     def do_POST(self):
+        if self.path == "/__seen/clear":
+            with LOCK:
+                SEEN.clear()
+            return self.json({"ok": True})
         if self.path != "/__faults":
             return self.send(404, b"")
         n = int(self.headers.get("Content-Length", 0))
@@ -191,8 +220,8 @@ class Handler(hubdouble.Handler):
             return self.send(404, b'{"error":"Repository not found"}')
         if not self.authorized(repo):
             return self.send(401, b'{"error":"Access to this repository is restricted"}')
-        if not sha:
-            return self.send(404, b'{"error":"Revision not found"}')
+        if not sha or repo.get("xet_token") is False:
+            return self.send(404, b'{"error":"Revision not found"}' if not sha else b'{"error":"Not Found"}')
         if self.status_fault("token"):
             return
         tok = "xet_" + secrets.token_hex(16)
@@ -236,16 +265,20 @@ class Handler(hubdouble.Handler):
             last = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
             if first >= size or first > last:
                 return self.send(416, b"", {"Content-Range": f"bytes */{size}"})
-        if take_fault("wrong_range") and first > 0:
+        if first > 0 and take_fault("wrong_range"):
             first, last = 0, last - first
         plan = xetstore.plan(META, fh, first, last, self.xorb_url, v2)
         self.json(plan)
 
     def xorb_url(self, xorb, ranges):
         path = f"/xorbs/{xorb}"
-        ttl = take_fault("url_ttl")
+        with LOCK:
+            expired = FAULTS.get("url_expired", 0) > 0
+            if expired:
+                FAULTS["url_expired"] -= 1
+        ttl = -1 if expired else take_fault("url_ttl")
         query = xetstore.sign(path, CONFIG["cdn_secret"], 3600 if ttl is None else ttl or -1, ranges)
-        via_self = not CONFIG.get("xorb_cdn") or any(take_fault(k) for k in ("short", "corrupt")) or \
+        via_self = not CONFIG.get("xorb_cdn") or any(peek_fault(k) for k in ("short", "corrupt")) or \
             (FAULTS.get("status") or {}).get("where") == "xorb"
         base = f"{self.base()}/__xorb" if via_self else CONFIG["xorb_cdn"]
         return f"{base}{path}?{query}"
@@ -289,21 +322,29 @@ class Handler(hubdouble.Handler):
 
     def bridge(self, fh, head):
         """The LFS-compatible route when no nginx serves it: ranges of the
-        rebuilt file."""
+        rebuilt file, under the file's SHA-256 as its ETag (as the Hub's
+        bridge), If-Match checked against it."""
         full = os.path.join(STORE, "bridge", fh)
         if not os.path.isfile(full):
             return self.send(404, b"", head=head)
-        data = open(full, "rb").read()
-        etag = '"%s"' % hashlib.sha256(data).hexdigest()
+        size = os.path.getsize(full)
+        etag = '"%s"' % META["files"][fh]["sha256"]
+        im = self.headers.get("If-Match")
+        if im and im not in ("*", etag):
+            return self.send(412, b"", head=head)
+        a, b = 0, size - 1
         rng = self.headers.get("Range")
         if rng:
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
             a = int(m.group(1))
-            b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
-            if a >= len(data):
-                return self.send(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head)
-            return self.send(206, data[a:b + 1], {"ETag": etag, "Content-Range": f"bytes {a}-{b}/{len(data)}"},
-                             head)
+            b = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+            if a >= size:
+                return self.send(416, b"", {"Content-Range": f"bytes */{size}"}, head)
+        with open(full, "rb") as f:
+            f.seek(a)
+            data = f.read(b - a + 1)
+        if rng:
+            return self.send(206, data, {"ETag": etag, "Content-Range": f"bytes {a}-{b}/{size}"}, head)
         self.send(200, data, {"ETag": etag, "Accept-Ranges": "bytes"}, head)
 
 
