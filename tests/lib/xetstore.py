@@ -41,6 +41,7 @@ ZERO_KEY = bytes(32)
 
 MIN_CHUNK, MAX_CHUNK = 8 * 1024, 128 * 1024
 MASK = (1 << 16) - 1  # a boundary about every 64 KiB past the minimum
+WINDOW = 4 << 20
 STORED, LZ4, BG4 = 0, 1, 2
 
 
@@ -126,11 +127,19 @@ def chunk_bounds(data):
     if n == 0:
         return []
     b = np.frombuffer(data, dtype=np.uint8)
-    g = GEAR[b]
-    h = np.zeros(n, dtype=np.uint64)
-    for age in range(64):
-        h[age:] += g[:n - age] << np.uint64(age)
-    cand = np.nonzero((h >> np.uint64(48)) & np.uint64(MASK) == 0)[0] + 1
+    cands = []
+    # in windows of 4 MiB (with the 63 bytes before each), so that a file
+    # of gigabytes needs no arrays of its size
+    for w0 in range(0, n, WINDOW):
+        lo = max(0, w0 - 63)
+        g = GEAR[b[lo:w0 + WINDOW]]
+        m = len(g)
+        h = np.zeros(m, dtype=np.uint64)
+        for age in range(64):
+            h[age:] += g[:m - age] << np.uint64(age)
+        at = np.nonzero((h >> np.uint64(48)) & np.uint64(MASK) == 0)[0] + lo
+        cands.append(at[at >= w0] + 1)
+    cand = np.concatenate(cands)
     ends, start, k = [], 0, 0
     while start < n:
         lo, hi = start + MIN_CHUNK, min(start + MAX_CHUNK, n)

@@ -83,47 +83,66 @@ class XetDouble(Proc):
         return f"http://127.0.0.1:{self.port}"
 
 
-class World:
-    """root (the files), nginx (xorbs and bridge, signed) and the double;
-    with nginx=False the double serves the xorbs itself, with
-    bridge_nginx=False the bridge."""
+class Served:
+    """A store served: nginx (the xorbs and the bridge's files, each URL
+    signed; more servers in extra_servers) and the double as the Hub and
+    its CAS over root (cdn_root: a directory per commit), the store in
+    store_dir and files ({commit dir/path: file hash}) for the
+    repositories repos (hubdouble's, with "xet": true). The xorbs' URLs
+    name nginx's server `xorbs` (None: the double serves them itself),
+    the bridge's `bridge` (None: the double's own, which gives the Hub's
+    ETags, the files' SHA-256: nginx gives its own, which the LFS route's
+    If-Match would not find)."""
 
-    def __init__(self, scale=1, xorb_max=1 << 20, nginx=True, gated=False, extra_servers=None, bridge_nginx=True):
-        self.root = tempfile.mkdtemp(prefix="tfs-xet-")
-        os.chmod(self.root, 0o755)
-        self.files = layout(self.root, scale, xorb_max)
-        self.store_dir = os.path.join(self.root, "store")
-        self.use_nginx, self.gated, self.extra = nginx, gated, extra_servers or {}
-        # nginx's bridge gives its own ETags, not the Hub's (the file's
-        # SHA-256, which the LFS route sends back in If-Match): a mount
-        # through the LFS route wants the double's own bridge.
-        self.bridge_nginx = bridge_nginx
+    def __init__(self, root, store_dir, files, repos, extra_servers=None, xorbs="xorbs", bridge="bridge"):
+        self.root, self.store_dir, self.files, self.repos = root, store_dir, files, repos
+        self.extra, self.xorbs, self.bridge = extra_servers or {}, xorbs, bridge
 
     def __enter__(self):
         self.nginx = None
-        if self.use_nginx:
-            servers = dict(xorbs=xetstore.xorb_location(SECRET),
-                           bridge=xetstore.bridge_location(SECRET),
+        if self.xorbs or self.bridge:
+            servers = dict(xorbs=xetstore.xorb_location(SECRET), bridge=xetstore.bridge_location(SECRET),
                            **self.extra)
             self.nginx = Nginx(self.store_dir, extra_servers=servers).__enter__()
-        repos = {"org/xet": {"xet": True, "gated": self.gated, "refs": {"main": C2, "v1": C1},
-                             "commits": {C1: "r1", C2: "r2"}},
-                 # the same files, named by their Xet hashes, where the Hub has no token for them
-                 "org/noxet": {"xet": True, "xet_token": False, "refs": {"main": C2}, "commits": {C2: "r2"}}}
         conf = {"cdn": "http://127.0.0.1:9", "cdn_root": self.root, "token": TOKEN, "cdn_secret": SECRET,
-                "repos": repos, "xet_store": self.store_dir, "xet_files": self.files}
-        if self.nginx:
-            conf["xorb_cdn"] = self.nginx.url("xorbs").rstrip("/")
-            if self.bridge_nginx:
-                conf["bridge_cdn"] = self.nginx.url("bridge").rstrip("/")
+                "repos": self.repos, "xet_store": self.store_dir, "xet_files": self.files}
+        if self.xorbs:
+            conf["xorb_cdn"] = self.nginx.url(self.xorbs).rstrip("/")
+        if self.bridge:
+            conf["bridge_cdn"] = self.nginx.url(self.bridge).rstrip("/")
         self.conf = os.path.join(self.root, "xet.json")
         with open(self.conf, "w") as f:
             json.dump(conf, f)
-        self.double = XetDouble(self.conf).__enter__()
+        try:
+            self.double = XetDouble(self.conf).__enter__()
+        except BaseException:
+            if self.nginx:
+                self.nginx.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *a):
         self.double.__exit__(*a)
         if self.nginx:
             self.nginx.__exit__(*a)
+
+
+class World(Served):
+    """The two revisions of layout() in a temporary directory, served;
+    with nginx=False the double serves the xorbs itself, with
+    bridge_nginx=False the bridge."""
+
+    def __init__(self, scale=1, xorb_max=1 << 20, nginx=True, gated=False, extra_servers=None, bridge_nginx=True):
+        self.root = tempfile.mkdtemp(prefix="tfs-xet-")
+        os.chmod(self.root, 0o755)
+        files = layout(self.root, scale, xorb_max)
+        repos = {"org/xet": {"xet": True, "gated": gated, "refs": {"main": C2, "v1": C1},
+                             "commits": {C1: "r1", C2: "r2"}},
+                 # the same files, named by their Xet hashes, where the Hub has no token for them
+                 "org/noxet": {"xet": True, "xet_token": False, "refs": {"main": C2}, "commits": {C2: "r2"}}}
+        super().__init__(self.root, os.path.join(self.root, "store"), files, repos, extra_servers,
+                         "xorbs" if nginx else None, "bridge" if nginx and bridge_nginx else None)
+
+    def __exit__(self, *a):
+        super().__exit__(*a)
         shutil.rmtree(self.root, ignore_errors=True)
