@@ -18,9 +18,9 @@ tfs_err tfs_xet_map_new(const struct tfs_xet_plan *plan, uint64_t size, struct t
 		n += t->end - t->start;
 	}
 	/* Xet cuts chunks of 8 KiB at least but for a file's last: one per
-	 * 4 KiB, and one more per term, is room for any real file, and bounds
-	 * what a hostile plan can make us allocate. */
-	if (n > plan->nterm + size / 4096)
+	 * 4 KiB, one more per term and a few over, is room for any real file,
+	 * and bounds what a hostile plan can make us allocate. */
+	if (n > plan->nterm + size / 4096 + 64)
 		return tfs_fail(
 			d, TFS_ERR_FORMAT,
 			"a reconstruction of %llu chunks for a file of %llu bytes (chunks are 8 KiB or more)",
@@ -92,9 +92,10 @@ void tfs_xet_map_end(struct tfs_xet_map *m)
 	m->journal = 0;
 }
 
-void tfs_xet_map_undo(struct tfs_xet_map *m)
+/* Puts back what changed since the journal held `mark` facts. */
+static void undo_to(struct tfs_xet_map *m, size_t mark)
 {
-	while (m->nwas) {
+	while (m->nwas > mark) {
 		const struct tfs_xet_was *w = &m->was[--m->nwas];
 		m->len[w->g] = w->len;
 		m->at[w->g] = w->at;
@@ -102,6 +103,11 @@ void tfs_xet_map_undo(struct tfs_xet_map *m)
 			m->nhashed--;
 		m->hashed[w->g] = w->hashed;
 	}
+}
+
+void tfs_xet_map_undo(struct tfs_xet_map *m)
+{
+	undo_to(m, 0);
 	m->journal = 0;
 }
 
@@ -150,8 +156,8 @@ static tfs_err settle(struct tfs_xet_map *m, uint64_t g, struct tfs_diag *d)
 	return TFS_OK;
 }
 
-tfs_err tfs_xet_map_learn(struct tfs_xet_map *m, uint64_t g, uint32_t len, uint64_t at, const uint8_t *hash,
-			  struct tfs_diag *d)
+static tfs_err learn(struct tfs_xet_map *m, uint64_t g, uint32_t len, uint64_t at, const uint8_t *hash,
+		     struct tfs_diag *d)
 {
 	if (g >= m->nchunk)
 		return disagree(d, g, "past the file's chunks");
@@ -185,6 +191,22 @@ tfs_err tfs_xet_map_learn(struct tfs_xet_map *m, uint64_t g, uint32_t len, uint6
 		m->at[g - 1] = m->at[g] - m->len[g - 1];
 	}
 	return settle(m, m->at[from] != TFS_XET_AT_UNKNOWN && m->len[from] ? from : g, d);
+}
+
+/* A fact refused changes nothing, inside an answer's journal or not. */
+tfs_err tfs_xet_map_learn(struct tfs_xet_map *m, uint64_t g, uint32_t len, uint64_t at, const uint8_t *hash,
+			  struct tfs_diag *d)
+{
+	int own = !m->journal;
+	size_t mark = m->nwas;
+	if (own)
+		tfs_xet_map_begin(m);
+	tfs_err e = learn(m, g, len, at, hash, d);
+	if (e)
+		undo_to(m, mark);
+	if (own)
+		tfs_xet_map_end(m);
+	return e;
 }
 
 int64_t tfs_xet_map_find(const struct tfs_xet_map *m, uint32_t k, uint64_t pos)

@@ -1,17 +1,23 @@
 /* libFuzzer target for what a Xet server sends: the first byte picks the
- * reconstruction parser (v1 or v2 JSON, for a range the next bytes name)
- * or the chunk decoder (a run of serialized chunks, as a xorb fetch
- * returns them). Besides crashes, leaks and UB it checks what callers rely
- * on: a plan taken covers exactly the range asked with terms in file
- * order, each inside a fetch of its xorb with a URL of at most the bound;
- * a run decoded gives at most the room it had, each chunk within the
- * spec's sizes; a refusal is one line. */
+ * reconstruction parser (odd: v1 or v2 JSON, for a range the next bytes
+ * name; a plan taken then feeds a chunk map, which learns facts the
+ * plan's terms suggest), the chunk decoder (0 mod 4: a run of serialized
+ * chunks, as a xorb fetch returns them) or the Hub's token answer (2 mod
+ * 4). Besides crashes, leaks and UB it checks what callers rely on: a plan
+ * taken covers exactly the range asked with terms in file order, each
+ * inside a fetch of its xorb with a URL of at most the bound; a map keeps
+ * every chunk it places inside its term, in order; a run decoded gives at
+ * most the room it had, each chunk within the spec's sizes; a token taken
+ * is printable with an http(s) CAS; a refusal is one line. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "compute/xetchunk.h"
+#include "compute/xetmap.h"
 #include "compute/xetplan.h"
+#include "compute/xettoken.h"
 
 static void one_line(const struct tfs_diag *d)
 {
@@ -47,6 +53,78 @@ static uint32_t le32(const uint8_t *p)
 
 /* 12 bytes say the range asked, bytes [first, last] of a file of fsize
  * bytes (little-endian u32 each); the JSON follows. */
+/* Every chunk the map places lies inside its term, after the one before. */
+static void check_map(const struct tfs_xet_map *m)
+{
+	for (uint32_t k = 0; k < m->plan->nterm; k++) {
+		const struct tfs_xet_term *t = &m->plan->term[k];
+		uint64_t last = t->at;
+		for (uint64_t g = m->first[k]; g < m->first[k + 1]; g++) {
+			if (m->at[g] == TFS_XET_AT_UNKNOWN)
+				continue;
+			if (m->at[g] < last || m->at[g] + m->len[g] > t->at + t->unpacked)
+				abort();
+			last = m->at[g] + m->len[g];
+		}
+	}
+	if (m->nhashed > m->nchunk)
+		abort();
+}
+
+/* Facts the plan's terms suggest (each term's chunks of equal length,
+ * a guess the map may refuse), learnt one by one and as an answer. */
+static void map(const struct tfs_xet_plan *p, uint64_t fsize, uint8_t salt)
+{
+	struct tfs_xet_map *m;
+	struct tfs_diag d;
+	uint8_t h[TFS_XET_HASH_LEN] = {salt};
+	if (tfs_xet_map_new(p, fsize, &m, &d)) {
+		one_line(&d);
+		return;
+	}
+	for (int round = 0; round < 2; round++) {
+		if (round)
+			tfs_xet_map_begin(m);
+		int bad = 0;
+		for (uint32_t k = 0; k < p->nterm && !bad; k++) {
+			const struct tfs_xet_term *t = &p->term[k];
+			uint32_t n = t->end - t->start, each = t->unpacked / n + (round && (salt & 1));
+			uint64_t at = t->at + (salt & 2 ? each : 0);
+			for (uint32_t j = 0; j < n && !bad; j++, at += each)
+				bad = tfs_xet_map_learn(m, m->first[k] + j, each,
+							j % 3 ? TFS_XET_AT_UNKNOWN : at,
+							(salt & 4) ? h : NULL, &d) != TFS_OK;
+		}
+		if (round && bad)
+			tfs_xet_map_undo(m);
+		else if (round)
+			tfs_xet_map_end(m);
+		check_map(m);
+	}
+	if (tfs_xet_map_complete(m) && tfs_xet_map_file_hash(m, h, &d))
+		abort();
+	tfs_xet_map_free(m);
+}
+
+static void token(const uint8_t *data, size_t size)
+{
+	struct tfs_xet_token t;
+	struct tfs_diag d;
+	if (tfs_xet_token_parse((const char *)data, size, &t, &d)) {
+		one_line(&d);
+		if (t.token[0] || t.cas[0])
+			abort();
+		return;
+	}
+	size_t n = strlen(t.token);
+	if (!n || n > TFS_XET_TOKEN_MAX || strncasecmp(t.cas, "http", 4) != 0 ||
+	    strncmp(t.cas, t.origin, strlen(t.origin)) != 0 || strpbrk(t.cas, " ?#@\r\n"))
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)t.token[i] <= ' ' || (unsigned char)t.token[i] >= 0x7f)
+			abort();
+}
+
 static void plan(const uint8_t *data, size_t size)
 {
 	if (size < 12)
@@ -63,6 +141,8 @@ static void plan(const uint8_t *data, size_t size)
 	struct tfs_xet_plan q = p;
 	if (tfs_xet_plan_within(&p, &q, &d))
 		abort(); /* a plan agrees with itself */
+	if (first == 0 && last + 1 == fsize)
+		map(&p, fsize, data[0]);
 	tfs_xet_plan_free(&p);
 }
 
@@ -99,6 +179,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (data[0] & 1)
 		plan(data + 1, size - 1);
+	else if (data[0] & 2)
+		token(data + 1, size - 1);
 	else
 		chunks(data + 1, size - 1);
 	return 0;

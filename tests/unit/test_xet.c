@@ -1,6 +1,6 @@
 /* Unit tests of the pure pieces of Xet (src/compute/): BLAKE3, Xet's
- * chunk, xorb and file hashes, the chunk decoder and the reconstruction
- * parser, against vectors from independent implementations
+ * chunk, xorb and file hashes, the chunk decoder, the reconstruction
+ * parser, the token answer's parser and the chunk map, against vectors from independent implementations
  * (xet_vectors.h: Debian's b3sum and the Xet double's Python, which
  * tests/integration/test_xet.py checks against @huggingface/hub), and
  * against hostile input: every lie a chunk or a reconstruction can tell is
@@ -12,7 +12,9 @@
 #include "compute/blake3.h"
 #include "compute/xetchunk.h"
 #include "compute/xethash.h"
+#include "compute/xetmap.h"
 #include "compute/xetplan.h"
+#include "compute/xettoken.h"
 
 #include "check.h"
 #include "xet_vectors.h"
@@ -436,6 +438,157 @@ static void test_plans(void)
 	test_plan_hostile();
 }
 
+/* ---- the token ---- */
+
+static tfs_err token(const char *json, struct tfs_xet_token *t, struct tfs_diag *d)
+{
+	return tfs_xet_token_parse(json, strlen(json), t, d);
+}
+
+static void test_token(void)
+{
+	current = "token";
+	struct tfs_xet_token *t = malloc(sizeof *t);
+	struct tfs_diag d;
+	CHECK(token("{\"accessToken\":\"xet_ab\\u0063\",\"exp\":1700000000,\"other\":[1,{}],"
+		    "\"casUrl\":\"https://cas.example:8443/\"}",
+		    t, &d) == TFS_OK,
+	      "a token: %s", d.msg);
+	CHECK(strcmp(t->token, "xet_abc") == 0 && t->exp == 1700000000, "its value and expiry");
+	CHECK(strcmp(t->cas, "https://cas.example:8443") == 0 && strcmp(t->origin, t->cas) == 0, "%s %s",
+	      t->cas, t->origin);
+	CHECK(token("{\"casUrl\":\"http://h/p/q//\",\"exp\":0,\"accessToken\":\"t\"}", t, &d) == TFS_OK &&
+		      strcmp(t->cas, "http://h/p/q") == 0 && strcmp(t->origin, "http://h") == 0,
+	      "a CAS under a path: %s %s", t->cas, t->origin);
+	static const char *const bad[] = {
+		"{\"accessToken\":\"t\",\"exp\":1}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://h\",\"exp\":2}",
+		"{\"accessToken\":\"a b\",\"exp\":1,\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"a\\nb\",\"exp\":1,\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"\",\"exp\":1,\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"t\",\"exp\":-1,\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"t\",\"exp\":1.5,\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"t\",\"exp\":\"1\",\"casUrl\":\"https://h\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://user:pw@h\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"ftp://h\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https:///p\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://h/?x\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://h/a b\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://h\\\\x\"}",
+		"{\"accessToken\":\"t\",\"exp\":1,\"casUrl\":\"https://h\"} x",
+		"[\"accessToken\"]",
+		"{\"accessToken\":\"t\xff\",\"exp\":1,\"casUrl\":\"https://h\"}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		CHECK(token(bad[i], t, &d) != TFS_OK && one_line(&d), "refused %zu: %s", i, d.msg);
+		CHECK(!t->token[0] && !t->cas[0], "refused %zu leaves nothing", i);
+	}
+	char *big = malloc(TFS_XET_TOKEN_MAX + 200);
+	int n = snprintf(big, 200, "{\"exp\":1,\"casUrl\":\"https://h\",\"accessToken\":\"");
+	memset(big + n, 'a', TFS_XET_TOKEN_MAX + 1);
+	strcpy(big + n + TFS_XET_TOKEN_MAX + 1, "\"}");
+	CHECK(token(big, t, &d) != TFS_OK, "a token past the limit");
+	big[n + TFS_XET_TOKEN_MAX] = '"';
+	strcpy(big + n + TFS_XET_TOKEN_MAX + 1, "}");
+	CHECK(token(big, t, &d) == TFS_OK && strlen(t->token) == TFS_XET_TOKEN_MAX, "one at it: %s", d.msg);
+	free(big);
+	free(t);
+}
+
+/* ---- the chunk map ---- */
+
+/* Two terms: xorb 1's chunks 0-2 (30 bytes), xorb 2's chunks 5-6 (20). */
+#define MAP_PLAN                                                                                             \
+	"{\"offset_into_first_range\":0,\"terms\":["                                                         \
+	"{\"hash\":\"" H1 "\",\"range\":{\"start\":0,\"end\":3},\"unpacked_length\":30},"                    \
+	"{\"hash\":\"" H2 "\",\"range\":{\"start\":5,\"end\":7},\"unpacked_length\":20}],"                   \
+	"\"fetch_info\":{\"" H1 "\":[{\"range\":{\"start\":0,\"end\":3},\"url\":\"http://h/1\","             \
+	"\"url_range\":{\"start\":0,\"end\":53}}],\"" H2 "\":[{\"range\":{\"start\":5,\"end\":7},"           \
+	"\"url\":\"http://h/2\",\"url_range\":{\"start\":0,\"end\":35}}]}}"
+#define H1 "0000000000000000000000000000000000000000000000000000000000000001"
+#define H2 "0000000000000000000000000000000000000000000000000000000000000002"
+#define NO TFS_XET_AT_UNKNOWN
+
+static void test_map_facts(struct tfs_xet_map *m)
+{
+	struct tfs_diag d;
+	CHECK(m->nchunk == 5 && m->at[0] == 0 && m->at[3] == 30 && m->at[1] == NO, "the terms' starts");
+	CHECK(tfs_xet_map_chunk(m, 1, 6) == 4 && tfs_xet_map_term_of(m, 4) == 1 &&
+		      tfs_xet_map_term_of(m, 2) == 0,
+	      "chunk numbers");
+	CHECK(tfs_xet_map_learn(m, 0, 10, NO, NULL, &d) == TFS_OK && m->at[1] == 10,
+	      "a length places the next");
+	CHECK(tfs_xet_map_find(m, 0, 5) == 0 && tfs_xet_map_find(m, 0, 10) == -1, "found where known");
+	CHECK(tfs_xet_map_learn(m, 0, 11, NO, NULL, &d) != TFS_OK && one_line(&d), "another length: %s",
+	      d.msg);
+	CHECK(tfs_xet_map_learn(m, 1, 0, 12, NULL, &d) != TFS_OK, "another place: %s", d.msg);
+	CHECK(tfs_xet_map_learn(m, 2, 9, 22, NULL, &d) != TFS_OK, "a last chunk past its term's end");
+	CHECK(tfs_xet_map_learn(m, 2, 9, 20, NULL, &d) != TFS_OK, "a last chunk short of it");
+	CHECK(m->len[2] == 0 && m->at[2] == NO, "a fact refused changes nothing");
+	CHECK(tfs_xet_map_learn(m, 2, 10, 20, NULL, &d) == TFS_OK && m->len[1] == 0,
+	      "the last chunk, from its place: %s", d.msg);
+	CHECK(tfs_xet_map_learn(m, 1, 10, NO, NULL, &d) == TFS_OK && tfs_xet_map_find(m, 0, 15) == 1,
+	      "between");
+	/* an answer learnt whole or not at all */
+	tfs_xet_map_begin(m);
+	CHECK(tfs_xet_map_learn(m, 3, 5, 30, NULL, &d) == TFS_OK && m->at[4] == 35, "consistent so far");
+	CHECK(tfs_xet_map_learn(m, 4, 16, NO, NULL, &d) != TFS_OK, "until its last chunk");
+	tfs_xet_map_undo(m);
+	CHECK(m->len[3] == 0 && m->at[4] == NO && m->at[3] == 30, "undone: %u %llu", m->len[3],
+	      (unsigned long long)m->at[4]);
+	/* from an anchor in the middle (a range's answer), backwards a chunk */
+	CHECK(tfs_xet_map_learn(m, 4, 8, 42, NULL, &d) == TFS_OK && m->at[4] == 42, "an anchor");
+	CHECK(tfs_xet_map_learn(m, 3, 12, NO, NULL, &d) == TFS_OK && m->at[3] == 30, "the chunk before it");
+	CHECK(tfs_xet_map_learn(m, 3, 11, NO, NULL, &d) != TFS_OK, "which must meet it");
+	CHECK(tfs_xet_map_learn(m, 5, 1, NO, NULL, &d) != TFS_OK, "past the chunks");
+}
+
+static void test_map_hash(struct tfs_xet_map *m)
+{
+	struct tfs_xet_node v[5];
+	uint8_t want[32], got[32];
+	struct tfs_diag d;
+	CHECK(!tfs_xet_map_complete(m), "no hash yet");
+	for (uint64_t g = 0; g < 5; g++) {
+		unsigned char data[16];
+		memset(data, (int)g, sizeof data);
+		tfs_xet_chunk_hash(data, sizeof data, v[g].hash);
+		v[g].len = m->len[g];
+		CHECK(tfs_xet_map_learn(m, g, 0, NO, v[g].hash, &d) == TFS_OK, "hash %llu",
+		      (unsigned long long)g);
+	}
+	uint8_t other[32] = {1};
+	CHECK(tfs_xet_map_learn(m, 0, 0, NO, other, &d) != TFS_OK, "another hash");
+	CHECK(tfs_xet_map_complete(m) && tfs_xet_map_file_hash(m, got, &d) == TFS_OK, "complete");
+	tfs_xet_file_hash(v, 5, want);
+	CHECK(memcmp(got, want, 32) == 0, "the file's hash over its chunks");
+	tfs_xet_map_forget_hashes(m);
+	CHECK(!tfs_xet_map_complete(m) && m->nhashed == 0, "forgotten");
+}
+
+static void test_map(void)
+{
+	current = "map";
+	struct tfs_xet_plan p;
+	struct tfs_xet_map *m = NULL;
+	struct tfs_diag d;
+	CHECK(tfs_xet_plan_parse(MAP_PLAN, strlen(MAP_PLAN), 0, 49, 50, &p, &d) == TFS_OK, "the plan: %s",
+	      d.msg);
+	CHECK(tfs_xet_map_new(&p, 50, &m, &d) == TFS_OK, "the map: %s", d.msg);
+	if (m) {
+		test_map_facts(m);
+		test_map_hash(m);
+		tfs_xet_map_free(m);
+	}
+	/* a term of more chunks than bytes, and more chunks than the size allows */
+	p.term[1].unpacked = 1;
+	CHECK(tfs_xet_map_new(&p, 50, &m, &d) != TFS_OK && one_line(&d), "%s", d.msg);
+	p.term[1].unpacked = 20;
+	p.term[1].end = 5 + 4000;
+	CHECK(tfs_xet_map_new(&p, 50, &m, &d) != TFS_OK && one_line(&d), "%s", d.msg);
+	tfs_xet_plan_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	check_args(argc, argv);
@@ -443,5 +596,7 @@ int main(int argc, char **argv)
 	RUN(test_hashes);
 	RUN(test_chunks);
 	RUN(test_plans);
+	RUN(test_token);
+	RUN(test_map);
 	return check_report();
 }
