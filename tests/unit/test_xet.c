@@ -54,6 +54,15 @@ static void test_blake3(void)
 		tfs_blake3((const uint8_t *)KEY2, d, n, out);
 		hex(out, 32, h);
 		CHECK(strcmp(h, B3V[v].keyed) == 0, "keyed, %zu bytes: %s", n, h);
+		/* every path this CPU has: portable, 8 and 16 chunks at once */
+		for (int lanes = 1; lanes <= tfs_blake3_lanes(); lanes *= lanes == 1 ? 8 : 2) {
+			tfs_blake3_with(lanes, (const uint8_t *)KEY2, d, n, out);
+			hex(out, 32, h);
+			CHECK(strcmp(h, B3V[v].keyed) == 0, "keyed, %zu bytes, %d lanes: %s", n, lanes, h);
+			tfs_blake3_with(lanes, NULL, d, n, out);
+			hex(out, 32, h);
+			CHECK(strcmp(h, B3V[v].plain) == 0, "plain, %zu bytes, %d lanes: %s", n, lanes, h);
+		}
 		/* the same in uneven pieces, and any output length */
 		static const size_t steps[] = {1, 7, 63, 64, 65, 1000, 1024, 4097};
 		for (size_t s = 0; s < sizeof steps / sizeof *steps; s++) {
