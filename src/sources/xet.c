@@ -212,37 +212,79 @@ static void from_cache(struct xfile *x, struct sink *s, uint64_t end, uint8_t *b
 
 /* ---- from the network ---- */
 
-/* One fetch of an answer, decoded: its chunks' bytes one after another,
- * each one's length and hash. */
+/* One fetch of an answer, decoded: where each chunk's bytes are (a
+ * stored chunk's in the body as it came, the others' decoded into raw),
+ * its length and hash. body and raw are the CAS client's buffers. */
 struct got {
-	uint8_t *raw;
+	uint8_t *body, *raw;
+	size_t body_cap, raw_cap;
+	const uint8_t **ptr;
 	uint32_t *lens;
 	uint8_t (*hash)[TFS_XET_HASH_LEN];
-	uint64_t nraw;
 };
 
-static void got_free(struct got *g)
+static void got_free(struct tfs_xet_cas *cas, struct got *g)
 {
-	free(g->raw);
+	tfs_xet_cas_unbuffer(cas, g->body, g->body_cap);
+	tfs_xet_cas_unbuffer(cas, g->raw, g->raw_cap);
+	free(g->ptr);
 	free(g->lens);
 	free(g->hash);
 	memset(g, 0, sizeof *g);
 }
 
-/* The decoded size of n chunks serialized in buf, from their headers. */
-static tfs_err raw_size(const uint8_t *buf, size_t len, uint32_t n, uint64_t *out, struct tfs_diag *d)
+/* The bytes n chunks serialized in buf decode to, but for the stored
+ * ones (read in place), from their headers, each checked; and that they
+ * fill buf exactly. */
+static tfs_err raw_size(const uint8_t *buf, size_t len, uint32_t n, size_t *out, struct tfs_diag *d)
 {
 	size_t at = 0;
 	*out = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct tfs_xet_chunk_hdr h;
 		tfs_err e = tfs_xet_chunk_header(buf + at, len - at, &h, d);
-		if (e)
-			return e;
+		if (e) {
+			char why[TFS_DIAG_MAX];
+			snprintf(why, sizeof why, "%s", d->msg);
+			return tfs_fail(d, e, "chunk %u of %u: %.900s", i, n, why);
+		}
 		at += TFS_XET_CHUNK_HEADER + h.comp_len;
-		*out += h.raw_len;
+		*out += h.type == TFS_XET_STORED ? 0 : h.raw_len;
 	}
+	if (at != len)
+		return tfs_fail(d, TFS_ERR_FORMAT, "%zu bytes follow the %u chunks of a fetch", len - at, n);
 	return TFS_OK;
+}
+
+/* Each of g's nc chunks in place: a stored one where it is in the body,
+ * the others decoded into raw (room checked by raw_size), then hashed. */
+static tfs_err decode(struct got *g, size_t n, uint32_t nc, struct tfs_diag *d)
+{
+	struct tfs_xet_dec *dec = tfs_xet_dec_new();
+	size_t at = 0, ro = 0;
+	tfs_err e = dec ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; !e && i < nc; i++) {
+		struct tfs_xet_chunk_hdr h;
+		size_t used = 0, got = 0;
+		if ((e = tfs_xet_chunk_header(g->body + at, n - at, &h, d)))
+			break;
+		if (h.type == TFS_XET_STORED) {
+			g->ptr[i] = g->body + at + TFS_XET_CHUNK_HEADER;
+			used = TFS_XET_CHUNK_HEADER + h.comp_len;
+			got = h.raw_len;
+		} else {
+			g->ptr[i] = g->raw + ro;
+			e = tfs_xet_chunk_decode(dec, g->body + at, n - at, g->raw + ro, g->raw_cap - ro,
+						 &used, &got, d);
+			ro += got;
+		}
+		g->lens[i] = (uint32_t)got;
+		at += used;
+	}
+	tfs_xet_dec_free(dec);
+	for (uint32_t i = 0; !e && i < nc; i++)
+		tfs_xet_chunk_hash(g->ptr[i], g->lens[i], g->hash[i]);
+	return e;
 }
 
 /* Fetch f of answer r, fetched and decoded into g; *expired when its URL
@@ -253,37 +295,35 @@ static tfs_err fetch_run(struct xfile *x, const struct tfs_xet_plan *r, uint32_t
 	const struct tfs_xet_fetch *fe = &r->fetch[f];
 	uint64_t n = fe->last - fe->first + 1;
 	uint32_t nc = fe->end - fe->start;
-	uint8_t *buf = malloc(n);
-	struct tfs_xet_dec *dec = tfs_xet_dec_new();
 	size_t raw = 0;
-	tfs_err e = buf && dec ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	g->body = tfs_xet_cas_buffer(x->cas, n, &g->body_cap);
+	g->ptr = malloc(nc * sizeof *g->ptr);
+	g->lens = malloc(nc * sizeof *g->lens);
+	g->hash = malloc(nc * sizeof *g->hash);
+	tfs_err e = g->body && g->ptr && g->lens && g->hash ? TFS_OK
+							    : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (!e)
-		e = tfs_xet_cas_xorb(x->cas, r->url[fe->url], fe->first, fe->last, buf, expired, d);
+		e = tfs_xet_cas_xorb(x->cas, r->url[fe->url], fe->first, fe->last, g->body, expired, d);
 	if (!e)
-		*damaged = (e = raw_size(buf, n, nc, &g->nraw, d)) != TFS_OK;
-	if (!e && (!(g->raw = malloc(g->nraw ? g->nraw : 1)) || !(g->lens = malloc(nc * sizeof *g->lens)) ||
-		   !(g->hash = malloc(nc * sizeof *g->hash))))
+		*damaged = (e = raw_size(g->body, n, nc, &raw, d)) != TFS_OK;
+	if (!e && raw && !(g->raw = tfs_xet_cas_buffer(x->cas, raw, &g->raw_cap)))
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (!e)
-		*damaged = (e = tfs_xet_decode_run(dec, buf, n, nc, g->raw, g->nraw, g->lens, &raw, d)) !=
-			   TFS_OK;
-	for (uint64_t i = 0, at = 0; !e && i < nc; at += g->lens[i], i++)
-		tfs_xet_chunk_hash(g->raw + at, g->lens[i], g->hash[i]);
-	if (!e)
-		count(&x->l->xet.chunk_fetched, g->nraw);
-	free(buf);
-	tfs_xet_dec_free(dec);
+		*damaged = (e = decode(g, n, nc, d)) != TFS_OK;
+	for (uint32_t i = 0; !e && i < nc; i++)
+		count(&x->l->xet.chunk_fetched, g->lens[i]);
 	return e;
 }
 
-/* Where a term of an answer comes from: its chunks' bytes one after
- * another, their lengths and hashes (NULL: not computed here), from a
- * fetch of the answer or read from the chunk cache (own, freed after). */
+/* Where a term of an answer comes from: each chunk's bytes, length and
+ * hash (NULL: not computed here), from a fetch of the answer or read from
+ * the chunk cache (own, freed after). */
 struct part {
-	const uint8_t *bytes;
+	const uint8_t *const *ptr;
 	const uint32_t *lens;
 	const uint8_t (*hash)[TFS_XET_HASH_LEN];
 	uint8_t *own;
+	const uint8_t **own_ptr;
 	uint32_t *own_lens;
 };
 
@@ -296,7 +336,8 @@ static int cached_term(struct xfile *x, const struct tfs_xet_term *t, struct par
 	uint32_t n = t->end - t->start;
 	uint64_t total = 0;
 	struct tfs_diag d;
-	if (!xc || k < 0 || !(p->own_lens = malloc(n * sizeof *p->own_lens)))
+	if (!xc || k < 0 || !(p->own_lens = malloc(n * sizeof *p->own_lens)) ||
+	    !(p->own_ptr = malloc(n * sizeof *p->own_ptr)))
 		return 0;
 	uint64_t g0 = tfs_xet_map_chunk(x->map, (uint32_t)k, t->start);
 	for (int pass = 0; pass < 2; pass++) {
@@ -318,12 +359,14 @@ static int cached_term(struct xfile *x, const struct tfs_xet_term *t, struct par
 	if (total != t->unpacked || !(p->own = malloc(total)))
 		return 0;
 	int fd = tfs_xorbcache_open_xorb(xc, t->xorb), ok = fd >= 0;
-	for (uint32_t j = 0, off = 0; ok && j < n; off += p->own_lens[j], j++)
+	for (uint32_t j = 0, off = 0; ok && j < n; off += p->own_lens[j], j++) {
+		p->own_ptr[j] = p->own + off;
 		ok = tfs_xorbcache_get(xc, fd, t->xorb, t->start + j, p->own_lens[j], p->own + off);
+	}
 	tfs_xorbcache_close_xorb(fd);
 	if (!ok)
 		return 0;
-	p->bytes = p->own;
+	p->ptr = p->own_ptr;
 	p->lens = p->own_lens;
 	count(&x->l->xet.chunk_cached, total);
 	return 1;
@@ -333,12 +376,10 @@ static int cached_term(struct xfile *x, const struct tfs_xet_term *t, struct par
 static void fetched_term(const struct tfs_xet_term *t, const struct tfs_xet_fetch *fe, const struct got *g,
 			 struct part *p)
 {
-	uint64_t off = 0;
-	for (uint32_t c = fe->start; c < t->start; c++)
-		off += g->lens[c - fe->start];
-	p->bytes = g->raw + off;
-	p->lens = g->lens + (t->start - fe->start);
-	p->hash = (const uint8_t(*)[TFS_XET_HASH_LEN])g->hash + (t->start - fe->start);
+	uint32_t skip = t->start - fe->start;
+	p->ptr = g->ptr + skip;
+	p->lens = g->lens + skip;
+	p->hash = (const uint8_t(*)[TFS_XET_HASH_LEN])g->hash + skip;
 }
 
 /* Term t of an answer learnt from its chunks: their lengths add up to the
@@ -395,7 +436,7 @@ static tfs_err gather(struct xfile *x, const struct tfs_xet_plan *r, struct got 
 		const struct tfs_xet_term *t = &r->term[i];
 		if (cached_term(x, t, &parts[i]))
 			continue;
-		if (!got[t->fetch].raw)
+		if (!got[t->fetch].body)
 			e = fetch_run(x, r, t->fetch, &got[t->fetch], &expired, damaged, d);
 		if (!e)
 			fetched_term(t, &r->fetch[t->fetch], &got[t->fetch], &parts[i]);
@@ -435,16 +476,20 @@ static tfs_err from_network(struct xfile *x, struct sink *s, uint64_t end, int *
 		drop_all(x);
 	int keep = !__atomic_load_n(&x->distrust, __ATOMIC_RELAXED);
 	for (uint32_t f = 0; !e && keep && x->l->xcache && f < r.nfetch; f++)
-		if (got[f].raw)
+		if (got[f].body)
 			tfs_xorbcache_put(x->l->xcache, r.fetch[f].xorb, r.fetch[f].start,
-					  r.fetch[f].end - r.fetch[f].start, got[f].lens, got[f].raw,
+					  r.fetch[f].end - r.fetch[f].start, got[f].lens, got[f].ptr,
 					  (const uint8_t(*)[TFS_XET_HASH_LEN])got[f].hash);
-	for (uint32_t i = 0; !e && i < r.nterm; i++)
-		emit(s, r.term[i].at, parts[i].bytes, r.term[i].unpacked, end);
+	for (uint32_t i = 0; !e && i < r.nterm; i++) {
+		uint64_t at = r.term[i].at;
+		for (uint32_t j = 0; j < r.term[i].end - r.term[i].start; at += parts[i].lens[j], j++)
+			emit(s, at, parts[i].ptr[j], parts[i].lens[j], end);
+	}
 	for (uint32_t f = 0; got && f < r.nfetch; f++)
-		got_free(&got[f]);
+		got_free(x->cas, &got[f]);
 	for (uint32_t i = 0; parts && i < r.nterm; i++) {
 		free(parts[i].own);
+		free(parts[i].own_ptr);
 		free(parts[i].own_lens);
 	}
 	free(got);

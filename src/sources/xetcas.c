@@ -16,6 +16,12 @@
  * stops. */
 #define PLAN_BODY_MAX (64u << 20)
 
+/* Buffers kept for the next fetch: as many as fetches run at once (32
+ * by default), of at most POOL_MAX bytes each and POOL_BYTES in all. */
+#define POOL_KEEP 64
+#define POOL_MAX (32u << 20)
+#define POOL_BYTES (160u << 20)
+
 struct tfs_xet_cas {
 	struct tfs_http *http;
 	struct tfs_xet_counts *counts;
@@ -30,6 +36,11 @@ struct tfs_xet_cas {
 	int64_t issued; /* when it came (the wall clock, as exp) */
 	long status;    /* the last renewal's failure */
 	char why[TFS_DIAG_MAX];
+	pthread_mutex_t pool_lock; /* the buffers given back */
+	void *pool[POOL_KEEP];
+	size_t pool_cap[POOL_KEEP];
+	unsigned npool;
+	size_t pool_bytes;
 };
 
 static int64_t now_s(void)
@@ -50,6 +61,7 @@ tfs_err tfs_xet_cas_new(struct tfs_http *http, struct tfs_xet_counts *counts, co
 	c->token_fn = token;
 	c->ctx = ctx;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->pool_lock, NULL);
 	pthread_cond_init(&c->done, NULL);
 	*out = c;
 	return TFS_OK;
@@ -60,6 +72,9 @@ void tfs_xet_cas_free(struct tfs_xet_cas *c)
 	if (!c)
 		return;
 	explicit_bzero(&c->tok, sizeof c->tok);
+	for (unsigned i = 0; i < c->npool; i++)
+		free(c->pool[i]);
+	pthread_mutex_destroy(&c->pool_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->done);
 	free(c->what);
@@ -249,4 +264,39 @@ tfs_err tfs_xet_cas_xorb(struct tfs_xet_cas *c, const char *url, uint64_t first,
 	snprintf(why, sizeof why, "%s", d->msg);
 	return tfs_fail(d, e, "xorb bytes %llu-%llu: %.900s%s", (unsigned long long)first,
 			(unsigned long long)last, why, *expired ? " (its URL expired?)" : "");
+}
+
+void *tfs_xet_cas_buffer(struct tfs_xet_cas *c, size_t n, size_t *cap)
+{
+	void *p = NULL;
+	pthread_mutex_lock(&c->pool_lock);
+	for (unsigned i = 0; i < c->npool; i++)
+		if (c->pool_cap[i] >= n) {
+			p = c->pool[i];
+			*cap = c->pool_cap[i];
+			c->pool_bytes -= *cap;
+			c->pool[i] = c->pool[--c->npool];
+			c->pool_cap[i] = c->pool_cap[c->npool];
+			break;
+		}
+	pthread_mutex_unlock(&c->pool_lock);
+	if (p)
+		return p;
+	*cap = (n + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1); /* whole MiB: reused for the next sizes */
+	return malloc(*cap ? *cap : 1);
+}
+
+void tfs_xet_cas_unbuffer(struct tfs_xet_cas *c, void *p, size_t cap)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->npool < POOL_KEEP && cap <= POOL_MAX && c->pool_bytes + cap <= POOL_BYTES) {
+		c->pool[c->npool] = p;
+		c->pool_cap[c->npool++] = cap;
+		c->pool_bytes += cap;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&c->pool_lock);
+	free(p);
 }

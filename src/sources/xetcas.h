@@ -47,4 +47,11 @@ tfs_err tfs_xet_cas_plan(struct tfs_xet_cas *c, const char *hex, uint64_t first,
 tfs_err tfs_xet_cas_xorb(struct tfs_xet_cas *c, const char *url, uint64_t first, uint64_t last, void *buf,
 			 int *expired, struct tfs_diag *d);
 
+/* A buffer of at least n bytes for a fetch (*cap: its size), from those
+ * the repository's fetches gave back (a fresh one of megabytes is pages
+ * the kernel faults in and zeroes, a third of a cold load's time), and
+ * given back after; NULL: no memory. */
+void *tfs_xet_cas_buffer(struct tfs_xet_cas *c, size_t n, size_t *cap);
+void tfs_xet_cas_unbuffer(struct tfs_xet_cas *c, void *p, size_t cap);
+
 #endif

@@ -251,7 +251,8 @@ static int mkdir_own(const char *path)
 }
 
 void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c, uint32_t n,
-		       const uint32_t *lens, const uint8_t *data, const uint8_t (*hashes)[TFS_XET_HASH_LEN])
+		       const uint32_t *lens, const uint8_t *const *data,
+		       const uint8_t (*hashes)[TFS_XET_HASH_LEN])
 {
 	char path[4096];
 	if (c >= CHUNKS_MAX || n > CHUNKS_MAX - c)
@@ -264,12 +265,12 @@ void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_
 	if (fd < 0)
 		return;
 	uint64_t wrote = 0;
-	for (uint32_t i = 0; i < n; data += lens[i], i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		struct rec r;
 		memset(&r, 0, sizeof r);
 		r.len = lens[i];
 		r.idx = c + i;
-		r.sum = XXH3_64bits_withSeed(data, lens[i], seed_of(xorb, c + i));
+		r.sum = XXH3_64bits_withSeed(data[i], lens[i], seed_of(xorb, c + i));
 		if (hashes) {
 			memcpy(r.hash, hashes[i], TFS_XET_HASH_LEN);
 			r.hashed = 1;
@@ -278,7 +279,7 @@ void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_
 		/* The bytes first, then the record that vouches for them;
 		 * never synced: a crash leaves a record whose bytes do not
 		 * check out, which a read drops. */
-		if (pwrite(fd, data, lens[i], (off_t)(DATA0 + (uint64_t)(c + i) * SLOT)) !=
+		if (pwrite(fd, data[i], lens[i], (off_t)(DATA0 + (uint64_t)(c + i) * SLOT)) !=
 			    (ssize_t)lens[i] ||
 		    pwrite(fd, &r, REC, (off_t)(c + i) * REC) != (ssize_t)REC)
 			break;

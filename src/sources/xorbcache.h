@@ -46,11 +46,11 @@ int tfs_xorbcache_get(struct tfs_xorbcache *x, int fd, const uint8_t xorb[TFS_XE
 /* Done reading: the xorb was read now (its age for eviction). */
 void tfs_xorbcache_close_xorb(int fd);
 
-/* Keeps chunks [c, c + n) of a xorb, their bytes one after another in
- * data, lens[i] each (hashes NULL: not known). Failures are silent: a
- * chunk not kept is fetched again. */
+/* Keeps chunks [c, c + n) of a xorb, data[i] and lens[i] each (hashes
+ * NULL: not known). Failures are silent: a chunk not kept is fetched
+ * again. */
 void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c, uint32_t n,
-		       const uint32_t *lens, const uint8_t *data, const uint8_t (*hashes)[TFS_XET_HASH_LEN]);
+		       const uint32_t *lens, const uint8_t *const *data, const uint8_t (*hashes)[TFS_XET_HASH_LEN]);
 
 /* Forgets a xorb (its chunks were found wrong). */
 void tfs_xorbcache_drop(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_LEN]);
