@@ -19,6 +19,7 @@ asserts nothing about time. Rows (see issue 4 and the README):
   stream-memory, warm, s3-stream   see scripts/bench_stream.py (stream1 is stream-file's old name)
   fleet-speed, fleet-origin   see scripts/bench_fleet.py
   zarr-read                   see scripts/bench_zarr.py
+  xet-stream, xet-bytes, xet-revision, xet-warm   see scripts/bench_xet.py
   shards time until 500 shards holding 500,000 tensors (with an index) are mounted / python3
          json.loads of the same 500 headers and the index, in one process
 
@@ -440,7 +441,12 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            # from the capped origin; origin bytes / checkpoint bytes
            "fleet-speed": (">=", 2.0, 2.0), "fleet-origin": ("<=", 1.25, 1.1),
            # -o zarr (issue 40): zarr-python 2 through the view / np.fromfile of the raw file
-           "zarr-read": (">=", 0.8, 0.8)}
+           "zarr-read": (">=", 0.8, 0.8),
+           # hf:// over Xet (issue 47): a cold load / aria2c through the LFS route; xorb bytes fetched
+           # / the files' stored chunks; revision b after a / the chunks b does not share; a warm
+           # load from the chunk cache / the same through the LFS route's range cache
+           "xet-stream": (">=", 0.8, 1.0), "xet-bytes": ("<=", 1.05, 1.05), "xet-revision": ("<=", 1.2, 1.2),
+           "xet-warm": (">=", 0.9, 0.9)}
 FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
 KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read", "picture", "picture-hist"}
@@ -448,6 +454,7 @@ REWRITE_ROWS = {"gguf-ttfb", "gguf-cp", "gguf-memory"}
 STREAM_ROWS = {"stream1", "s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 FLEET_ROWS = {"fleet-speed", "fleet-origin"}
 ZARR_ROWS = {"zarr-read"}
+XET_ROWS = {"xet-stream", "xet-bytes", "xet-revision", "xet-warm"}
 REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
 
 
@@ -458,7 +465,7 @@ def main():
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
                     "stream-file,stream-name,waste-name,mmap-load,mmap-threads,s3-capped,cpu-http,cpu-s3,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
                     "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory,picture,picture-hist,"
-                    "fleet-speed,fleet-origin,zarr-read")
+                    "fleet-speed,fleet-origin,zarr-read,xet-stream,xet-bytes,xet-revision,xet-warm")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--mount-tensors", type=int, default=500000,
                     help="tensors in the mount/rss checkpoint (issue 4 uses 500,000)")
@@ -467,7 +474,7 @@ def main():
     if "stream1" in want:
         want.add("stream-file")
     os.makedirs(DIR, exist_ok=True)
-    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS - FLEET_ROWS - ZARR_ROWS:
+    if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS - FLEET_ROWS - ZARR_ROWS - XET_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
     if want & {"read1", "read2", "read1-null"}:
@@ -511,6 +518,9 @@ def main():
     if want & ZARR_ROWS:
         import bench_zarr
         rows += bench_zarr.rows(sys.modules[__name__], a.reps, want)
+    if want & XET_ROWS:
+        import bench_xet
+        rows += bench_xet.rows(sys.modules[__name__], a.reps, want)
     cpu = "unknown"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
