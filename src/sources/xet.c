@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "compute/xetchunk.h"
@@ -81,6 +82,38 @@ static void emit(struct sink *s, uint64_t at, const uint8_t *p, uint64_t n, uint
 		from += k;
 		s->in += k;
 		s->pos += k;
+		if (s->in == s->iov[s->i].len) {
+			s->i++;
+			s->in = 0;
+		}
+	}
+}
+
+/* The next n bytes of the sink as at most max pieces of its buffers
+ * (how many), or 0 when they do not fit them; and past them. */
+static int view(const struct sink *s, uint64_t n, struct iovec *v, int max)
+{
+	unsigned i = s->i;
+	size_t in = s->in;
+	int k = 0;
+	while (n && i < s->n && k < max) {
+		size_t room = s->iov[i].len - in, take = n < room ? (size_t)n : room;
+		v[k].iov_base = (char *)s->iov[i].p + in;
+		v[k++].iov_len = take;
+		n -= take;
+		in = 0;
+		i++;
+	}
+	return n ? 0 : k;
+}
+
+static void skip(struct sink *s, uint64_t n)
+{
+	while (n && s->i < s->n) {
+		size_t room = s->iov[s->i].len - s->in, take = n < room ? (size_t)n : room;
+		s->in += take;
+		s->pos += take;
+		n -= take;
 		if (s->in == s->iov[s->i].len) {
 			s->i++;
 			s->in = 0;
@@ -198,9 +231,17 @@ static void from_cache(struct xfile *x, struct sink *s, uint64_t end, uint8_t *b
 		uint64_t at;
 		while (fd >= 0 && s->pos < stop && known(x, (uint32_t)k, (uint64_t)g, &len, &at)) {
 			uint32_t c = t->start + (uint32_t)((uint64_t)g - x->map->first[k]);
-			if (!tfs_xorbcache_get(xc, fd, t->xorb, c, len, buf))
+			struct iovec v[4];
+			int nv = at == s->pos && at + len <= end ? view(s, len, v, 4) : 0;
+			/* Whole in the range: read where it is served from. */
+			if (nv && !tfs_xorbcache_getv(xc, fd, t->xorb, c, len, v, nv))
 				break;
-			emit(s, at, buf, len, end);
+			if (nv)
+				skip(s, len);
+			else if (!tfs_xorbcache_get(xc, fd, t->xorb, c, len, buf))
+				break;
+			else
+				emit(s, at, buf, len, end);
 			count(&x->l->xet.chunk_cached, len);
 			g++;
 		}

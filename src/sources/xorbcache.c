@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#define XXH_STATIC_LINKING_ONLY /* a streaming state on the stack */
+#include <xxhash.h>
 #include <xxh_x86dispatch.h>
 
 #include "compute/xetchunk.h"
@@ -211,14 +214,33 @@ int tfs_xorbcache_open_xorb(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_
 int tfs_xorbcache_get(struct tfs_xorbcache *x, int fd, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c,
 		      uint32_t len, uint8_t *buf)
 {
+	struct iovec v = {buf, len};
+	return tfs_xorbcache_getv(x, fd, xorb, c, len, &v, 1);
+}
+
+/* The checksum of len bytes in the pieces v[0..n). */
+static uint64_t sum_of(const struct iovec *v, int n, uint64_t seed)
+{
+	if (n == 1)
+		return XXH3_64bits_withSeed(v[0].iov_base, v[0].iov_len, seed);
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, seed);
+	for (int i = 0; i < n; i++)
+		XXH3_64bits_update(&st, v[i].iov_base, v[i].iov_len);
+	return XXH3_64bits_digest(&st);
+}
+
+int tfs_xorbcache_getv(struct tfs_xorbcache *x, int fd, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c,
+		       uint32_t len, const struct iovec *v, int n)
+{
 	struct rec r;
 	(void)x;
 	if (fd < 0 || c >= CHUNKS_MAX)
 		return 0;
 	if (!read_rec(fd, xorb, c, &r) || r.len != len)
 		return 0;
-	int ok = pread(fd, buf, len, (off_t)(DATA0 + c * SLOT)) == (ssize_t)len &&
-		 XXH3_64bits_withSeed(buf, len, seed_of(xorb, c)) == r.sum;
+	int ok = preadv(fd, v, n, (off_t)(DATA0 + c * SLOT)) == (ssize_t)len &&
+		 sum_of(v, n, seed_of(xorb, c)) == r.sum;
 	if (!ok) {
 		/* Torn, damaged, or written over by another mount: gone, and
 		 * fetched again. */

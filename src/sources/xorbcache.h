@@ -43,6 +43,11 @@ int tfs_xorbcache_open_xorb(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_
  * dropped. */
 int tfs_xorbcache_get(struct tfs_xorbcache *x, int fd, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c,
 		      uint32_t len, uint8_t *buf);
+/* The same, into the pieces v[0..n) (len bytes in all): a chunk read
+ * straight into the buffers it is served from. */
+struct iovec;
+int tfs_xorbcache_getv(struct tfs_xorbcache *x, int fd, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c,
+		       uint32_t len, const struct iovec *v, int n);
 /* Done reading: the xorb was read now (its age for eviction). */
 void tfs_xorbcache_close_xorb(int fd);
 
@@ -50,7 +55,8 @@ void tfs_xorbcache_close_xorb(int fd);
  * NULL: not known). Failures are silent: a chunk not kept is fetched
  * again. */
 void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c, uint32_t n,
-		       const uint32_t *lens, const uint8_t *const *data, const uint8_t (*hashes)[TFS_XET_HASH_LEN]);
+		       const uint32_t *lens, const uint8_t *const *data,
+		       const uint8_t (*hashes)[TFS_XET_HASH_LEN]);
 
 /* Forgets a xorb (its chunks were found wrong). */
 void tfs_xorbcache_drop(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_LEN]);
