@@ -581,12 +581,38 @@ void tfs_cache_free(struct tfs_cache *c)
 	free(c);
 }
 
+/* A job no worker will run: its blocks fail, for whoever waits for them,
+ * and leave the table (a later read fetches them itself). */
+static void abandon(struct tfs_cache *c, struct job *j, const char *why)
+{
+	for (uint64_t k = 0; k < j->n; k++) {
+		struct blk *b = tfs_cache_find(c, j->f, j->first + k);
+		if (!b)
+			continue;
+		b->state = FAILED;
+		b->err = TFS_ERR_IO;
+		snprintf(b->msg, sizeof b->msg, "%s", why);
+		tfs_cache_table_remove(c, b);
+		tfs_cache_unpin(c, b);
+	}
+	pthread_cond_broadcast(&c->changed);
+	free(j);
+}
+
 /* Queues a job of f's (its blocks made and pinned) for the workers:
- * the read-ahead's queue, or the warm-up's. */
+ * the read-ahead's queue, or the warm-up's. Once the cache is stopping,
+ * the workers leave as soon as the queue is empty: a job queued then
+ * (by a read still in flight, or the warm-up) would never run, and the
+ * next read of the stream that asked for it would wait for ever, with
+ * the FUSE loop waiting for that read before the files are freed. */
 void tfs_cache_enqueue(struct tfs_cache *c, struct tfs_cfile *f, struct job *j, int warm)
 {
-	struct job **head = warm ? &c->wh : &c->jh, **tail = warm ? &c->wt : &c->jt;
 	j->f = f;
+	if (tfs_cache_stopping(c)) {
+		abandon(c, j, "stopped: the mount is going away");
+		return;
+	}
+	struct job **head = warm ? &c->wh : &c->jh, **tail = warm ? &c->wt : &c->jt;
 	j->warm = warm;
 	f->refs++;
 	if (*tail)
@@ -634,19 +660,10 @@ static void drop_jobs(struct tfs_cache *c, struct tfs_cfile *f, struct job **hea
 		*pp = j->next;
 		if (*tail == j)
 			*tail = prev;
-		for (uint64_t k = 0; k < j->n; k++) {
-			struct blk *b = tfs_cache_find(c, f, j->first + k);
-			if (!b)
-				continue;
-			b->state = FAILED;
-			b->err = TFS_ERR_IO;
-			tfs_cache_table_remove(c, b);
-			tfs_cache_unpin(c, b);
-		}
 		if (j->warm)
 			c->nwarm_jobs--;
 		f->refs--;
-		free(j);
+		abandon(c, j, "the file was closed");
 	}
 }
 
