@@ -66,8 +66,9 @@ tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, str
  * disk cache, or NULL), which it then owns. */
 tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower, struct tfs_cache **out,
 		      struct tfs_diag *d);
-/* The mount goes: the workers and the warm-up stop taking work (what
- * they fetch fails fast once the fetches are stopped too). */
+/* The mount goes: the workers and the warm-up stop taking work, and no
+ * more is queued (a read still in flight fetches its own blocks); what
+ * they fetch fails fast once the fetches are stopped too. */
 void tfs_cache_stop(struct tfs_cache *c);
 /* Once every file of it is freed: stops it, waits for its threads, frees
  * its memory and the store below. */

@@ -11,10 +11,13 @@
 #include "sources/cache_i.h"
 
 /* Queues prefetch of blocks [from, to) that are not there yet, while they
- * fit the budget without pushing out anything a reader holds. */
+ * fit the budget without pushing out anything a reader holds; none once
+ * the cache is stopping (no worker would take them). */
 static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 {
 	struct tfs_cache *c = f->c;
+	if (tfs_cache_stopping(c))
+		return;
 	while (from < to) {
 		struct job *j = NULL;
 		while (from < to && tfs_cache_find(c, f, from))
