@@ -27,13 +27,6 @@
  * arrives without a retry, halving on one (a 503, SlowDown, a reset). */
 #define ALLOWED_START 4
 #define STREAMS 4
-/* A stream's window doubles freely up to this; past it, only when the
- * reader found a block not yet there since it last grew: a server faster
- * than the reader needs no more in flight, and every block more is a
- * fresh buffer of the budget (the kernel zeroes each page, a seventh of a
- * fresh mount's time when the window grew to 128 MiB for a reader that
- * was always served at once). */
-#define WINDOW_FREE (16 * BLK)
 /* A read this close to where a reader stopped continues its stream: the
  * kernel's readahead (4 MiB on a tensorfs mount) sends a sequential
  * reader's requests several at once, handled by several threads, so they
@@ -83,9 +76,6 @@ struct stream {
 	uint64_t used;
 	uint64_t limit; /* the end of the object it reads in */
 	int crossed;    /* it went on from one object into the next */
-	/* A read of it found a block not yet there (fetched by the reader
-	 * itself, or still landing) since the window last grew. */
-	int starved;
 };
 
 struct tfs_cfile {
