@@ -52,9 +52,20 @@ static struct tfs_rlayer *remote_of(struct tfs_sources *ss)
 	return l;
 }
 
+int tfs_sources_stopped(const struct tfs_sources *ss)
+{
+	return ss && __atomic_load_n(&ss->stopped, __ATOMIC_RELAXED);
+}
+
+const int *tfs_sources_stop_flag(const struct tfs_sources *ss)
+{
+	return ss ? &ss->stopped : NULL;
+}
+
 void tfs_sources_start(struct tfs_sources *ss)
 {
-	tfs_sources_set_stopped(0);
+	if (ss)
+		__atomic_store_n(&ss->stopped, 0, __ATOMIC_RELAXED);
 	struct tfs_rlayer *l = remote_of(ss);
 	if (l)
 		tfs_rlayer_start(l);
@@ -62,7 +73,8 @@ void tfs_sources_start(struct tfs_sources *ss)
 
 void tfs_sources_stop(struct tfs_sources *ss)
 {
-	tfs_sources_set_stopped(1);
+	if (ss)
+		__atomic_store_n(&ss->stopped, 1, __ATOMIC_RELAXED);
 	struct tfs_rlayer *l = remote_of(ss);
 	if (l)
 		tfs_rlayer_stop(l);

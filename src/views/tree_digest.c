@@ -108,7 +108,7 @@ static tfs_err feed(const struct tfs_tree *t, const struct tfs_node *n, struct w
 				       .scratch = w->scratch,
 				       .scratch_cap = w->scratch_cap,
 				       .grow = scratch_grow};
-		if (tfs_sources_stopped())
+		if (tfs_sources_stopped(t->m->sources))
 			return TFS_ERR_IO; /* the mount is going away: never wait for a hash */
 		tfs_err e = tfs_node_pieces(t, n, off, len, &p);
 		if (e)
