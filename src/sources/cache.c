@@ -63,6 +63,7 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 	pthread_cond_init(&c->changed, NULL);
 	pthread_cond_init(&c->work, NULL);
 	c->mem = mem;
+	c->hold_ns = FAIL_HOLD_NS;
 	c->retried = cfg->retried;
 	c->retried_ctx = cfg->retried_ctx;
 	c->want_workers = (unsigned)conc;
@@ -539,6 +540,11 @@ void tfs_cache_start_workers(struct tfs_cache *c)
 	for (unsigned i = 0; i < c->want_workers; i++)
 		if (pthread_create(&c->threads[c->nworkers], NULL, worker, c) == 0)
 			c->nworkers++;
+}
+
+void tfs_cache_set_hold(struct tfs_cache *c, int64_t ns)
+{
+	__atomic_store_n(&c->hold_ns, ns, __ATOMIC_RELAXED);
 }
 
 void tfs_cache_stop(struct tfs_cache *c)

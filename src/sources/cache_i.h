@@ -21,7 +21,7 @@
  * gcsfuse 16 per file, mountpoint-s3 8 MiB parts). */
 #define WORKERS_DEFAULT 32
 #define WORKERS_MAX 256
-#define RUN_DEFAULT 16 /* 4 MiB: see README, "Loading a model fast" */
+#define RUN_DEFAULT 16 /* 4 MiB: docs/remote.md, "Loading a model fast" */
 #define RUN_MAX 256    /* 64 MiB */
 /* The in-flight limit starts here and grows by one with every part that
  * arrives without a retry, halving on one (a 503, SlowDown, a reset). */
@@ -114,6 +114,7 @@ struct tfs_cache {
 	pthread_t *threads; /* the workers, joined by tfs_cache_free */
 	pthread_t warm_thread;
 	int warm_running;
+	int64_t hold_ns; /* FAIL_HOLD_NS, or the tests' (tfs_cache_set_hold) */
 	uint64_t mem, used;
 	struct blk **tab;
 	size_t nslots;

@@ -190,7 +190,8 @@ static tfs_err pin_blocks(struct tfs_cfile *f, uint64_t b0, uint64_t b1, struct 
 		if (b && b->state == FAILED) {
 			/* Answered from the failure once (the kernel's re-read),
 			 * then gone; unless no reader got it, or long ago. */
-			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			int again = b->held &&
+				    now - b->failed_at < __atomic_load_n(&c->hold_ns, __ATOMIC_RELAXED);
 			tfs_cache_table_remove(c, b);
 			if (b->pins == 0 && !again)
 				tfs_cache_blk_free(c, b);

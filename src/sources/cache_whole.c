@@ -206,7 +206,8 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 		if (!w->running) {
 			/* The failure a reader just received answers the
 			 * kernel's immediate re-read too (as a block's does). */
-			if (w->err && tfs_cache_now_ns() - w->failed_at < FAIL_HOLD_NS)
+			if (w->err && tfs_cache_now_ns() - w->failed_at <
+					      __atomic_load_n(&w->c->hold_ns, __ATOMIC_RELAXED))
 				return tfs_fail(d, w->err, "%s", w->msg);
 			if (tfs_cache_stopping(w->c))
 				return tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/url.h"
 #include "sources/rlayer.h"
 
 extern const struct tfs_source_driver tfs_source_hf;
@@ -126,11 +127,7 @@ void tfs_source_redact(const char *spec, char *out, size_t n)
 		d->redact(spec, out, n);
 	} else if (!d && sl && n) {
 		/* A URL no driver takes is still said without its user:password@. */
-		const char *host = spec + sl + 3, *at = NULL;
-		for (const char *p = host; *p && !strchr("/?#", *p); p++)
-			if (*p == '@')
-				at = p;
-		snprintf(out, n, "%.*s%s", (int)(host - spec), spec, at ? at + 1 : host);
+		tfs_url_redact(spec, out, n);
 	} else if (n) {
 		snprintf(out, n, "%s", spec);
 	}

@@ -3,7 +3,6 @@
  * vouches for (the Hub's LFS oid) checked whole. */
 #include "tools/verify.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -229,7 +229,7 @@ def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
         assert "__metadata__.json" in os.listdir(mnt)
         proxied.faults()  # the server heals: the mount reads again
         # once the failure is older than the hold that answers the
-        # kernel's immediate re-read of a failed page (README)
+        # kernel's immediate re-read of a failed page (docs/remote.md)
         time.sleep(1.2)
         assert read_in(mnt) == raw
     finally:
@@ -329,7 +329,7 @@ def test_an_encoded_or_overlong_answer_is_a_failed_one(web, proxied, tmp, fault)
             kept = block_files(cache)
             assert kept == [], f"blocks {sorted(i for i, _ in kept)} of failed answers in cache_dir"
             proxied.faults()  # the server heals: the right bytes, not kept wrong ones
-            time.sleep(1.2)  # past the hold of a failed block (README)
+            time.sleep(1.2)  # past the hold of a failed block (docs/remote.md)
             assert os.pread(fd, len(data) - start, 0) == data[start:]
         finally:
             os.close(fd)
@@ -430,7 +430,7 @@ def test_stalled_server_times_out(web, proxied, tmp):
         assert not th.is_alive()
         assert done["r"] == 5 and done["t"] < 15, done
         proxied.faults()
-        time.sleep(1.2)  # past the hold of a failed block (README)
+        time.sleep(1.2)  # past the hold of a failed block (docs/remote.md)
         assert read_in(mnt) == raw
 
 
@@ -459,7 +459,7 @@ def test_dead_server_never_holds_up_sigterm(web, proxied, tmp):
     assert wait_gone(pid, 10), "the daemon did not exit"
     took = time.time() - t0
     print(f"SIGTERM to exit: {took:.3f} s")
-    # README, "When the network fails": within about 0.1 s; a bound with
+    # docs/remote.md, "When the network fails": within about 0.1 s; a bound with
     # room for a loaded machine (it was about 2 s before aborts shut the
     # transfers' sockets)
     assert took < 1.0, took
