@@ -16,6 +16,7 @@
 #include "core/table.h"
 
 #include "sources/cache_i.h"
+#include "core/thread.h"
 
 /* ---- configuration ---- */
 
@@ -538,7 +539,7 @@ void tfs_cache_start_workers(struct tfs_cache *c)
 	if (!(c->threads = calloc(c->want_workers, sizeof *c->threads)))
 		return;
 	for (unsigned i = 0; i < c->want_workers; i++)
-		if (pthread_create(&c->threads[c->nworkers], NULL, worker, c) == 0)
+		if (tfs_thread_start(&c->threads[c->nworkers], NULL, worker, c) == 0)
 			c->nworkers++;
 }
 

@@ -6,6 +6,7 @@
  * the mount is up (its headers, read at mount), a read takes its bytes
  * from the start of an answer instead, and stops it there. */
 #include "sources/cache_i.h"
+#include "core/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -217,7 +218,7 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 			w->running = 1;
 			w->err = TFS_OK;
-			int r = pthread_create(&t, &a, download, w);
+			int r = tfs_thread_start(&t, &a, download, w);
 			pthread_attr_destroy(&a);
 			if (r) {
 				w->running = 0;

@@ -12,6 +12,7 @@
 #include "compute/hashes.h"
 #include "views/tree.h"
 #include "views/view.h"
+#include "core/thread.h"
 
 /* The tree's digests. */
 static struct tfs_digests *digests_of(const struct tfs_tree *t)
@@ -247,7 +248,7 @@ tfs_err tfs_digest_nodes(const struct tfs_tree *t, const uint32_t *inos, size_t 
 	pthread_t *tid = calloc(threads, sizeof *tid);
 	unsigned started = 0;
 	for (; tid && started + 1 < threads; started++)
-		if (pthread_create(&tid[started], NULL, batch_worker, &b) != 0)
+		if (tfs_thread_start(&tid[started], NULL, batch_worker, &b) != 0)
 			break;
 	batch_worker(&b); /* this thread too */
 	for (unsigned k = 0; k < started; k++)

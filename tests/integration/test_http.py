@@ -810,3 +810,34 @@ def test_retries_said_on_a_terminal(web, proxied, tmp):
     r = run(["-o", "retries=2", "--inspect", url])
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "(3 tries)" in r.stderr, r.stderr
     proxied.faults()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_single_threaded_mount_ends_on_a_signal_while_idle(web, tmp, sig):
+    """-f -s over http: once a read has started the cache's 32 workers, a
+    signal sent to the daemon must reach the loop's one thread, not a
+    worker (which took it, flagged the session and left the loop waiting
+    on /dev/fuse until the next request): the daemon unmounts and exits
+    while the mount is idle. Bounded: 60 s is a hang, not a timing."""
+    raw = big_checkpoint(web, "single.safetensors", 8 << 20)
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", "-s", web.url("plain", "gen/single.safetensors"), mnt],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(400):  # mounted (bounded)
+            if is_mounted(mnt):
+                break
+            time.sleep(0.05)
+        assert is_mounted(mnt)
+        with open(os.path.join(mnt, "w"), "rb") as f:
+            assert f.read(1 << 20) == raw[:1 << 20]  # the workers run from here on
+        time.sleep(0.5)  # idle
+        p.send_signal(sig)
+        p.wait(timeout=60)
+        assert not is_mounted(mnt)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            subprocess.run(["fusermount3", "-u", "-z", mnt])
