@@ -109,7 +109,7 @@ $(BUILD) $(SAN):
 
 # ---- tests ----
 
-UNIT_TESTS = format sources fs readahead zarr xet tools
+UNIT_TESTS = format sources fs readahead zarr xet tools cache cache_disk
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/test_%)
 UNIT_SAN_BINS = $(UNIT_TESTS:%=$(SAN)/test_%)
 

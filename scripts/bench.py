@@ -5,7 +5,8 @@ $TENSORFS_BENCH_DIR, default /var/tmp/tensorfs-bench; about 4.2 GiB) and
 asserts nothing about time. Rows (see issue 4 and the README):
 
   read1  first dd bs=1M of a 1 GiB tensor through a fresh mount / dd of the same bytes from the source (warm)
-  read2  the second such read / the same baseline
+  read2  the second such read (from the page cache) / nullfs's second read of a file of that size
+  reread-cpu  the daemon's CPU seconds during that second read (a cached re-read asks it nothing)
   mount  time until a 500,000-tensor checkpoint is mounted / python3 json.loads of its header
   rss    the daemon's peak RSS for that mount / that python's peak RSS
   ls     ls -l of a 100,000-tensor mount, first listing / ls -l of 100,000 empty files on tmpfs
@@ -50,6 +51,7 @@ import time
 # The benches' shared harness (tests/lib: servers, checkpoint writers,
 # fixtures), which imports no test module.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "lib"))
+import benchlib  # noqa: E402
 from checkpoints import write_sized  # noqa: E402
 
 
@@ -119,9 +121,9 @@ class Mount:
         t0 = time.perf_counter()
         subprocess.run([self.bin, *self.opts, self.src, self.mnt], check=True)
         self.mount_time = time.perf_counter() - t0
-        pids = subprocess.run(["pgrep", "-f", f"^[^ ]*tensorfs[^ ]* .* {self.mnt}$"], capture_output=True,
-                              text=True).stdout.split()
-        self.pid = int(pids[0])
+        # (the daemon says its PID: a binary of another name, the one
+        # before the change, is found as well)
+        self.pid = int(os.getxattr(self.mnt, "user.pid"))
         return self
 
     def __exit__(self, *a):
@@ -220,11 +222,15 @@ def row_read(big, reps):
     warm(big)
     seconds = []
 
+    reread_cpu = []
+
     def ours():
         with Mount(big) as m:
             p = os.path.join(m.mnt, "big.weight")
             t1 = dd(p)
+            c0 = benchlib.cpu_seconds(m.pid)
             seconds.append((t1, dd(p)))
+            reread_cpu.append(benchlib.cpu_seconds(m.pid) - c0)
             return t1
 
     bases = []
@@ -234,16 +240,25 @@ def row_read(big, reps):
         bases.append(t)
         return t
 
+    null2 = []
+
     def null():
         with NullMount({"big.weight": e - b}) as m:
-            return dd(os.path.join(m.mnt, "big.weight"))
+            p = os.path.join(m.mnt, "big.weight")
+            t = dd(p)
+            null2.append(dd(p))
+            return t
 
     bt, t1, r1, nt, nr = paired(reps, base, ours, null)
-    r2 = median([t2 / bt_i for (_, t2), bt_i in zip(seconds, bases)])
-    t2 = median([t2 for _, t2 in seconds])
+    # The cached re-read against nullfs's: the kernel's work alone, where
+    # a daemon that is asked nothing costs nothing.
+    r2 = median([t2 / n2 for (_, t2), n2 in zip(seconds, null2)])
+    t2, n2 = median([t2 for _, t2 in seconds]), median(null2)
     return [("read1", 1 / r1, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"),
-            ("read2", 1 / r2, f"{GiB / t2 / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s", "higher"),
-            ("read1-null", 1 / nr, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / nt / 1e9:.2f} GB/s", "higher")]
+            ("read2", 1 / r2, f"{GiB / t2 / 1e9:.2f} GB/s vs nullfs's re-read {GiB / n2 / 1e9:.2f} GB/s", "higher"),
+            ("read1-null", 1 / nr, f"{GiB / t1 / 1e9:.2f} GB/s vs {GiB / nt / 1e9:.2f} GB/s", "higher"),
+            ("reread-cpu", median(reread_cpu), f"{median(reread_cpu):.3f} s of daemon CPU for the second GiB "
+             f"(max {max(reread_cpu):.3f})", "lower")]
 
 
 def row_mount_rss(many, reps):
@@ -405,14 +420,17 @@ def row_shards(reps):
     return [("shards", r, f"{ot * 1e3:.0f} ms vs {bt * 1e3:.0f} ms", "lower")]
 
 
-TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<=", 0.3, 0.1),
+TARGETS = {"read1": (">=", 0.2, 0.5), "mount": ("<=", 0.3, 0.1),
+           # the cached re-read against nullfs's, and the daemon's CPU seconds for
+           # that second GiB (issue 45)
+           "read2": (">=", 0.85, 0.95), "reread-cpu": ("<=", 0.02, 0.02),
            "rss": ("<=", 0.5, 0.25), "ls": ("<=", 1.5, 1.0), "par": (">=", 0.25, 0.5),
            "rand": (">=", 0.2, 0.5), "shards": None,  # issue 3 sets no ratio for shards
            # against the null FUSE server (issue 9)
-           "read1-null": (">=", 0.9, 0.9), "par-null": (">=", 0.9, 0.9), "rand-null": (">=", 0.8, 0.95),
+           "read1-null": (">=", 1.0, 1.0), "par-null": (">=", 0.9, 0.9), "rand-null": (">=", 0.8, 0.95),
            # remote sources (issue 10); memory: peak RSS / cache_size, at most 1 + 64 MiB / 64 MiB
            "http-read": (">=", 0.7, 0.9), "http-mount": ("<=", 1.5, 1.1), "http-rand": (">=", 1.0, 2.0),
-           "cache-hit": (">=", 0.5, 0.8), "memory": ("<=", 2.0, 2.0), "http-requests": ("count", [1, 2], [1, 2]),
+           "cache-hit": (">=", 0.5, 0.8), "cache-hit-cpu": ("<=", 0.5, 0.5), "memory": ("<=", 2.0, 2.0), "http-requests": ("count", [1, 2], [1, 2]),
            # S3 (issue 11); no aims were set
            "s3-read": (">=", 0.7, 0.7), "s3-mount": ("<=", 1.5, 1.5),
            # container formats (issue 12); no aims were set
@@ -423,12 +441,14 @@ TARGETS = {"read1": (">=", 0.2, 0.5), "read2": (">=", 0.6, 0.95), "mount": ("<="
            "export-cp": (">=", 0.5, 0.8), "export-open": ("<=", 1.0, 1.0),
            # loading a model over the network (issue 24); waste-rand: fetched per random read /
            # (2 x the read + one part); stream-memory: peak RSS / (cache_size + 64 MiB)
-           "stream-file": (">=", 0.8, 1.0), "stream4": (">=", 0.8, 0.8), "waste": ("<=", 1.1, 1.1),
+           "stream-file": (">=", 1.0, 1.5), "stream4": (">=", 0.8, 0.8), "waste": ("<=", 1.1, 1.1),
            "waste-rand": ("<=", 1.0, 1.0), "stream-memory": ("<=", 1.0, 1.0), "warm": (">=", 0.8, 0.8),
            "s3-stream": (">=", 0.8, 0.8),
            # loading in any order, and through mmap (issue 38); waste-name: bytes fetched / read
-           "stream-name": (">=", 0.9, 1.0), "waste-name": ("<=", 1.05, 1.05), "mmap-load": (">=", 0.9, 0.9),
-           "mmap-threads": (">=", 0.9, 0.9), "s3-capped": (">=", 1.0, 1.0), "cpu-http": None, "cpu-s3": None,
+           "stream-name": (">=", 0.9, 1.2), "waste-name": ("<=", 1.05, 1.05), "mmap-load": (">=", 0.8, 0.9),
+           "mmap-threads": (">=", 0.9, 0.9), "s3-capped": (">=", 1.0, 1.0),
+           # the daemon's CPU per GiB against curl's (issue 45)
+           "cpu-http": ("<=", 1.15, 1.0), "cpu-s3": ("<=", 1.15, 1.0), "cpu-local": ("<=", 2.5, 1.8),
            # knowing what is in a checkpoint (issue 26): throughput ratios, and diff-read:
            # bytes read / bytes of the differing tensors
            "verify-sha": (">=", 0.9, 1.5), "verify-xxh": (">=", 0.9, 0.9), "stats": (">=", 1.0, 2.0),
@@ -451,19 +471,20 @@ FORMAT_ROWS = {"gguf-mount", "dequant", "bin-mount"}
 EXPORT_ROWS = {"export-cp", "export-open"}
 KNOW_ROWS = {"verify-sha", "verify-xxh", "stats", "diff-cmp", "diff-read", "picture", "picture-hist"}
 REWRITE_ROWS = {"gguf-ttfb", "gguf-cp", "gguf-memory"}
-STREAM_ROWS = {"stream1", "s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
+STREAM_ROWS = {"stream1", "s3-capped", "cpu-http", "cpu-s3", "cpu-local", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand", "stream-memory", "warm", "s3-stream"}
 FLEET_ROWS = {"fleet-speed", "fleet-origin"}
 ZARR_ROWS = {"zarr-read"}
 XET_ROWS = {"xet-stream", "xet-bytes", "xet-revision", "xet-warm"}
-REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "memory", "s3-read", "s3-mount"}
+REMOTE_ROWS = {"http-read", "http-mount", "http-requests", "http-rand", "cache-hit", "cache-hit-cpu", "memory",
+               "s3-read", "s3-mount"}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="read1,read2,read1-null,mount,rss,ls,par,par-null,rand,rand-null,shards,"
-                    "http-read,http-mount,http-requests,http-rand,cache-hit,memory,s3-read,s3-mount,"
+    ap.add_argument("--rows", default="read1,read2,read1-null,reread-cpu,mount,rss,ls,par,par-null,rand,rand-null,shards,"
+                    "http-read,http-mount,http-requests,http-rand,cache-hit,cache-hit-cpu,memory,s3-read,s3-mount,"
                     "gguf-mount,dequant,bin-mount,export-cp,export-open,"
-                    "stream-file,stream-name,waste-name,mmap-load,mmap-threads,s3-capped,cpu-http,cpu-s3,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
+                    "stream-file,stream-name,waste-name,mmap-load,mmap-threads,s3-capped,cpu-http,cpu-s3,cpu-local,stream4,waste,waste-rand,stream-memory,warm,s3-stream,"
                     "verify-sha,verify-xxh,stats,diff-cmp,diff-read,gguf-ttfb,gguf-cp,gguf-memory,picture,picture-hist,"
                     "fleet-speed,fleet-origin,zarr-read,xet-stream,xet-bytes,xet-revision,xet-warm")
     ap.add_argument("--reps", type=int, default=5)
@@ -477,7 +498,7 @@ def main():
     if want - FORMAT_ROWS - EXPORT_ROWS - STREAM_ROWS - KNOW_ROWS - REWRITE_ROWS - FLEET_ROWS - ZARR_ROWS - XET_ROWS:
         big, many, hundred = fixtures(a.mount_tensors)
     rows = []
-    if want & {"read1", "read2", "read1-null"}:
+    if want & {"read1", "read2", "read1-null", "reread-cpu"}:
         rows += row_read(big, a.reps)
     if want & {"mount", "rss"}:
         rows += row_mount_rss(many, a.reps)
@@ -503,7 +524,6 @@ def main():
         rows += bench_stream.rows(sys.modules[__name__], a.reps, want)
     if want & {"mmap-load", "mmap-threads"}:
         import bench_mmap
-        import benchlib
         rows += bench_mmap.rows(sys.modules[__name__], a.reps, want, benchlib.fixture(sys.modules[__name__]),
                                 benchlib.triple)
     if want & KNOW_ROWS:

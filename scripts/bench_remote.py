@@ -10,6 +10,8 @@ pairs a baseline and tensorfs in every repetition, as the local rows do.
   cache-hit      the 1 GiB tensor read again after a remount with -o cache_dir / read from the
                  local file through tensorfs; also the daemon's CPU seconds per GiB of each
                  (/proc/PID/stat), which tells a change in code from a busy machine
+  cache-hit-cpu  the daemon's CPU seconds per GiB for that read from the disk cache / for the same
+                 read from the origin (a fresh mount without cache_dir), in the same repetitions
   memory         the daemon's peak RSS with 16 readers at once / -o cache_size=64M
   s3-read        first dd of the 1 GiB tensor through an s3:// mount of s3rver / curl --aws-sigv4 of
                  the same range from the same s3rver
@@ -27,6 +29,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
+from benchlib import cpu_seconds  # noqa: E402
 from servers import Nginx, S3rver  # noqa: E402
 
 GiB = 1 << 30
@@ -37,16 +40,6 @@ def curl_range(url, a, b):
     t0 = time.perf_counter()
     subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", "-r", f"{a}-{b}", url], check=True)
     return time.perf_counter() - t0
-
-
-def cpu_seconds(pid):
-    """The daemon's user + system CPU time so far, all its threads: a
-    figure the machine's load changes far less than a time (a regression
-    in code changes it; a busy machine mostly does not)."""
-    with open(f"/proc/{pid}/stat") as f:
-        s = f.read()
-    fields = s[s.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rows(b, reps, want):
@@ -121,14 +114,18 @@ def rows(b, reps, want):
             with b.Mount(url, "-o", f"cache_dir={cache}") as m:
                 b.dd(os.path.join(m.mnt, "big.weight"))
 
-            cpu = {"base": [], "ours": []}
+            cpu = {"base": [], "ours": [], "origin": []}
 
             def base():
                 with b.Mount(big) as m:
                     c0 = cpu_seconds(m.pid)
                     t = b.dd(os.path.join(m.mnt, "big.weight"))
                     cpu["base"].append(cpu_seconds(m.pid) - c0)
-                    return t
+                with b.Mount(url) as m:
+                    c0 = cpu_seconds(m.pid)
+                    b.dd(os.path.join(m.mnt, "big.weight"))
+                    cpu["origin"].append(cpu_seconds(m.pid) - c0)
+                return t
 
             def ours():
                 ng.clear_log()
@@ -148,6 +145,10 @@ def rows(b, reps, want):
             subprocess.run(["rm", "-rf", cache])
             out.append(("cache-hit", 1 / r, f"{GiB / ot / 1e9:.2f} GB/s vs {GiB / bt / 1e9:.2f} GB/s; daemon CPU "
                         f"{b.median(cpu['ours']):.2f} s vs {b.median(cpu['base']):.2f} s per GiB", "higher"))
+            hit, org = b.median(cpu["ours"]), b.median(cpu["origin"])
+            out.append(("cache-hit-cpu", hit / org if org else 0.0,
+                        f"daemon CPU {hit:.2f} s per GiB from the disk cache vs {org:.2f} s from the origin",
+                        "lower"))
         if "memory" in want:
             names = [f"layers.{i}.weight" for i in range(8)]
             peak = 0

@@ -28,6 +28,11 @@ runs the baseline and tensorfs back to back.
   cpu-http      the daemon's CPU seconds per GiB for stream-file over http / curl's CPU seconds per
                 GiB fetching the same bytes from the same server (16 range requests at once)
   cpu-s3        the same for s3-capped / the same curl
+  cpu-local     the daemon's CPU seconds per GiB reading the 4 shards whole through -o originals from
+                an uncapped nginx serving them from its page cache / curl's CPU seconds per GiB
+                fetching the same shards to /dev/null, one after the other; the binary before the
+                change (TENSORFS_BENCH_BEFORE) in the same repetitions for cpu-local, cpu-http and
+                cpu-s3
   s3-stream     stream1 from s3rver (s3://models/stream/) / the same bytes fetched by 16 parallel
                 curl --aws-sigv4 range requests from the same s3rver
 """
@@ -44,12 +49,12 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
-from benchlib import (CAPPED, before_note, fixture, fixture_name, read_files, shards,  # noqa: E402
+from benchlib import (CAPPED, before_note, cpu_seconds, fixture, fixture_name, read_files, shards,  # noqa: E402
                       tensors, timed, triple)
 from servers import Nginx, S3rver  # noqa: E402
 
 MiB = 1 << 20
-ROWS = {"s3-capped", "cpu-http", "cpu-s3", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
+ROWS = {"s3-capped", "cpu-http", "cpu-s3", "cpu-local", "stream-file", "stream-name", "waste-name", "mmap-load", "mmap-threads", "stream4", "waste", "waste-rand",
         "stream-memory", "warm", "s3-stream"}
 PART = 4 * MiB  # the default part_size
 CACHE = 256 * MiB  # the default cache_size
@@ -166,6 +171,8 @@ def rows(b, reps, want):
             out.append(("warm", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s", "higher"))
     if want & {"s3-capped", "cpu-http", "cpu-s3"}:
         out += s3_capped(b, reps, d, total)
+    if "cpu-local" in want:
+        out += cpu_local(b, reps, d, total)
     if "s3-stream" in want:
         out += s3_stream(b, reps, d, total)
     return out
@@ -196,13 +203,6 @@ def stream_name(b, reps, d):
             ("waste-name", w, f"{w:.3f} bytes fetched per byte read{wb}", "lower")]
 
 
-def cpu_seconds(pid):
-    """A process's user + system CPU seconds so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def s3_capped(b, reps, d, total):
     """s3-capped, cpu-http, cpu-s3: the capped nginx as a path-style S3
     endpoint (nginx ignores the signature; every request is signed all the
@@ -217,7 +217,7 @@ def s3_capped(b, reps, d, total):
     for p in (root, os.path.join(root, "models")):
         os.chmod(p, 0o755)
     GiB = 1 << 30
-    cpu = {"http": [], "s3": [], "curl": []}
+    cpu = {"http": [], "s3": [], "curl": [], "http-before": [], "s3-before": []}
     saved = dict(os.environ)
     with Nginx(root, extra_servers=CAPPED) as ng:
         ep = ng.url("capped", "").rstrip("/")
@@ -228,14 +228,13 @@ def s3_capped(b, reps, d, total):
                     t1 = time.perf_counter()
                     read_files(os.path.join(m.mnt, x) for x in tensors(m.mnt))
                     t = time.perf_counter() - t1
-                    if binary == b.BIN:
-                        cpu[kind].append(cpu_seconds(m.pid) / (total / GiB))
+                    cpu[kind + ("" if binary == b.BIN else "-before")].append(cpu_seconds(m.pid) / (total / GiB))
                 return t
 
             def ours(binary):
                 t = load("s3://models/stream/model.safetensors.index.json", binary, "s3")
+                load(ng.url("capped", "models/stream/model.safetensors.index.json"), binary, "http")
                 if binary == b.BIN:
-                    load(ng.url("capped", "models/stream/model.safetensors.index.json"), binary, "http")
                     curl_cpu()
                 return t
 
@@ -254,17 +253,56 @@ def s3_capped(b, reps, d, total):
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
 
-            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d, "models/stream/"), ours, lambda x: load(
-                "s3://models/stream/model.safetensors.index.json", x, "before"))
+            bt, ot, r, bf = triple(b, reps, lambda: aria2c(ng, d, "models/stream/"), ours, ours)
         finally:
             os.environ.clear()
             os.environ.update(saved)
     c = b.median(cpu["curl"])
     return [("s3-capped", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
              f"{before_note(bf, total)}", "higher"),
-            ("cpu-http", b.median(cpu["http"]) / c, f"{b.median(cpu['http']):.2f} s/GiB vs curl {c:.2f} s/GiB",
-             "lower"),
-            ("cpu-s3", b.median(cpu["s3"]) / c, f"{b.median(cpu['s3']):.2f} s/GiB vs curl {c:.2f} s/GiB", "lower")]
+            ("cpu-http", b.median(cpu["http"]) / c, f"{b.median(cpu['http']):.2f} s/GiB vs curl {c:.2f} s/GiB"
+             f"{cpu_before(b, cpu['http-before'], c)}", "lower"),
+            ("cpu-s3", b.median(cpu["s3"]) / c, f"{b.median(cpu['s3']):.2f} s/GiB vs curl {c:.2f} s/GiB"
+             f"{cpu_before(b, cpu['s3-before'], c)}", "lower")]
+
+
+def cpu_before(b, xs, curl):
+    if not xs:
+        return ""
+    return f"; before (main): {b.median(xs):.2f} s/GiB, ratio {b.median(xs) / curl:.2f}"
+
+
+def cpu_local(b, reps, d, total):
+    """cpu-local: the daemon's CPU for whole shards through -o originals
+    from an nginx with no cap, serving from its page cache, against curl's
+    receiving the same bytes to /dev/null: what each byte costs the daemon
+    beyond the network's part, with nothing waiting on the network."""
+    import resource
+    GiB = 1 << 30
+    cpu = {"curl": [], "ours": [], "before": []}
+    for s in shards(d):
+        subprocess.run(["cat", os.path.join(d, s)], stdout=subprocess.DEVNULL, check=True)
+    with Nginx(d) as ng:
+        def curl():
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            for s in shards(d):
+                subprocess.run(["curl", "-s", "-f", "-o", "/dev/null", ng.url("plain", s)], check=True)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu["curl"].append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (total / GiB))
+
+        def load(binary, kind):
+            with b.Mount(ng.url("plain", "model.safetensors.index.json"), "-o", "originals", binary=binary) as m:
+                c0 = cpu_seconds(m.pid)
+                read_files(os.path.join(m.mnt, "__files__", s) for s in shards(d))
+                cpu[kind].append((cpu_seconds(m.pid) - c0) / (total / GiB))
+
+        for _ in range(reps):
+            curl()
+            load(b.BIN, "ours")
+            if b.BEFORE:
+                load(b.BEFORE, "before")
+    c, o = b.median(cpu["curl"]), b.median(cpu["ours"])
+    return [("cpu-local", o / c, f"{o:.2f} s/GiB vs curl {c:.2f} s/GiB{cpu_before(b, cpu['before'], c)}", "lower")]
 
 
 def s3_stream(b, reps, d, total):

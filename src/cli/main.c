@@ -156,7 +156,15 @@ static int tool_main(struct cli *c, const struct tfs_model_opts *mo, struct fuse
 		.xxh64 = c->xxh64,
 		.out = stdout,
 	};
+	/* Their sources' work in the background (the read-ahead of a remote
+	 * one) runs while the tool does, and stops before they close. */
+	for (unsigned k = 0; k < t->sources; k++)
+		tfs_sources_start(m[k].model.sources);
 	rc = t->run(&a);
+	for (unsigned k = t->sources; k-- > 0;)
+		tfs_sources_stop(m[k].model.sources);
+	if (fflush(stdout) != 0)
+		rc = t->trouble ? t->trouble : rc == TFS_EXIT_OK ? TFS_EXIT_INTERNAL : rc;
 	for (unsigned k = t->sources; k-- > 0;)
 		tfs_mount_close(&m[k]);
 	return rc;
@@ -334,7 +342,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--list") == 0) {
 			if (argc == 2)
-				return tfs_tool_list.run(&(struct tfs_tool_args){.out = stdout});
+				return tfs_tool_named("--list")->run(&(struct tfs_tool_args){.out = stdout});
 			fprintf(stderr, "tensorfs: --list takes no other argument (usage: %s)\n", LIST_USAGE);
 			return EXIT_USAGE;
 		}

@@ -58,20 +58,15 @@ static char *take_source(char *arg, char **shown)
 	return copy;
 }
 
-/* A tool named on the command line. Two different ones are said later
- * (cli/main.c), under the name and usage of the one that ranks first
- * here: diff, --verify, --stats, --inspect. */
-static int tool_rank(const struct tfs_tool *t)
-{
-	return t == &tfs_tool_diff ? 4 : t == &tfs_tool_verify ? 3 : t == &tfs_tool_stats ? 2 : t ? 1 : 0;
-}
-
+/* A tool named on the command line (tools/registry.c). Two different ones
+ * are said later (cli/main.c), under the name and usage of the one that
+ * ranks first (struct tfs_tool, rank). */
 static void set_tool(struct cli *c, const struct tfs_tool *t)
 {
-	if (!(c->given & (1u << tool_rank(t))))
+	if (!(c->given & (1u << t->rank)))
 		c->tools_given++;
-	c->given |= 1u << tool_rank(t);
-	if (tool_rank(t) > tool_rank(c->tool))
+	c->given |= 1u << t->rank;
+	if (!c->tool || t->rank > c->tool->rank)
 		c->tool = t;
 }
 
@@ -80,9 +75,9 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	struct cli *c = data;
 	(void)out;
 	if (key == KEY_STATS || key == KEY_INSPECT || key == KEY_VERIFY) {
-		set_tool(c, key == KEY_STATS     ? &tfs_tool_stats
-			    : key == KEY_INSPECT ? &tfs_tool_inspect
-						 : &tfs_tool_verify);
+		set_tool(c, tfs_tool_named(key == KEY_STATS     ? "--stats"
+					   : key == KEY_INSPECT ? "--inspect"
+								: "--verify"));
 		return 0;
 	}
 	if (key == KEY_JSON || key == KEY_XXH64) {
@@ -139,8 +134,8 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	/* tensorfs diff A B (a SOURCE named diff is ./diff) */
-	if (c->nonopt == 0 && c->tool != &tfs_tool_diff && strcmp(arg, "diff") == 0) {
-		set_tool(c, &tfs_tool_diff);
+	if (c->nonopt == 0 && c->tool != tfs_tool_named("diff") && strcmp(arg, "diff") == 0) {
+		set_tool(c, tfs_tool_named("diff"));
 		return 0;
 	}
 	if (c->nonopt == 1 && c->tool && c->tool->sources == 2) {
@@ -536,7 +531,7 @@ int tfs_cli_check_flags(const struct cli *c)
 			"to format\n");
 		return EXIT_USAGE;
 	}
-	if (c->xxh64 && c->tool != &tfs_tool_verify) {
+	if (c->xxh64 && c->tool != tfs_tool_named("--verify")) {
 		fprintf(stderr, "tensorfs: --xxh64 goes with --verify\n");
 		return EXIT_USAGE;
 	}

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hex.h"
+
 struct tfs_digests {
 	pthread_mutex_t lock;
 	uint32_t n;
@@ -111,9 +113,10 @@ void tfs_digest_memo_key(enum tfs_digest_algo a, int converted, uint32_t npy, ui
 		 (unsigned long long)begin, (unsigned long long)end);
 }
 
+/* A digest is written in lowercase, as sha256sum and xxh64sum write it. */
 static int hexval(char c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+	return c >= 'A' && c <= 'F' ? -1 : tfs_hexval(c);
 }
 
 int tfs_digest_parse(enum tfs_digest_algo a, const char *hex, unsigned char *sha, uint64_t *xxh)

@@ -4,14 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hex.h"
+
 static int is_hex(const char *s, size_t n)
 {
 	return strspn(s, "0123456789abcdefABCDEF") >= n;
-}
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
 }
 
 static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char *hex, const char *name,
@@ -31,7 +28,7 @@ static int add_entry(struct tfs_manifest *m, enum tfs_digest_algo a, const char 
 	x->line = (uint32_t)m->lines;
 	size_t hl = tfs_digest_hex_len(a);
 	for (size_t i = 0; i < hl; i += 2)
-		x->d[i / 2] = (unsigned char)(hexval(hex[i]) << 4 | hexval(hex[i + 1]));
+		x->d[i / 2] = (unsigned char)(tfs_hexval(hex[i]) << 4 | tfs_hexval(hex[i + 1]));
 	x->node = m->resolve ? m->resolve(m->ctx, name, nl) : 0;
 	x->name = UINT32_MAX;
 	if (!x->node) {

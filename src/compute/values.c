@@ -153,7 +153,7 @@ tfs_err tfs_values_at(struct tfs_values *r, uint64_t first, size_t k, const doub
 	} else {
 		tfs_stored_range(t->dtype, first, k, &b, &e);
 	}
-	if (tfs_sources_stopped())
+	if (tfs_source_stopped(r->sh->src))
 		return TFS_ERR_IO; /* the mount is going away */
 	tfs_err err = tfs_source_serve(r->sh->src, r->raw, (size_t)(e - b), t->begin + b, t->end);
 	if (err)
@@ -200,7 +200,7 @@ tfs_err tfs_values_next_int(struct tfs_values *r, const tfs_int128 **v, size_t *
 	*v = r->iv;
 	unsigned pb = plain_bytes(t->dtype);
 	size_t k = r->count - r->next < TFS_VALUES_CHUNK ? (size_t)(r->count - r->next) : TFS_VALUES_CHUNK;
-	if (tfs_sources_stopped())
+	if (tfs_source_stopped(r->sh->src))
 		return TFS_ERR_IO;
 	tfs_err err = tfs_source_serve(r->sh->src, r->raw, k * pb, t->begin + r->next * pb, t->end);
 	if (err)

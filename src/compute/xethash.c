@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "compute/blake3.h"
+#include "core/hex.h"
 
 /* The spec's keys (Xet's "hashing" section; the same bytes as xet-core's
  * merklehash DATA_KEY and INTERNAL_NODE_HASH). */
@@ -37,24 +38,13 @@ void tfs_xet_hash_hex(const uint8_t h[TFS_XET_HASH_LEN], char out[TFS_XET_HEX_LE
 	out[TFS_XET_HEX_LEN] = 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 tfs_err tfs_xet_hash_parse(const char *s, size_t len, uint8_t out[TFS_XET_HASH_LEN])
 {
 	if (len != TFS_XET_HEX_LEN)
 		return TFS_ERR_FORMAT;
 	for (int w = 0; w < 4; w++)
 		for (int b = 0; b < 8; b++) {
-			int hi = hexval(s[16 * w + 2 * b]), lo = hexval(s[16 * w + 2 * b + 1]);
+			int hi = tfs_hexval(s[16 * w + 2 * b]), lo = tfs_hexval(s[16 * w + 2 * b + 1]);
 			if (hi < 0 || lo < 0)
 				return TFS_ERR_FORMAT;
 			out[8 * w + 7 - b] = (uint8_t)(hi << 4 | lo);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/table.h"
+#include "core/hex.h"
 
 void tfs_js_init(struct tfs_jscan *s, const char *doc, const void *text, size_t n, unsigned max_depth,
 		 struct tfs_diag *d)
@@ -49,24 +50,13 @@ tfs_err tfs_js_expect(struct tfs_jscan *s, char c, const char *what)
 	return TFS_OK;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int read_hex4(struct tfs_jscan *s, unsigned *out)
 {
 	if (s->end - s->p < 4)
 		return -1;
 	unsigned v = 0;
 	for (int i = 0; i < 4; i++) {
-		int h = hexval(s->p[i]);
+		int h = tfs_hexval(s->p[i]);
 		if (h < 0)
 			return -1;
 		v = v << 4 | (unsigned)h;

@@ -103,20 +103,6 @@ void tfs_dirlist_free(struct tfs_dirlist *l)
 	memset(l, 0, sizeof *l);
 }
 
-/* Set from tfs_sources_stop until the next start (tools run one after
- * another in one process: a diff's two sides). */
-static int stopped;
-
-int tfs_sources_stopped(void)
-{
-	return __atomic_load_n(&stopped, __ATOMIC_RELAXED);
-}
-
-void tfs_sources_set_stopped(int v)
-{
-	__atomic_store_n(&stopped, v, __ATOMIC_RELAXED);
-}
-
 int tfs_counters_line(const struct tfs_counters *c, char *out, size_t n)
 {
 	int k = snprintf(

@@ -92,6 +92,9 @@ struct tfs_source {
 	 * LFS oid), lowercase hex, or "" (--verify checks it). */
 	char sha256[65];
 	int changed; /* its change was logged (once) */
+	/* Its mount's stop (tfs_sources_stop), set by the model for its
+	 * shards: NULL, never. */
+	const int *stop;
 };
 
 static inline void tfs_source_keep(struct tfs_source *s)
@@ -140,6 +143,12 @@ static inline void tfs_source_then(struct tfs_source *s, struct tfs_source *next
 }
 
 void tfs_source_close(struct tfs_source *s);
+
+/* Whether the mount s belongs to is going away (struct tfs_source, stop). */
+static inline int tfs_source_stopped(const struct tfs_source *s)
+{
+	return s->stop && __atomic_load_n(s->stop, __ATOMIC_RELAXED);
+}
 
 /* Whether the source is no longer the version it was opened as (its size
  * or mtime differ: a file rewritten in place); the first time, one log
@@ -283,10 +292,12 @@ void tfs_sources_start(struct tfs_sources *ss);
 void tfs_sources_stop(struct tfs_sources *ss);
 /* Whether it is (since tfs_sources_stop): work that can take minutes (the
  * statistics, picture or hash of a huge tensor) checks it between chunks
- * and gives up (TFS_ERR_IO), so that unmounting and SIGTERM never wait. */
-int tfs_sources_stopped(void);
-/* Sets what tfs_sources_stopped says (tfs_sources_start and _stop do). */
-void tfs_sources_set_stopped(int v);
+ * and gives up (TFS_ERR_IO), so that unmounting and SIGTERM never wait.
+ * The mount's own: stopping one mount stops nothing of another's. */
+int tfs_sources_stopped(const struct tfs_sources *ss);
+/* Where it is kept, for the sources of the mount (struct tfs_source's
+ * stop), or NULL. */
+const int *tfs_sources_stop_flag(const struct tfs_sources *ss);
 /* What the sources did since the mount began, for a user to read while
  * mounted (user.counters on the root, SIGUSR1's log line). */
 struct tfs_counters {

@@ -91,8 +91,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_write = TFS_MAX_REQUEST;
 	/* The tree never changes: let the kernel keep directory pages. */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
-	conn->max_background = 64;
-	conn->congestion_threshold = 48;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

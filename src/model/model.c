@@ -421,6 +421,10 @@ tfs_err tfs_model_open(const char *spec, const struct tfs_model_opts *o, struct 
 	for (uint32_t i = 0; !e && i + 1 < m->nshards; i++)
 		if (m->shards[i].src && m->shards[i + 1].src)
 			tfs_source_then(m->shards[i].src, m->shards[i + 1].src);
+	/* Long computations over a shard's bytes stop with the mount. */
+	for (uint32_t i = 0; !e && i < m->nshards; i++)
+		if (m->shards[i].src)
+			m->shards[i].src->stop = tfs_sources_stop_flag(m->sources);
 	if (!e)
 		tell_objects(m);
 	if (e)

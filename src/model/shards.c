@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/thread.h"
 
 int tfs_ends_with(const char *s, const char *suf)
 {
@@ -135,7 +136,7 @@ tfs_err tfs_model_read_tables(struct tfs_model *m, uint32_t first, const struct 
 	pthread_t th[TFS_MODEL_READERS];
 	unsigned started = 0;
 	for (unsigned t = 1; t < nt; t++)
-		if (pthread_create(&th[started], NULL, reader, &j) == 0)
+		if (tfs_thread_start(&th[started], NULL, reader, &j) == 0)
 			started++;
 	reader(&j);
 	for (unsigned t = 0; t < started; t++)

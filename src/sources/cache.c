@@ -16,6 +16,7 @@
 #include "core/table.h"
 
 #include "sources/cache_i.h"
+#include "core/thread.h"
 
 /* ---- configuration ---- */
 
@@ -63,6 +64,7 @@ tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower,
 	pthread_cond_init(&c->changed, NULL);
 	pthread_cond_init(&c->work, NULL);
 	c->mem = mem;
+	c->hold_ns = FAIL_HOLD_NS;
 	c->retried = cfg->retried;
 	c->retried_ctx = cfg->retried_ctx;
 	c->want_workers = (unsigned)conc;
@@ -202,22 +204,27 @@ static int read_through(const struct blk *b)
 	return b->state == READY && !b->unread && b->served >= b->len && !b->f->keep;
 }
 
-/* Room for one more block (need is BLK). A kept buffer is room already.
- * Then the least recently used block that has been read and that nobody
- * holds gives its buffer: the kernel's page cache keeps what was read
- * (files are opened with keep_cache), so this cache is mostly for what
- * is fetched ahead and not read yet, and a stream recycles its own
- * buffers instead of filling the whole budget with fresh pages (zeroing
- * them cost a quarter of a sequential read's time). Only then does the
- * cache grow, up to the budget; past it, a reader (not a prefetch) may
- * push out prefetched blocks nobody read: many readers would otherwise
- * throw away each other's windows. A file whose readers keep no copy
- * (tfs_cfile_keep: direct I/O, generated files) has no page cache behind
- * it: what was read of it is kept, as any other block, for the next
- * reader. Returns whether there is room. */
+/* Room for one more block (need is BLK). A kept buffer is room already,
+ * over the budget too: buffers are never given back (`used` never falls),
+ * and one is all a block needs. Then the least recently used block that
+ * has been read and that nobody holds gives its buffer: the kernel's page
+ * cache keeps what was read (files are opened with keep_cache), so this
+ * cache is mostly for what is fetched ahead and not read yet, and a
+ * stream recycles its own buffers instead of filling the whole budget
+ * with fresh pages (zeroing them cost a quarter of a sequential read's
+ * time). Only then does the cache grow, up to the budget; past it, the
+ * least recently used block nobody holds gives its buffer (one: evicting
+ * until `used` fell under the budget emptied the whole cache on a miss,
+ * and once a reader had gone over it, prefetches and the warm-up found
+ * no room ever again), and a reader (not a prefetch) may take that of a
+ * prefetched block nobody read: many readers would otherwise throw away
+ * each other's windows. A file whose readers keep no copy (tfs_cfile_keep:
+ * direct I/O, generated files) has no page cache behind it: what was read
+ * of it is kept, as any other block, for the next reader. Returns whether
+ * there is room. */
 int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch)
 {
-	if (need <= BLK && c->npool && c->used <= c->mem)
+	if (need <= BLK && c->npool)
 		return 1;
 	int looked = 0;
 	for (struct blk *b = c->lru.lprev; b != &c->lru && looked < 64; b = b->lprev, looked++) {
@@ -229,15 +236,14 @@ int tfs_cache_make_room(struct tfs_cache *c, uint64_t need, int for_prefetch)
 	}
 	if (c->used + need <= c->mem)
 		return 1;
-	for (struct blk *b = c->lru.lprev; b != &c->lru && c->used + need > c->mem;) {
-		struct blk *prev = b->lprev;
+	for (struct blk *b = c->lru.lprev; b != &c->lru; b = b->lprev) {
 		if (b->pins == 0 && b->state != LOADING && !(for_prefetch && b->unread)) {
 			tfs_cache_table_remove(c, b);
 			tfs_cache_blk_free(c, b);
+			return 1;
 		}
-		b = prev;
 	}
-	return c->used + need <= c->mem;
+	return 0;
 }
 
 /* A new LOADING block, pinned once for whoever will load it. */
@@ -533,8 +539,13 @@ void tfs_cache_start_workers(struct tfs_cache *c)
 	if (!(c->threads = calloc(c->want_workers, sizeof *c->threads)))
 		return;
 	for (unsigned i = 0; i < c->want_workers; i++)
-		if (pthread_create(&c->threads[c->nworkers], NULL, worker, c) == 0)
+		if (tfs_thread_start(&c->threads[c->nworkers], NULL, worker, c) == 0)
 			c->nworkers++;
+}
+
+void tfs_cache_set_hold(struct tfs_cache *c, int64_t ns)
+{
+	__atomic_store_n(&c->hold_ns, ns, __ATOMIC_RELAXED);
 }
 
 void tfs_cache_stop(struct tfs_cache *c)
@@ -577,12 +588,38 @@ void tfs_cache_free(struct tfs_cache *c)
 	free(c);
 }
 
+/* A job no worker will run: its blocks fail, for whoever waits for them,
+ * and leave the table (a later read fetches them itself). */
+static void abandon(struct tfs_cache *c, struct job *j, const char *why)
+{
+	for (uint64_t k = 0; k < j->n; k++) {
+		struct blk *b = tfs_cache_find(c, j->f, j->first + k);
+		if (!b)
+			continue;
+		b->state = FAILED;
+		b->err = TFS_ERR_IO;
+		snprintf(b->msg, sizeof b->msg, "%s", why);
+		tfs_cache_table_remove(c, b);
+		tfs_cache_unpin(c, b);
+	}
+	pthread_cond_broadcast(&c->changed);
+	free(j);
+}
+
 /* Queues a job of f's (its blocks made and pinned) for the workers:
- * the read-ahead's queue, or the warm-up's. */
+ * the read-ahead's queue, or the warm-up's. Once the cache is stopping,
+ * the workers leave as soon as the queue is empty: a job queued then
+ * (by a read still in flight, or the warm-up) would never run, and the
+ * next read of the stream that asked for it would wait for ever, with
+ * the FUSE loop waiting for that read before the files are freed. */
 void tfs_cache_enqueue(struct tfs_cache *c, struct tfs_cfile *f, struct job *j, int warm)
 {
-	struct job **head = warm ? &c->wh : &c->jh, **tail = warm ? &c->wt : &c->jt;
 	j->f = f;
+	if (tfs_cache_stopping(c)) {
+		abandon(c, j, "stopped: the mount is going away");
+		return;
+	}
+	struct job **head = warm ? &c->wh : &c->jh, **tail = warm ? &c->wt : &c->jt;
 	j->warm = warm;
 	f->refs++;
 	if (*tail)
@@ -630,19 +667,10 @@ static void drop_jobs(struct tfs_cache *c, struct tfs_cfile *f, struct job **hea
 		*pp = j->next;
 		if (*tail == j)
 			*tail = prev;
-		for (uint64_t k = 0; k < j->n; k++) {
-			struct blk *b = tfs_cache_find(c, f, j->first + k);
-			if (!b)
-				continue;
-			b->state = FAILED;
-			b->err = TFS_ERR_IO;
-			tfs_cache_table_remove(c, b);
-			tfs_cache_unpin(c, b);
-		}
 		if (j->warm)
 			c->nwarm_jobs--;
 		f->refs--;
-		free(j);
+		abandon(c, j, "the file was closed");
 	}
 }
 

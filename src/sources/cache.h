@@ -4,8 +4,8 @@
  * readers want it (the others wait for it), kept in memory under a byte
  * budget (least recently used first out), and, with a cache directory, kept
  * on disk too: one file per block, written atomically, checksummed, keyed
- * by the file's URL and pinned version, checked when read (README, "The
- * disk cache", says how far), evicted oldest first under a byte limit,
+ * by the file's URL and pinned version, checked on every read
+ * (docs/remote.md, "The disk cache"), evicted oldest first under a byte limit,
  * shared safely by several mounts; a block read from there is read once
  * into memory, checked against its checksum, and served from there.
  *
@@ -66,8 +66,15 @@ tfs_err tfs_cache_parse(const struct tfs_opts *o, struct tfs_cache_cfg *cfg, str
  * disk cache, or NULL), which it then owns. */
 tfs_err tfs_cache_new(const struct tfs_cache_cfg *cfg, struct tfs_bstore *lower, struct tfs_cache **out,
 		      struct tfs_diag *d);
-/* The mount goes: the workers and the warm-up stop taking work (what
- * they fetch fails fast once the fetches are stopped too). */
+/* How long a failure a reader received answers the next read of its
+ * block (or of a file downloaded whole) without a fetch: the kernel's
+ * immediate re-read of the page a failed read needed, one second. The
+ * unit tests set it, to check both sides of it with no race against the
+ * clock. */
+void tfs_cache_set_hold(struct tfs_cache *c, int64_t ns);
+/* The mount goes: the workers and the warm-up stop taking work, and no
+ * more is queued (a read still in flight fetches its own blocks); what
+ * they fetch fails fast once the fetches are stopped too. */
 void tfs_cache_stop(struct tfs_cache *c);
 /* Once every file of it is freed: stops it, waits for its threads, frees
  * its memory and the store below. */

@@ -157,10 +157,9 @@ static uint64_t hdr_hash(const struct disk_hdr *h, const char *key)
 /* The block from its file when one is there and checks out, read into
  * buf once, in one call with its header and key, and its data checked
  * there against its sum before anyone is served: the bytes checked are
- * the bytes served (spliced from the file, a block was read a second
- * time, and a block whose header said durable was never checked at all:
- * a flipped bit on the disk reached the reader). A file that does not
- * check out (torn, damaged, another key) is removed. */
+ * the bytes served, read once (splicing from the file would read them a
+ * second time). A file that does not check out (torn, damaged, another
+ * key) is removed. */
 static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 {
 	struct disk_file *f = (struct disk_file *)bf;

@@ -21,19 +21,12 @@
  * gcsfuse 16 per file, mountpoint-s3 8 MiB parts). */
 #define WORKERS_DEFAULT 32
 #define WORKERS_MAX 256
-#define RUN_DEFAULT 16 /* 4 MiB: see README, "Loading a model fast" */
+#define RUN_DEFAULT 16 /* 4 MiB: docs/remote.md, "Loading a model fast" */
 #define RUN_MAX 256    /* 64 MiB */
 /* The in-flight limit starts here and grows by one with every part that
  * arrives without a retry, halving on one (a 503, SlowDown, a reset). */
 #define ALLOWED_START 4
 #define STREAMS 4
-/* A stream's window doubles freely up to this; past it, only when the
- * reader found a block not yet there since it last grew: a server faster
- * than the reader needs no more in flight, and every block more is a
- * fresh buffer of the budget (the kernel zeroes each page, a seventh of a
- * fresh mount's time when the window grew to 128 MiB for a reader that
- * was always served at once). */
-#define WINDOW_FREE (16 * BLK)
 /* A read this close to where a reader stopped continues its stream: the
  * kernel's readahead (4 MiB on a tensorfs mount) sends a sequential
  * reader's requests several at once, handled by several threads, so they
@@ -83,9 +76,6 @@ struct stream {
 	uint64_t used;
 	uint64_t limit; /* the end of the object it reads in */
 	int crossed;    /* it went on from one object into the next */
-	/* A read of it found a block not yet there (fetched by the reader
-	 * itself, or still landing) since the window last grew. */
-	int starved;
 };
 
 struct tfs_cfile {
@@ -124,6 +114,7 @@ struct tfs_cache {
 	pthread_t *threads; /* the workers, joined by tfs_cache_free */
 	pthread_t warm_thread;
 	int warm_running;
+	int64_t hold_ns; /* FAIL_HOLD_NS, or the tests' (tfs_cache_set_hold) */
 	uint64_t mem, used;
 	struct blk **tab;
 	size_t nslots;

@@ -11,10 +11,13 @@
 #include "sources/cache_i.h"
 
 /* Queues prefetch of blocks [from, to) that are not there yet, while they
- * fit the budget without pushing out anything a reader holds. */
+ * fit the budget without pushing out anything a reader holds; none once
+ * the cache is stopping (no worker would take them). */
 static void prefetch(struct tfs_cfile *f, uint64_t from, uint64_t to)
 {
 	struct tfs_cache *c = f->c;
+	if (tfs_cache_stopping(c))
+		return;
 	while (from < to) {
 		struct job *j = NULL;
 		while (from < to && tfs_cache_find(c, f, from))
@@ -114,10 +117,8 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 		/* Two random reads can land close by chance; three in a row
 		 * that follow each other are a reader moving forward. */
 		if (++s->hits >= 2) {
-			if (s->window < WINDOW_FREE || s->starved) {
-				s->window = s->window ? s->window * 2 : 2 * BLK;
-				s->starved = 0;
-			}
+			s->window = s->window ? (s->window * 2 < cap ? s->window * 2 : cap)
+					      : (2 * BLK > cap ? cap : 2 * BLK);
 			if (s->window > cap)
 				s->window = cap;
 			f->last_seq = now;
@@ -131,7 +132,6 @@ static struct stream *follow(struct tfs_cfile *f, uint64_t off, uint64_t len, ui
 		s->next = off + len;
 		s->hits = 0;
 		s->window = 0;
-		s->starved = 0;
 		s->ahead = 0;
 		s->spill = 0;
 		/* A reader that came over from the file chained before this one
@@ -190,7 +190,8 @@ static tfs_err pin_blocks(struct tfs_cfile *f, uint64_t b0, uint64_t b1, struct 
 		if (b && b->state == FAILED) {
 			/* Answered from the failure once (the kernel's re-read),
 			 * then gone; unless no reader got it, or long ago. */
-			int again = b->held && now - b->failed_at < FAIL_HOLD_NS;
+			int again = b->held &&
+				    now - b->failed_at < __atomic_load_n(&c->hold_ns, __ATOMIC_RELAXED);
 			tfs_cache_table_remove(c, b);
 			if (b->pins == 0 && !again)
 				tfs_cache_blk_free(c, b);
@@ -274,8 +275,6 @@ tfs_err tfs_cfile_map_fenced(struct tfs_cfile *f, uint64_t off, size_t len, uint
 	pthread_mutex_lock(&c->lock);
 	struct stream *s = follow(f, off, len, limit);
 	tfs_err e = pin_blocks(f, b0, b1, map, mine, &nmine, d);
-	for (unsigned k = 0; k < map->n; k++)
-		s->starved |= map->b[k]->state == LOADING;
 	if (!e && c->started && s->window)
 		read_ahead(f, s, off + len, b1, fence);
 	pthread_mutex_unlock(&c->lock);

@@ -2,6 +2,7 @@
  * the store below (the disk cache) after the mount is up; and the start
  * of the cache's threads, the workers and the warm-up. */
 #include "sources/cache_i.h"
+#include "core/thread.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -122,7 +123,7 @@ void tfs_cache_start(struct tfs_cache *c)
 	if (!c->started) {
 		c->started = 1;
 		tfs_cache_start_workers(c);
-		if (c->warm && c->lower && pthread_create(&c->warm_thread, NULL, warm_up, c) == 0)
+		if (c->warm && c->lower && tfs_thread_start(&c->warm_thread, NULL, warm_up, c) == 0)
 			c->warm_running = 1;
 	}
 	pthread_mutex_unlock(&c->lock);

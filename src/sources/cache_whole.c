@@ -6,6 +6,7 @@
  * the mount is up (its headers, read at mount), a read takes its bytes
  * from the start of an answer instead, and stops it there. */
 #include "sources/cache_i.h"
+#include "core/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -206,7 +207,8 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 		if (!w->running) {
 			/* The failure a reader just received answers the
 			 * kernel's immediate re-read too (as a block's does). */
-			if (w->err && tfs_cache_now_ns() - w->failed_at < FAIL_HOLD_NS)
+			if (w->err && tfs_cache_now_ns() - w->failed_at <
+					      __atomic_load_n(&w->c->hold_ns, __ATOMIC_RELAXED))
 				return tfs_fail(d, w->err, "%s", w->msg);
 			if (tfs_cache_stopping(w->c))
 				return tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
@@ -216,7 +218,7 @@ static tfs_err wait_for(struct tfs_cwhole *w, uint64_t end, struct tfs_diag *d)
 			pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 			w->running = 1;
 			w->err = TFS_OK;
-			int r = pthread_create(&t, &a, download, w);
+			int r = tfs_thread_start(&t, &a, download, w);
 			pthread_attr_destroy(&a);
 			if (r) {
 				w->running = 0;

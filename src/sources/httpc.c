@@ -484,8 +484,8 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, const struct tfs
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)policy->stall_seconds);
 	/* And a cap on the whole attempt, so that a server trickling a byte
 	 * at a time cannot hold a read forever: the stall time for every MiB
-	 * asked for, plus twice the stall time (README, "When the network
-	 * fails"). */
+	 * asked for, plus twice the stall time (docs/remote.md, "When the
+	 * network fails"). */
 	uint64_t mib = rq->has_range || rq->iov ? (rq->whole_ok ? rq->off + rq->len : rq->len) >> 20
 						: rq->body_max >> 20;
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(policy->stall_seconds * 1000ull * (2 + mib)));

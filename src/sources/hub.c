@@ -5,14 +5,7 @@
 #include <string.h>
 
 #include "core/jscan.h"
-
-static int hexval(int c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
+#include "core/hex.h"
 
 static int is_name_char(char c)
 {
@@ -55,7 +48,7 @@ tfs_err tfs_hub_parse_ref(const char *spec, struct tfs_hub_ref *r, struct tfs_di
 		while (*p && *p != '/') {
 			int c = (unsigned char)*p;
 			if (c == '%') {
-				int h = hexval(p[1]), l = h >= 0 ? hexval(p[2]) : -1;
+				int h = tfs_hexval(p[1]), l = h >= 0 ? tfs_hexval(p[2]) : -1;
 				if (l < 0)
 					return tfs_fail(d, TFS_ERR_INVAL, "bad %%-escape in the revision");
 				c = h << 4 | l;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/url.h"
 #include "sources/rlayer.h"
 
 extern const struct tfs_source_driver tfs_source_hf;
@@ -52,9 +53,20 @@ static struct tfs_rlayer *remote_of(struct tfs_sources *ss)
 	return l;
 }
 
+int tfs_sources_stopped(const struct tfs_sources *ss)
+{
+	return ss && __atomic_load_n(&ss->stopped, __ATOMIC_RELAXED);
+}
+
+const int *tfs_sources_stop_flag(const struct tfs_sources *ss)
+{
+	return ss ? &ss->stopped : NULL;
+}
+
 void tfs_sources_start(struct tfs_sources *ss)
 {
-	tfs_sources_set_stopped(0);
+	if (ss)
+		__atomic_store_n(&ss->stopped, 0, __ATOMIC_RELAXED);
 	struct tfs_rlayer *l = remote_of(ss);
 	if (l)
 		tfs_rlayer_start(l);
@@ -62,7 +74,8 @@ void tfs_sources_start(struct tfs_sources *ss)
 
 void tfs_sources_stop(struct tfs_sources *ss)
 {
-	tfs_sources_set_stopped(1);
+	if (ss)
+		__atomic_store_n(&ss->stopped, 1, __ATOMIC_RELAXED);
 	struct tfs_rlayer *l = remote_of(ss);
 	if (l)
 		tfs_rlayer_stop(l);
@@ -114,11 +127,7 @@ void tfs_source_redact(const char *spec, char *out, size_t n)
 		d->redact(spec, out, n);
 	} else if (!d && sl && n) {
 		/* A URL no driver takes is still said without its user:password@. */
-		const char *host = spec + sl + 3, *at = NULL;
-		for (const char *p = host; *p && !strchr("/?#", *p); p++)
-			if (*p == '@')
-				at = p;
-		snprintf(out, n, "%.*s%s", (int)(host - spec), spec, at ? at + 1 : host);
+		tfs_url_redact(spec, out, n);
 	} else if (n) {
 		snprintf(out, n, "%s", spec);
 	}

@@ -290,7 +290,7 @@ static tfs_err whole_map(struct remote *r, uint64_t off, size_t len, struct tfs_
 }
 
 /* The probe was answered with the whole file: what it did not hold is
- * downloaded whole when first read (tfs_remote_notice says so). */
+ * downloaded whole when first read (tfs_rlayer_notice says so). */
 static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, struct tfs_diag *d)
 {
 	if (*rs->last_modified && !(r->last_modified = strdup(rs->last_modified)))

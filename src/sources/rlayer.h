@@ -52,7 +52,7 @@ struct tfs_sources {
 	const struct tfs_opts *opts; /* the mount's options, outliving it */
 	pthread_mutex_t lock;        /* making the remote layer */
 	struct tfs_rlayer *remote;   /* NULL until a remote driver asks */
-	int started;
+	int stopped;                 /* since tfs_sources_stop (atomic) */
 };
 
 /* The remote layer of the mount's sources, made from their options on

@@ -344,20 +344,15 @@ int tfs_diff(const struct tfs_model *a, const char *an, const struct tfs_model *
 
 static int run(const struct tfs_tool_args *a)
 {
-	tfs_sources_start(a->a->model.sources);
-	tfs_sources_start(a->b->model.sources);
 	struct tfs_tool_result res = {0};
 	int rc = tfs_diff(&a->a->model, a->shown, &a->b->model, a->shown_b, a->json, a->out, &res);
 	if (a->result)
 		*a->result = res;
-	tfs_sources_stop(a->b->model.sources);
-	tfs_sources_stop(a->a->model.sources);
-	if (fflush(a->out) != 0)
-		rc = 2;
 	return rc;
 }
 
 const struct tfs_tool tfs_tool_diff = {
+	.rank = 4,
 	.name = "diff",
 	.usage = DIFF_USAGE,
 	.sources = 2,

@@ -418,6 +418,7 @@ static int run(const struct tfs_tool_args *a)
 }
 
 const struct tfs_tool tfs_tool_inspect = {
+	.rank = 1,
 	.name = "--inspect",
 	.usage = INSPECT_USAGE,
 	.sources = 1,

@@ -239,6 +239,7 @@ static int run(const struct tfs_tool_args *a)
 }
 
 const struct tfs_tool tfs_tool_list = {
+	.rank = 0,
 	.name = "--list",
 	.usage = LIST_USAGE,
 	.run = run,

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+extern const struct tfs_tool tfs_tool_inspect, tfs_tool_verify, tfs_tool_stats, tfs_tool_diff, tfs_tool_list;
+
 const struct tfs_tool *const tfs_tools[] = {
 	&tfs_tool_inspect, &tfs_tool_verify, &tfs_tool_stats, &tfs_tool_diff, &tfs_tool_list, NULL,
 };

@@ -111,19 +111,16 @@ int tfs_stats_print(const struct tfs_model *m, const char *source, int json, FIL
 
 static int run(const struct tfs_tool_args *a)
 {
-	tfs_sources_start(a->a->model.sources);
 	struct tfs_tool_result res = {0};
 	int rc = tfs_stats_print(&a->a->model, a->shown, a->json, a->out, &res.tensors) ? TFS_EXIT_SOURCE
 											: TFS_EXIT_OK;
 	if (a->result)
 		*a->result = res;
-	tfs_sources_stop(a->a->model.sources);
-	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
-		rc = TFS_EXIT_INTERNAL;
 	return rc;
 }
 
 const struct tfs_tool tfs_tool_stats = {
+	.rank = 2,
 	.name = "--stats",
 	.usage = STATS_USAGE,
 	.sources = 1,

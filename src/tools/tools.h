@@ -53,10 +53,11 @@ struct tfs_tool {
 	int manifest;      /* its second word is a file to read (--verify's MANIFEST) */
 	int tree;          /* it reads the files of a flat mount with the -o options (tfs_mount.tree) */
 	int trouble;       /* the exit code when a source cannot be opened; 0: the class */
+	/* Of two tools given at once (a mistake, said once), the one whose
+	 * name and usage the message shows: the higher. */
+	int rank;
 	int (*run)(const struct tfs_tool_args *a);
 };
-
-extern const struct tfs_tool tfs_tool_inspect, tfs_tool_verify, tfs_tool_stats, tfs_tool_diff, tfs_tool_list;
 
 /* Every tool, NULL-terminated (tools/registry.c). */
 extern const struct tfs_tool *const tfs_tools[];

@@ -3,7 +3,6 @@
  * vouches for (the Hub's LFS oid) checked whole. */
 #include "tools/verify.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -545,18 +544,15 @@ int tfs_verify(const struct tfs_tree *tree, const struct tfs_opts *opts, const c
 
 static int run(const struct tfs_tool_args *a)
 {
-	tfs_sources_start(a->a->model.sources); /* read-ahead for remote sources */
 	struct tfs_tool_result res = {0};
 	int rc = tfs_verify(&a->a->tree, a->opts, a->shown, a->manifest, a->xxh64, a->json, a->out, &res);
 	if (a->result)
 		*a->result = res;
-	tfs_sources_stop(a->a->model.sources);
-	if (fflush(a->out) != 0 && rc == TFS_EXIT_OK)
-		rc = TFS_EXIT_INTERNAL;
 	return rc;
 }
 
 const struct tfs_tool tfs_tool_verify = {
+	.rank = 3,
 	.name = "--verify",
 	.usage = VERIFY_USAGE,
 	.sources = 1,

@@ -12,6 +12,7 @@
 #include "compute/hashes.h"
 #include "views/tree.h"
 #include "views/view.h"
+#include "core/thread.h"
 
 /* The tree's digests. */
 static struct tfs_digests *digests_of(const struct tfs_tree *t)
@@ -108,7 +109,7 @@ static tfs_err feed(const struct tfs_tree *t, const struct tfs_node *n, struct w
 				       .scratch = w->scratch,
 				       .scratch_cap = w->scratch_cap,
 				       .grow = scratch_grow};
-		if (tfs_sources_stopped())
+		if (tfs_sources_stopped(t->m->sources))
 			return TFS_ERR_IO; /* the mount is going away: never wait for a hash */
 		tfs_err e = tfs_node_pieces(t, n, off, len, &p);
 		if (e)
@@ -247,7 +248,7 @@ tfs_err tfs_digest_nodes(const struct tfs_tree *t, const uint32_t *inos, size_t 
 	pthread_t *tid = calloc(threads, sizeof *tid);
 	unsigned started = 0;
 	for (; tid && started + 1 < threads; started++)
-		if (pthread_create(&tid[started], NULL, batch_worker, &b) != 0)
+		if (tfs_thread_start(&tid[started], NULL, batch_worker, &b) != 0)
 			break;
 	batch_worker(&b); /* this thread too */
 	for (unsigned k = 0; k < started; k++)

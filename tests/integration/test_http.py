@@ -229,7 +229,7 @@ def test_persistent_faults_give_eio_and_a_log_line(web, proxied, tmp, fault):
         assert "__metadata__.json" in os.listdir(mnt)
         proxied.faults()  # the server heals: the mount reads again
         # once the failure is older than the hold that answers the
-        # kernel's immediate re-read of a failed page (README)
+        # kernel's immediate re-read of a failed page (docs/remote.md)
         time.sleep(1.2)
         assert read_in(mnt) == raw
     finally:
@@ -329,7 +329,7 @@ def test_an_encoded_or_overlong_answer_is_a_failed_one(web, proxied, tmp, fault)
             kept = block_files(cache)
             assert kept == [], f"blocks {sorted(i for i, _ in kept)} of failed answers in cache_dir"
             proxied.faults()  # the server heals: the right bytes, not kept wrong ones
-            time.sleep(1.2)  # past the hold of a failed block (README)
+            time.sleep(1.2)  # past the hold of a failed block (docs/remote.md)
             assert os.pread(fd, len(data) - start, 0) == data[start:]
         finally:
             os.close(fd)
@@ -430,7 +430,7 @@ def test_stalled_server_times_out(web, proxied, tmp):
         assert not th.is_alive()
         assert done["r"] == 5 and done["t"] < 15, done
         proxied.faults()
-        time.sleep(1.2)  # past the hold of a failed block (README)
+        time.sleep(1.2)  # past the hold of a failed block (docs/remote.md)
         assert read_in(mnt) == raw
 
 
@@ -459,7 +459,7 @@ def test_dead_server_never_holds_up_sigterm(web, proxied, tmp):
     assert wait_gone(pid, 10), "the daemon did not exit"
     took = time.time() - t0
     print(f"SIGTERM to exit: {took:.3f} s")
-    # README, "When the network fails": within about 0.1 s; a bound with
+    # docs/remote.md, "When the network fails": within about 0.1 s; a bound with
     # room for a loaded machine (it was about 2 s before aborts shut the
     # transfers' sockets)
     assert took < 1.0, took
@@ -810,3 +810,34 @@ def test_retries_said_on_a_terminal(web, proxied, tmp):
     r = run(["-o", "retries=2", "--inspect", url])
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "(3 tries)" in r.stderr, r.stderr
     proxied.faults()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_single_threaded_mount_ends_on_a_signal_while_idle(web, tmp, sig):
+    """-f -s over http: once a read has started the cache's 32 workers, a
+    signal sent to the daemon must reach the loop's one thread, not a
+    worker (which took it, flagged the session and left the loop waiting
+    on /dev/fuse until the next request): the daemon unmounts and exits
+    while the mount is idle. Bounded: 60 s is a hang, not a timing."""
+    raw = big_checkpoint(web, "single.safetensors", 8 << 20)
+    mnt = os.path.join(tmp, "m")
+    os.mkdir(mnt)
+    p = subprocess.Popen([BIN, "-f", "-s", web.url("plain", "gen/single.safetensors"), mnt],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(400):  # mounted (bounded)
+            if is_mounted(mnt):
+                break
+            time.sleep(0.05)
+        assert is_mounted(mnt)
+        with open(os.path.join(mnt, "w"), "rb") as f:
+            assert f.read(1 << 20) == raw[:1 << 20]  # the workers run from here on
+        time.sleep(0.5)  # idle
+        p.send_signal(sig)
+        p.wait(timeout=60)
+        assert not is_mounted(mnt)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            subprocess.run(["fusermount3", "-u", "-z", mnt])

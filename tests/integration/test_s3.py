@@ -306,11 +306,15 @@ def test_a_request_refused_as_its_keys_were_rotated_is_tried_again_with_the_new_
             fd = os.open(os.path.join(m, "w"), os.O_RDONLY)
             try:
                 assert os.pread(fd, 4096, 0) == data[:4096]
-                double.hold(2)
+                double.hold(5)
                 got = []
                 t = threading.Thread(target=lambda: got.append(os.pread(fd, 4096, 2 << 20)))
                 t.start()
-                time.sleep(0.5)  # the request is in flight, signed with the old keys
+                for _ in range(400):  # until the request, signed with the old keys, is held (bounded)
+                    if double.holding():
+                        break
+                    time.sleep(0.01)
+                assert double.holding() == 1, "the request never came"
                 _write_profile(cred, "AKIDNEW", "SECRETNEW")
                 double.rotate_keys({"AKIDNEW": "SECRETNEW"})
                 t.join(timeout=60)

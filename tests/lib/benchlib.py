@@ -77,6 +77,15 @@ def before_note(before, total):
     return f"; before (main): {total / before[0] / MiB:.0f} MiB/s, ratio {1 / before[1]:.2f}"
 
 
+def cpu_seconds(pid):
+    """A process's user + system CPU seconds so far, all its threads: a
+    figure the machine's load changes far less than a time (a regression in
+    code changes it; a busy machine mostly does not)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def shards(d):
     return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
 

@@ -17,6 +17,7 @@ SECRETTEST; with x-amz-security-token "expired" the answer is ExpiredToken.
   POST /__expire                  the body, a session token, is expired from then on
   POST /__hold                    the body, seconds: the next request waits that
                                   long before its signature is checked
+  GET /__holding                  how many requests are waiting so now
   GET /__seen                     every request: method, path, query,
                                   whether its signature was right
 """
@@ -38,6 +39,7 @@ ROOT = sys.argv[1]
 KEYS = {"AKIDTEST": "SECRETTEST"}
 EXPIRED = {"expired"}
 HOLD = [0.0]
+HOLDING = [0]
 PAGE = int(os.environ.get("S3DOUBLE_PAGE", "1000"))
 LOCK = threading.Lock()
 SEEN = []
@@ -97,7 +99,10 @@ class Handler(loopback.Handler):
         url = urllib.parse.urlsplit(self.path)
         with LOCK:
             hold, HOLD[0] = HOLD[0], 0.0
+            HOLDING[0] += hold > 0
         time.sleep(hold)
+        with LOCK:
+            HOLDING[0] -= hold > 0
         hdrs = {k.lower(): v for k, v in self.headers.items()}
         hdrs["Authorization"] = self.headers.get("Authorization", "")
         akid, sig, problem = expected_signature(self.command, url.path, url.query, hdrs,
@@ -150,9 +155,9 @@ class Handler(loopback.Handler):
         self.do_GET(head=True)
 
     def do_GET(self, head=False):
-        if self.path == "/__seen":
+        if self.path in ("/__seen", "/__holding"):
             with LOCK:
-                body = json.dumps(SEEN).encode()
+                body = json.dumps(SEEN if self.path == "/__seen" else HOLDING[0]).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -447,6 +447,10 @@ class S3Double(Proc):
         """The next request waits this long before it is looked at."""
         self.post("/__hold", str(seconds).encode())
 
+    def holding(self):
+        """How many requests wait so now."""
+        return self.get("/__holding")
+
 
 class Hostile(Proc):
     """hostile.py over ROOT: a server that misbehaves as mode() says."""

@@ -20,6 +20,9 @@
 
 #include "check.h"
 
+/* The tools by name (tools/registry.c names them for everyone else). */
+extern const struct tfs_tool tfs_tool_inspect, tfs_tool_verify, tfs_tool_stats, tfs_tool_diff, tfs_tool_list;
+
 /* w: F32 2x3, 1..6 (the last one given); b: F32 2. */
 static char path_a[64], path_b[64], path_m[64];
 
@@ -305,6 +308,34 @@ static void test_stats(void)
 	tfs_mount_close(&m);
 }
 
+/* Two mounts in one process share no stop: a long computation over one
+ * stopped (its unmount) gives up, the other's goes on. */
+static void test_stop_is_the_mounts(void)
+{
+	struct tfs_mount m1, m2;
+	if (open_one(path_a, &m1) || open_one(path_a, &m2)) {
+		CHECK(0, "open");
+		return;
+	}
+	tfs_sources_start(m1.model.sources);
+	tfs_sources_start(m2.model.sources);
+	tfs_sources_stop(m1.model.sources);
+	char *text = NULL;
+	struct tfs_tool_args a = {.a = &m2, .shown = path_a, .json = 1};
+	int rc = run(&tfs_tool_stats, &a, &text);
+	CHECK(rc == TFS_EXIT_OK && got.tensors == 2, "the other mount's stats: %d", rc);
+	free(text);
+	text = NULL;
+	a.a = &m1;
+	rc = run(&tfs_tool_stats, &a, &text);
+	CHECK(rc == TFS_EXIT_SOURCE, "the stopped mount's stats gave up: %d", rc);
+	CHECK(tfs_sources_stopped(m1.model.sources) && !tfs_sources_stopped(m2.model.sources),
+	      "one stop each");
+	free(text);
+	tfs_mount_close(&m2);
+	tfs_mount_close(&m1);
+}
+
 static void test_list(void)
 {
 	char *text = NULL;
@@ -331,6 +362,7 @@ int main(int argc, char **argv)
 	RUN(test_diff_order);
 	RUN(test_compare);
 	RUN(test_stats);
+	RUN(test_stop_is_the_mounts);
 	RUN(test_list);
 	unlink(path_a);
 	unlink(path_b);
