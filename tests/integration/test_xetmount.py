@@ -105,6 +105,12 @@ def test_every_file_over_xet_byte_for_byte(world, env, rev, ref):
         assert c["route"] == "xet" and c["xet_files"] == 1 and c["lfs_files"] == 0, c
         assert c["xorb_bytes"] > 0 and c["chunk_bytes_fetched"] >= len(original(world, rev)), c
         assert os.getxattr(os.path.join(mnt, "b.smooth"), "user.revision").decode() == (C2 if rev == 2 else C1)
+        lst = run(["--list"])
+        lines = lst.stdout.splitlines()
+        at = [i for i, ln in enumerate(lines) if f" {mnt} " in ln]
+        mine = [ln for ln in lines[at[0] + 1 : at[0] + 3] if "counters:" in ln] if at else []
+        assert lst.returncode == 0 and mine, lst.stdout
+        assert "route=xet " in mine[0] and " chunk_bytes_cached=" in mine[0], lst.stdout
     assert xorb_requests(world) and not bridge_requests(world)
     assert all(r["status"] == 206 and r["auth"] == "-" for r in xorb_requests(world))
     assert any("/v1/reconstructions/" in p for p in seen_paths(world))
