@@ -46,8 +46,8 @@ def c_str(s):
 def blake3_vectors():
     print("/* BLAKE3 of pattern(len): plain, keyed with KEY2 (bytes 100..131), and 131 bytes of keyed output. */")
     print("static const struct b3v { size_t len; const char *plain, *keyed, *xof; } B3V[] = {")
-    for n in (0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 3073, 4096, 5121, 8192, 16385, 65536,
-              131073, 1048577):
+    for n in (0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 3073, 4096, 5121, 8192, 16385, 33793, 65536,
+              99331, 131073, 204800, 1048577):
         d = pattern(n)
         print(f'\t{{{n}, "{b3sum(d)}", "{b3sum(d, KEY2)}", "{b3sum(d, KEY2, 131)}"}},')
     print("};\n")
