@@ -75,16 +75,21 @@ static void reread_token(struct tfs_hf_api *a)
 tfs_err tfs_hf_authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
 	struct tfs_hf_api *a = ctx;
-	(void)d;
 	if (!tfs_hf_same_origin(a, url))
 		return TFS_OK;
+	tfs_err e = TFS_OK;
 	pthread_mutex_lock(&a->auth_lock);
 	if (a->token_file)
 		reread_token(a);
-	if (a->auth)
-		snprintf(c->auth, sizeof c->auth, "%s", a->auth);
+	/* (tfs_hf_token refuses a token too long to carry: a cut one is
+	 * never sent.) */
+	if (a->auth && strlen(a->auth) >= sizeof c->auth)
+		e = tfs_fail(d, TFS_ERR_INVAL, "the Hub token is longer than a request carries (%zu bytes)",
+			     (size_t)TFS_HF_TOKEN_MAX);
+	else if (a->auth)
+		memcpy(c->auth, a->auth, strlen(a->auth) + 1);
 	pthread_mutex_unlock(&a->auth_lock);
-	return TFS_OK;
+	return e;
 }
 
 /* ---- URLs ---- */

@@ -88,6 +88,11 @@ tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **fro
 	tfs_err e = TFS_OK;
 	if (n == 0)
 		e = tfs_fail(d, TFS_ERR_INVAL, "%s: refused: holds no token", what);
+	else if (n > TFS_HF_TOKEN_MAX)
+		e = tfs_fail(
+			d, TFS_ERR_INVAL,
+			"%s: refused: the token is %zu bytes, longer than a request carries (%zu); a token is never cut",
+			what, n, (size_t)TFS_HF_TOKEN_MAX);
 	for (size_t i = 0; !e && i < n; i++)
 		if (bad_byte((unsigned char)t[i]))
 			e = tfs_fail(

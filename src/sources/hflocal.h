@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "sources/httpc.h"
 #include "sources/hub.h"
 
 /* $HF_HOME, else ${XDG_CACHE_HOME:-~/.cache}/huggingface (malloc'd). */
@@ -17,11 +18,15 @@ char *tfs_hf_home(void);
  * there is none. A token is printable ASCII without spaces: one holding
  * anything else (a CR, a NUL, a space), a file that is not a regular one
  * or holds over TFS_HF_TOKEN_FILE_MAX bytes, is refused (TFS_ERR_INVAL,
- * one line naming where it came from), never trimmed, cut or dropped. A
+ * one line naming where it came from), and so is one over
+ * TFS_HF_TOKEN_MAX bytes: never trimmed, cut or dropped. A
  * file may end with one newline, as `echo TOKEN > FILE` writes it.
  * *from (when not NULL): the file it was read from (malloc'd), to be read
  * again when it changes; NULL when it came from the environment. */
 #define TFS_HF_TOKEN_FILE_MAX 4096
+/* The longest token a request carries whole (its Authorization line in
+ * struct tfs_http_creds): a longer one, from the environment, is refused. */
+#define TFS_HF_TOKEN_MAX (TFS_HTTP_CRED_MAX - sizeof "Authorization: Bearer ")
 tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d);
 
 /* The cache's directory of the repository (malloc'd). */

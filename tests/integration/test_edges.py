@@ -379,6 +379,22 @@ def test_token_sources_accepted_and_refused(hub, tmp):
     assert r.returncode == EXIT_USAGE and "HF_TOKEN: refused: the token holds a space" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("var", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"])
+def test_hub_token_too_long_for_a_request_is_refused_not_cut(hub, tmp, var):
+    """A token in the environment longer than a request's Authorization
+    line holds (8169 bytes) is refused in one line naming the variable,
+    exit 2; it was cut, and the cut token sent. The longest one is sent
+    whole (the Hub double refuses it: not its token)."""
+    for n, code in ((8170, EXIT_USAGE), (8169, EXIT_SOURCE)):
+        r = subprocess.run([BIN, "--inspect", "hf://org/gated"], capture_output=True, text=True, timeout=60,
+                           env=clean_env(tmp, HF_ENDPOINT=hub.endpoint, **{var: "t" * n}))
+        assert r.returncode == code and r.stderr.count("\n") == 1, r.stderr
+        assert "t" * 20 not in r.stderr, r.stderr
+    r = subprocess.run([BIN, "--inspect", "hf://org/gated"], capture_output=True, text=True, timeout=60,
+                       env=clean_env(tmp, HF_ENDPOINT=hub.endpoint, **{var: "t" * 8170}))
+    assert f"{var}: refused: the token is 8170 bytes, longer than a request carries (8169)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("bad", ["control character", "too long", "too long in the environment"])
 def test_aws_key_refused_not_cut(tmp, bad):
     """An AWS key holding a control character, or longer than tensorfs
