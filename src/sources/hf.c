@@ -543,7 +543,7 @@ static tfs_err take_settings(struct hf_store *hs, const struct tfs_opts *o, cons
 	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, d)))
 		return e;
 	if (hs->offline) {
-		free(auth);
+		tfs_hf_token_free(auth); /* offline, nothing is sent */
 		free(from);
 	} else {
 		tfs_hf_set_token(&hs->api, auth, from);

@@ -29,7 +29,7 @@ int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url)
 void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from)
 {
 	pthread_mutex_lock(&a->auth_lock);
-	free(a->auth);
+	tfs_hf_token_free(a->auth);
 	free(a->token_file);
 	a->auth = auth;
 	a->token_file = from;
@@ -58,9 +58,7 @@ static void reread_token(struct tfs_hf_api *a)
 	char *auth = NULL;
 	struct tfs_diag d;
 	if (tfs_hf_token(NULL, a->token_file, &auth, NULL, &d) == TFS_OK) {
-		if (a->auth)
-			explicit_bzero(a->auth, strlen(a->auth));
-		free(a->auth);
+		tfs_hf_token_free(a->auth);
 		a->auth = auth;
 		a->token_said = 0;
 		return;
@@ -363,11 +361,9 @@ tfs_err tfs_hf_set_endpoint(struct tfs_hf_api *a, const struct tfs_opts *o, stru
 
 void tfs_hf_api_free(struct tfs_hf_api *a)
 {
-	if (a->auth)
-		explicit_bzero(a->auth, strlen(a->auth));
+	tfs_hf_token_free(a->auth);
 	free(a->token_file);
 	pthread_mutex_destroy(&a->auth_lock);
 	free(a->endpoint);
-	free(a->auth);
 	a->endpoint = a->auth = NULL;
 }

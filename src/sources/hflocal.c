@@ -51,6 +51,13 @@ static const char *bad_byte(unsigned char c)
 			   : NULL;
 }
 
+void tfs_hf_token_free(char *auth)
+{
+	if (auth)
+		explicit_bzero(auth, strlen(auth));
+	free(auth);
+}
+
 tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d)
 {
 	char what[4400], *buf = NULL, path[4200];
@@ -102,13 +109,17 @@ tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **fro
 	if (!e && (!(*auth = malloc(n + 32)) || (from && buf && !(*from = strdup(file)))))
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (!e) {
-		snprintf(*auth, n + 32, "Authorization: Bearer %.*s", (int)n, t);
+		/* (Copied, not printed: printf may stage it on the stack.) */
+		static const char bearer[] = "Authorization: Bearer ";
+		memcpy(*auth, bearer, sizeof bearer - 1);
+		memcpy(*auth + sizeof bearer - 1, t, n);
+		(*auth)[sizeof bearer - 1 + n] = 0;
 	} else {
-		free(*auth);
+		free(*auth); /* (nothing written in it yet) */
 		*auth = NULL;
 	}
 	if (buf) {
-		memset(buf, 0, n + 1);
+		explicit_bzero(buf, n + 1); /* (memset before free may be dropped) */
 		free(buf);
 	}
 	return e;

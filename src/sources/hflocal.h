@@ -29,6 +29,11 @@ char *tfs_hf_home(void);
 #define TFS_HF_TOKEN_MAX (TFS_HTTP_CRED_MAX - sizeof "Authorization: Bearer ")
 tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d);
 
+/* Frees a token (auth) or a buffer that held one (NULL: nothing), wiped
+ * first: freed memory keeps its bytes, and a daemon's memory may be read
+ * (a core dump, /proc/PID/mem). */
+void tfs_hf_token_free(char *auth);
+
 /* The cache's directory of the repository (malloc'd). */
 char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home);
 

@@ -375,6 +375,54 @@ static void test_url_secrets(void)
 	CHECK(!strcmp(kept, "hf://org/repo@main and http://h:1/"), "nothing else: %s", kept);
 }
 
+/* ---- the Hub token wiped when dropped ---- */
+
+/* Every block freed is looked at first (not under ASan, whose free this
+ * would replace): whether it still holds the marked token. */
+#ifndef __SANITIZE_ADDRESS__
+#include <malloc.h>
+void __libc_free(void *p);
+static int freed_with_token;
+void free(void *p)
+{
+	if (p && memmem(p, malloc_usable_size(p), "hf_WIPE_", 8))
+		freed_with_token++;
+	__libc_free(p);
+}
+
+static void test_hf_token_wiped(void)
+{
+	char path[] = "/tmp/tfs-unit-tok-XXXXXX";
+	int fd = mkstemp(path);
+	const char line[] = "hf_WIPE_0123456789abcdef0123456789abcdef\n";
+	CHECK(fd >= 0 && write(fd, line, sizeof line - 1) == (ssize_t)(sizeof line - 1), "a token file");
+	close(fd);
+	struct tfs_diag d = {""};
+	char *auth = NULL, *from = NULL, *auth2 = NULL;
+	struct tfs_hf_api a = {0};
+	pthread_mutex_init(&a.auth_lock, NULL);
+	freed_with_token = 0;
+	CHECK(tfs_hf_token(NULL, path, &auth, &from, &d) == TFS_OK && auth && strstr(auth, "hf_WIPE_"),
+	      "read: %s", d.msg);
+	CHECK(freed_with_token == 0, "the file's bytes freed unwiped (%d)", freed_with_token);
+	CHECK(tfs_hf_token(NULL, path, &auth2, NULL, &d) == TFS_OK, "read again: %s", d.msg);
+	tfs_hf_set_token(&a, auth, from);
+	tfs_hf_set_token(&a, auth2, NULL); /* the first one replaced */
+	CHECK(freed_with_token == 0, "a replaced token freed unwiped (%d)", freed_with_token);
+	tfs_hf_api_free(&a);
+	CHECK(freed_with_token == 0, "the token freed unwiped at the end (%d)", freed_with_token);
+	auth = strdup("Authorization: Bearer hf_WIPE_x");
+	tfs_hf_token_free(auth);
+	tfs_hf_token_free(NULL);
+	CHECK(freed_with_token == 0, "tfs_hf_token_free (%d)", freed_with_token);
+	unlink(path);
+}
+#else
+static void test_hf_token_wiped(void)
+{
+}
+#endif
+
 /* ---- the Hub token's length ---- */
 
 /* A token longer than a request's Authorization line holds is refused
@@ -432,6 +480,7 @@ int main(int argc, char **argv)
 	RUN(test_s3_listing);
 	RUN(test_hub_and_http);
 	RUN(test_hf_token_length);
+	RUN(test_hf_token_wiped);
 	RUN(test_url_secrets);
 	return check_report();
 }
