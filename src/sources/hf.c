@@ -540,13 +540,14 @@ static tfs_err take_settings(struct hf_store *hs, const struct tfs_opts *o, cons
 	/* A token file given is checked even offline, where no token is sent. */
 	const char *tf = tfs_opts_get(o, "token_file");
 	char *auth = NULL, *from = NULL;
-	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, d)))
+	int from_default = 0;
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, &from_default, d)))
 		return e;
 	if (hs->offline) {
 		tfs_hf_token_free(auth); /* offline, nothing is sent */
 		free(from);
 	} else {
-		tfs_hf_set_token(&hs->api, auth, from);
+		tfs_hf_set_token(&hs->api, auth, from, from_default);
 	}
 	return TFS_OK;
 }

@@ -26,13 +26,14 @@ int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url)
 /* The Hub's credentials (struct tfs_remote_spec, authorize): the token
  * goes to the Hub's own host only, never to the CDN, for the store's
  * requests and its files' alike. */
-void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from)
+void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from, int from_default)
 {
 	pthread_mutex_lock(&a->auth_lock);
 	tfs_hf_token_free(a->auth);
 	free(a->token_file);
 	a->auth = auth;
 	a->token_file = from;
+	a->token_default = from_default;
 	tfs_file_stamp(from, &a->token_stamp);
 	pthread_mutex_unlock(&a->auth_lock);
 }
@@ -46,8 +47,10 @@ int tfs_hf_has_token(struct tfs_hf_api *a)
 }
 
 /* The token file changed since it was read (under auth_lock): the token
- * in it now, or, when it cannot be used (gone, refused), the one read
- * before, with one line said the first time. */
+ * in it now (none when $HF_HOME/token is gone: a logout), or, when it
+ * cannot be used (refused, -o token_file= gone), the one read before,
+ * with one line said the first time. The stamp of a file not there is
+ * all zero, so one that appears is a change too. */
 static void reread_token(struct tfs_hf_api *a)
 {
 	struct tfs_stamp now;
@@ -57,7 +60,7 @@ static void reread_token(struct tfs_hf_api *a)
 	a->token_stamp = now;
 	char *auth = NULL;
 	struct tfs_diag d;
-	if (tfs_hf_token(NULL, a->token_file, &auth, NULL, &d) == TFS_OK) {
+	if (tfs_hf_token_file(a->token_file, a->token_default, &auth, &d) == TFS_OK) {
 		tfs_hf_token_free(a->auth);
 		a->auth = auth;
 		a->token_said = 0;

@@ -402,12 +402,12 @@ static void test_hf_token_wiped(void)
 	struct tfs_hf_api a = {0};
 	pthread_mutex_init(&a.auth_lock, NULL);
 	freed_with_token = 0;
-	CHECK(tfs_hf_token(NULL, path, &auth, &from, &d) == TFS_OK && auth && strstr(auth, "hf_WIPE_"),
+	CHECK(tfs_hf_token(NULL, path, &auth, &from, NULL, &d) == TFS_OK && auth && strstr(auth, "hf_WIPE_"),
 	      "read: %s", d.msg);
 	CHECK(freed_with_token == 0, "the file's bytes freed unwiped (%d)", freed_with_token);
-	CHECK(tfs_hf_token(NULL, path, &auth2, NULL, &d) == TFS_OK, "read again: %s", d.msg);
-	tfs_hf_set_token(&a, auth, from);
-	tfs_hf_set_token(&a, auth2, NULL); /* the first one replaced */
+	CHECK(tfs_hf_token(NULL, path, &auth2, NULL, NULL, &d) == TFS_OK, "read again: %s", d.msg);
+	tfs_hf_set_token(&a, auth, from, 0);
+	tfs_hf_set_token(&a, auth2, NULL, 0); /* the first one replaced */
 	CHECK(freed_with_token == 0, "a replaced token freed unwiped (%d)", freed_with_token);
 	tfs_hf_api_free(&a);
 	CHECK(freed_with_token == 0, "the token freed unwiped at the end (%d)", freed_with_token);
@@ -437,7 +437,7 @@ static void test_hf_token_length(void)
 	memset(tok, 'a', max + 1);
 	tok[max] = 0;
 	setenv("HF_TOKEN", tok, 1);
-	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, &d) == TFS_OK && auth &&
+	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, NULL, &d) == TFS_OK && auth &&
 		      strlen(auth) == max + strlen("Authorization: Bearer ") &&
 		      strlen(auth) < TFS_HTTP_CRED_MAX,
 	      "the longest token: %s", d.msg);
@@ -447,7 +447,7 @@ static void test_hf_token_length(void)
 	tok[max + 1] = 0;
 	setenv("HF_TOKEN", tok, 1);
 	auth = NULL;
-	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, &d) == TFS_ERR_INVAL && !auth &&
+	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, NULL, &d) == TFS_ERR_INVAL && !auth &&
 		      strstr(d.msg, "HF_TOKEN: refused: the token is 8170 bytes") && !strstr(d.msg, "aaaa"),
 	      "one byte more: %s", d.msg);
 	unsetenv("HF_TOKEN");
