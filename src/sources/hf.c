@@ -576,14 +576,21 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 		goto fail;
 	if ((e = take_settings(hs, o, home, d)))
 		goto fail;
-	repo_dir = tfs_hf_cache_repo_dir(&hs->api.ref, home);
+	/* The repository's directory, resolved once and trusted: the only
+	 * root of what the cache serves. */
+	char *named = tfs_hf_cache_repo_dir(&hs->api.ref, home);
+	e = named ? tfs_hf_cache_repo_trust(named, &repo_dir, d)
+		  : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	free(named);
+	if (e)
+		goto fail;
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
 		goto fail;
 	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
-	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
+	hs->tree = repo_dir ? strdup(repo_dir) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

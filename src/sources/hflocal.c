@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/userfile.h"
 
@@ -176,6 +178,78 @@ char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home)
 	snprintf(buf, sizeof buf, "%s/%s--%s", hub, ref->type, repo);
 	free(hub);
 	return strdup(buf);
+}
+
+/* What is wrong with the repository's directory st (resolved: real), or
+ * NULL: whoever may change it chooses the bytes a mount serves. */
+static const char *untrusted(const struct stat *st, const char *real, char *why, size_t n)
+{
+	uid_t me = geteuid();
+	if (!S_ISDIR(st->st_mode))
+		snprintf(why, n, "not a directory");
+	else if (st->st_uid != me && st->st_uid != 0)
+		snprintf(why, n, "%s belongs to uid %u, not to the mounting user (uid %u) nor root", real,
+			 (unsigned)st->st_uid, (unsigned)me);
+	else if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX))
+		snprintf(why, n, "%s may be written by others (and is not sticky)", real);
+	else
+		return NULL;
+	return why;
+}
+
+tfs_err tfs_hf_cache_repo_trust(const char *dir, char **tree, struct tfs_diag *d)
+{
+	char cur[PATH_MAX], target[PATH_MAX], why[PATH_MAX + 128], q[TFS_QPATH_MAX];
+	const char *slash = strrchr(dir, '/');
+	char *hub = slash ? strndup(dir, (size_t)(slash - dir)) : NULL;
+	char *base = hub ? realpath(*hub ? hub : "/", NULL) : NULL;
+	tfs_err e = TFS_OK;
+	*tree = NULL;
+	free(hub);
+	if (!base)
+		return TFS_OK; /* no cache */
+	snprintf(cur, sizeof cur, "%s/%s", base, slash + 1);
+	free(base);
+	/* Links from the repository's entry on: only the user's or root's. */
+	struct stat st;
+	for (int links = 0; !e; links++) {
+		if (lstat(cur, &st) != 0)
+			return TFS_OK; /* no cache of the repository */
+		if (!S_ISLNK(st.st_mode))
+			break;
+		ssize_t k = readlink(cur, target, sizeof target - 1);
+		if (st.st_uid != geteuid() && st.st_uid != 0)
+			snprintf(
+				why, sizeof why,
+				"%s is a symbolic link of uid %u: only the mounting user's or root's is followed",
+				cur, (unsigned)st.st_uid);
+		else if (links >= 40 || k <= 0)
+			snprintf(why, sizeof why, "%s: too many symbolic links, or one that cannot be read",
+				 cur);
+		else
+			why[0] = 0;
+		if (*why)
+			e = TFS_ERR_OPEN;
+		else if ((target[k] = 0, target[0] == '/'))
+			snprintf(cur, sizeof cur, "%s", target);
+		else
+			snprintf(strrchr(cur, '/') + 1, sizeof cur - (size_t)(strrchr(cur, '/') + 1 - cur),
+				 "%s", target);
+	}
+	char *real = e ? NULL : realpath(cur, NULL);
+	if (!e && (!real || stat(real, &st) != 0)) {
+		snprintf(why, sizeof why, "cannot be resolved");
+		e = TFS_ERR_OPEN;
+	} else if (!e && untrusted(&st, real, why, sizeof why)) {
+		e = TFS_ERR_OPEN;
+	}
+	if (e) {
+		free(real);
+		return tfs_fail(d, e, "the Hugging Face cache's %s: refused: %s",
+				tfs_quote_path(q, sizeof q, dir), why);
+	}
+	*tree = real;
+	return TFS_OK;
 }
 
 /* A file of the cached snapshot: a complete regular file (downloads are

@@ -45,6 +45,14 @@ void tfs_hf_token_free(char *auth);
 /* The cache's directory of the repository (malloc'd). */
 char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home);
 
+/* The repository's directory dir of the cache, resolved, in *tree
+ * (malloc'd; NULL when there is none): whoever may change it chooses
+ * what a mount serves, so a symbolic link there (and any it leads to) is
+ * followed only when it is the mounting user's or root's, and the
+ * directory must be theirs and written by no one else unless sticky.
+ * Else TFS_ERR_OPEN, one line naming it and why. */
+tfs_err tfs_hf_cache_repo_trust(const char *dir, char **tree, struct tfs_diag *d);
+
 /* SNAPSHOT/FULL when it is a complete regular file, of *size bytes when
  * *has_size (then both set), else NULL (malloc'd). */
 char *tfs_hf_cached(const char *snapshot, const char *full, int *has_size, uint64_t *size);
