@@ -522,6 +522,36 @@ static char *snapshot(const char *repo_dir, const char *commit)
 	return NULL;
 }
 
+/* What the mount is told besides SOURCE: the Hub's address, -o xet=,
+ * HF_HUB_OFFLINE, and the token. */
+static tfs_err take_settings(struct hf_store *hs, const struct tfs_opts *o, const char *home,
+			     struct tfs_diag *d)
+{
+	tfs_err e = tfs_hf_set_endpoint(&hs->api, o, d);
+	if (e)
+		return e;
+	const char *xo = tfs_opts_get(o, "xet");
+	if (xo && strcmp(xo, "on") != 0 && strcmp(xo, "off") != 0)
+		return tfs_fail(d, TFS_ERR_INVAL, "-o xet= takes on or off, not '%s'", xo);
+	hs->xet_off = xo && strcmp(xo, "off") == 0;
+	const char *off = getenv("HF_HUB_OFFLINE");
+	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
+			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
+	/* A token file given is checked even offline, where no token is sent. */
+	const char *tf = tfs_opts_get(o, "token_file");
+	char *auth = NULL, *from = NULL;
+	int from_default = 0;
+	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, &from_default, d)))
+		return e;
+	if (hs->offline) {
+		tfs_hf_token_free(auth); /* offline, nothing is sent */
+		free(from);
+	} else {
+		tfs_hf_set_token(&hs->api, auth, from, from_default);
+	}
+	return TFS_OK;
+}
+
 static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_sources *ss,
 		       struct tfs_store **out, char **target, struct tfs_diag *d)
 {
@@ -544,36 +574,23 @@ static tfs_err resolve(const char *spec, const struct tfs_opts *o, struct tfs_so
 	pthread_mutex_init(&hs->api.auth_lock, NULL);
 	if ((e = tfs_hub_parse_ref(spec, &hs->api.ref, d)))
 		goto fail;
-	if ((e = tfs_hf_set_endpoint(&hs->api, o, d)))
+	if ((e = take_settings(hs, o, home, d)))
 		goto fail;
-	const char *xo = tfs_opts_get(o, "xet");
-	if (xo && strcmp(xo, "on") != 0 && strcmp(xo, "off") != 0) {
-		e = tfs_fail(d, TFS_ERR_INVAL, "-o xet= takes on or off, not '%s'", xo);
+	/* The repository's directory, resolved once and trusted: the only
+	 * root of what the cache serves. */
+	char *named = tfs_hf_cache_repo_dir(&hs->api.ref, home);
+	e = named ? tfs_hf_cache_repo_trust(named, &repo_dir, d)
+		  : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	free(named);
+	if (e)
 		goto fail;
-	}
-	hs->xet_off = xo && strcmp(xo, "off") == 0;
-	const char *off = getenv("HF_HUB_OFFLINE");
-	hs->offline = off && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
-			      strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0);
-	/* A token file given is checked even offline, where no token is sent. */
-	const char *tf = tfs_opts_get(o, "token_file");
-	char *auth = NULL, *from = NULL;
-	if ((!hs->offline || (tf && *tf)) && (e = tfs_hf_token(home, tf, &auth, &from, d)))
-		goto fail;
-	if (hs->offline) {
-		free(auth);
-		free(from);
-	} else {
-		tfs_hf_set_token(&hs->api, auth, from);
-	}
-	repo_dir = tfs_hf_cache_repo_dir(&hs->api.ref, home);
 	int path_is_file;
 	if ((e = pin(hs, repo_dir, &path_is_file, d)) && !fall_back(hs, repo_dir, spec, d))
 		goto fail;
 	if (e && (e = pin(hs, repo_dir, &path_is_file, d)))
 		goto fail;
 	hs->snapshot = snapshot(repo_dir, hs->commit);
-	hs->tree = repo_dir ? realpath(repo_dir, NULL) : NULL;
+	hs->tree = repo_dir ? strdup(repo_dir) : NULL;
 	if (*hs->api.ref.path && path_is_file < 0 && (e = path_kind(hs, repo_dir, spec, &path_is_file, d)))
 		goto fail;
 	if (path_is_file == 1) {

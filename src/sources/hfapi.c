@@ -26,13 +26,14 @@ int tfs_hf_same_origin(const struct tfs_hf_api *a, const char *url)
 /* The Hub's credentials (struct tfs_remote_spec, authorize): the token
  * goes to the Hub's own host only, never to the CDN, for the store's
  * requests and its files' alike. */
-void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from)
+void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from, int from_default)
 {
 	pthread_mutex_lock(&a->auth_lock);
-	free(a->auth);
+	tfs_hf_token_free(a->auth);
 	free(a->token_file);
 	a->auth = auth;
 	a->token_file = from;
+	a->token_default = from_default;
 	tfs_file_stamp(from, &a->token_stamp);
 	pthread_mutex_unlock(&a->auth_lock);
 }
@@ -46,8 +47,10 @@ int tfs_hf_has_token(struct tfs_hf_api *a)
 }
 
 /* The token file changed since it was read (under auth_lock): the token
- * in it now, or, when it cannot be used (gone, refused), the one read
- * before, with one line said the first time. */
+ * in it now (none when $HF_HOME/token is gone: a logout), or, when it
+ * cannot be used (refused, -o token_file= gone), the one read before,
+ * with one line said the first time. The stamp of a file not there is
+ * all zero, so one that appears is a change too. */
 static void reread_token(struct tfs_hf_api *a)
 {
 	struct tfs_stamp now;
@@ -57,10 +60,8 @@ static void reread_token(struct tfs_hf_api *a)
 	a->token_stamp = now;
 	char *auth = NULL;
 	struct tfs_diag d;
-	if (tfs_hf_token(NULL, a->token_file, &auth, NULL, &d) == TFS_OK) {
-		if (a->auth)
-			explicit_bzero(a->auth, strlen(a->auth));
-		free(a->auth);
+	if (tfs_hf_token_file(a->token_file, a->token_default, &auth, &d) == TFS_OK) {
+		tfs_hf_token_free(a->auth);
 		a->auth = auth;
 		a->token_said = 0;
 		return;
@@ -75,16 +76,21 @@ static void reread_token(struct tfs_hf_api *a)
 tfs_err tfs_hf_authorize(void *ctx, const char *url, struct tfs_http_creds *c, struct tfs_diag *d)
 {
 	struct tfs_hf_api *a = ctx;
-	(void)d;
 	if (!tfs_hf_same_origin(a, url))
 		return TFS_OK;
+	tfs_err e = TFS_OK;
 	pthread_mutex_lock(&a->auth_lock);
 	if (a->token_file)
 		reread_token(a);
-	if (a->auth)
-		snprintf(c->auth, sizeof c->auth, "%s", a->auth);
+	/* (tfs_hf_token refuses a token too long to carry: a cut one is
+	 * never sent.) */
+	if (a->auth && strlen(a->auth) >= sizeof c->auth)
+		e = tfs_fail(d, TFS_ERR_INVAL, "the Hub token is longer than a request carries (%zu bytes)",
+			     (size_t)TFS_HF_TOKEN_MAX);
+	else if (a->auth)
+		memcpy(c->auth, a->auth, strlen(a->auth) + 1);
 	pthread_mutex_unlock(&a->auth_lock);
-	return TFS_OK;
+	return e;
 }
 
 /* ---- URLs ---- */
@@ -358,11 +364,9 @@ tfs_err tfs_hf_set_endpoint(struct tfs_hf_api *a, const struct tfs_opts *o, stru
 
 void tfs_hf_api_free(struct tfs_hf_api *a)
 {
-	if (a->auth)
-		explicit_bzero(a->auth, strlen(a->auth));
+	tfs_hf_token_free(a->auth);
 	free(a->token_file);
 	pthread_mutex_destroy(&a->auth_lock);
 	free(a->endpoint);
-	free(a->auth);
 	a->endpoint = a->auth = NULL;
 }

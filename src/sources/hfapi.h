@@ -30,7 +30,8 @@ struct tfs_hf_api {
 	char *auth;
 	char *token_file;
 	struct tfs_stamp token_stamp;
-	int token_said; /* a new token file that was refused: said once */
+	int token_default; /* token_file is $HF_HOME/token, which may be absent */
+	int token_said;    /* a new token file that was refused: said once */
 };
 
 /* What HEAD of a file at the Hub said. */
@@ -50,7 +51,7 @@ struct tfs_hf_head {
 
 /* The token of the api, read by tfs_hf_token (sources/hflocal.h): auth
  * and the file it came from (both taken; from NULL: the environment). */
-void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from);
+void tfs_hf_set_token(struct tfs_hf_api *a, char *auth, char *from, int from_default);
 /* Whether the api holds a token now. */
 int tfs_hf_has_token(struct tfs_hf_api *a);
 

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/userfile.h"
 
@@ -51,61 +53,102 @@ static const char *bad_byte(unsigned char c)
 			   : NULL;
 }
 
-tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, struct tfs_diag *d)
+void tfs_hf_token_free(char *auth)
 {
-	char what[4400], *buf = NULL, path[4200];
-	const char *t = NULL;
-	size_t n;
-	*auth = NULL;
-	if (from)
-		*from = NULL;
-	if (file && *file) {
-		snprintf(what, sizeof what, "-o token_file=%s", file);
-		tfs_err e = tfs_file_read("-o token_file", file, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
-		if (e)
-			return e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
-	} else if ((t = getenv("HF_TOKEN")) && *t) {
-		snprintf(what, sizeof what, "HF_TOKEN");
-	} else if ((t = getenv("HUGGING_FACE_HUB_TOKEN")) && *t) {
-		snprintf(what, sizeof what, "HUGGING_FACE_HUB_TOKEN");
-	} else {
-		snprintf(path, sizeof path, "%s/token", home);
-		file = path;
-		snprintf(what, sizeof what, "the Hub token file %s", path);
-		tfs_err e = tfs_file_read("the Hub token file ", path, TFS_HF_TOKEN_FILE_MAX, &buf, &n, d);
-		if (e == TFS_ERR_NOENT)
-			return TFS_OK; /* no token: public repositories */
-		if (e)
-			return e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
-	}
-	if (buf) {
-		t = buf;
-		if (n && buf[n - 1] == '\n')
-			n--; /* echo's newline */
-	} else {
-		n = strlen(t);
-	}
-	tfs_err e = TFS_OK;
+	if (auth)
+		explicit_bzero(auth, strlen(auth));
+	free(auth);
+}
+
+/* The token file's bytes in *buf: none (TFS_OK, *buf NULL) when the
+ * default file is not there; a refusal is TFS_ERR_INVAL. */
+static tfs_err read_file(const char *path, int is_default, char *what, size_t wn, char **buf, size_t *n,
+			 struct tfs_diag *d)
+{
+	char q[TFS_QPATH_MAX];
+	snprintf(what, wn, is_default ? "the Hub token file %s" : "-o token_file=%s",
+		 tfs_quote_path(q, sizeof q, path));
+	tfs_err e = tfs_file_read(is_default ? "the Hub token file " : "-o token_file", path,
+				  TFS_HF_TOKEN_FILE_MAX, buf, n, d);
+	if (e == TFS_ERR_NOENT && is_default)
+		return TFS_OK; /* no token: public repositories */
+	return e == TFS_OK || e == TFS_ERR_NOMEM ? e : TFS_ERR_INVAL;
+}
+
+/* "Authorization: Bearer T" in *auth from the n bytes of t (a file's
+ * bytes: its one newline dropped), or the refusal, naming `what`. */
+static tfs_err take(const char *what, const char *t, size_t n, int from_file, char **auth, struct tfs_diag *d)
+{
+	if (from_file && n && t[n - 1] == '\n')
+		n--; /* echo's newline */
 	if (n == 0)
-		e = tfs_fail(d, TFS_ERR_INVAL, "%s: refused: holds no token", what);
-	for (size_t i = 0; !e && i < n; i++)
+		return tfs_fail(d, TFS_ERR_INVAL, "%s: refused: holds no token", what);
+	if (n > TFS_HF_TOKEN_MAX)
+		return tfs_fail(
+			d, TFS_ERR_INVAL,
+			"%s: refused: the token is %zu bytes, longer than a request carries (%zu); a token is never cut",
+			what, n, (size_t)TFS_HF_TOKEN_MAX);
+	for (size_t i = 0; i < n; i++)
 		if (bad_byte((unsigned char)t[i]))
-			e = tfs_fail(
+			return tfs_fail(
 				d, TFS_ERR_INVAL,
 				"%s: refused: the token holds %s (byte %zu); a token is printable ASCII without spaces, and is never trimmed or cut",
 				what, bad_byte((unsigned char)t[i]), i + 1);
-	if (!e && (!(*auth = malloc(n + 32)) || (from && buf && !(*from = strdup(file)))))
-		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	if (!e) {
-		snprintf(*auth, n + 32, "Authorization: Bearer %.*s", (int)n, t);
-	} else {
-		free(*auth);
-		*auth = NULL;
-	}
+	/* (Copied, not printed: printf may stage it on the stack.) */
+	static const char bearer[] = "Authorization: Bearer ";
+	if (!(*auth = malloc(sizeof bearer + n)))
+		return tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	memcpy(*auth, bearer, sizeof bearer - 1);
+	memcpy(*auth + sizeof bearer - 1, t, n);
+	(*auth)[sizeof bearer - 1 + n] = 0;
+	return TFS_OK;
+}
+
+tfs_err tfs_hf_token_file(const char *path, int is_default, char **auth, struct tfs_diag *d)
+{
+	char what[TFS_QPATH_MAX + 64], *buf = NULL;
+	size_t n = 0;
+	*auth = NULL;
+	tfs_err e = read_file(path, is_default, what, sizeof what, &buf, &n, d);
+	if (!e && buf)
+		e = take(what, buf, n, 1, auth, d);
 	if (buf) {
-		memset(buf, 0, n + 1);
+		explicit_bzero(buf, n);
 		free(buf);
 	}
+	return e;
+}
+
+tfs_err tfs_hf_token(const char *home, const char *file, char **auth, char **from, int *from_default,
+		     struct tfs_diag *d)
+{
+	const char *t;
+	*auth = NULL;
+	if (from)
+		*from = NULL;
+	if (from_default)
+		*from_default = 0;
+	if (!(file && *file) && (t = getenv("HF_TOKEN")) && *t)
+		return take("HF_TOKEN", t, strlen(t), 0, auth, d);
+	if (!(file && *file) && (t = getenv("HUGGING_FACE_HUB_TOKEN")) && *t)
+		return take("HUGGING_FACE_HUB_TOKEN", t, strlen(t), 0, auth, d);
+	char path[4200];
+	int is_default = !(file && *file);
+	if (is_default) {
+		snprintf(path, sizeof path, "%s/token", home);
+		file = path;
+	}
+	tfs_err e = tfs_hf_token_file(file, is_default, auth, d);
+	/* The file is read again when it changes; the default one is watched
+	 * even when it is not there yet (a `huggingface-cli login` during the
+	 * mount). */
+	if (!e && from && !(*from = strdup(file))) {
+		tfs_hf_token_free(*auth);
+		*auth = NULL;
+		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+	}
+	if (!e && from_default)
+		*from_default = is_default;
 	return e;
 }
 
@@ -135,6 +178,78 @@ char *tfs_hf_cache_repo_dir(const struct tfs_hub_ref *ref, const char *home)
 	snprintf(buf, sizeof buf, "%s/%s--%s", hub, ref->type, repo);
 	free(hub);
 	return strdup(buf);
+}
+
+/* What is wrong with the repository's directory st (resolved: real), or
+ * NULL: whoever may change it chooses the bytes a mount serves. */
+static const char *untrusted(const struct stat *st, const char *real, char *why, size_t n)
+{
+	uid_t me = geteuid();
+	if (!S_ISDIR(st->st_mode))
+		snprintf(why, n, "not a directory");
+	else if (st->st_uid != me && st->st_uid != 0)
+		snprintf(why, n, "%s belongs to uid %u, not to the mounting user (uid %u) nor root", real,
+			 (unsigned)st->st_uid, (unsigned)me);
+	else if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX))
+		snprintf(why, n, "%s may be written by others (and is not sticky)", real);
+	else
+		return NULL;
+	return why;
+}
+
+tfs_err tfs_hf_cache_repo_trust(const char *dir, char **tree, struct tfs_diag *d)
+{
+	char cur[PATH_MAX], target[PATH_MAX], why[PATH_MAX + 128], q[TFS_QPATH_MAX];
+	const char *slash = strrchr(dir, '/');
+	char *hub = slash ? strndup(dir, (size_t)(slash - dir)) : NULL;
+	char *base = hub ? realpath(*hub ? hub : "/", NULL) : NULL;
+	tfs_err e = TFS_OK;
+	*tree = NULL;
+	free(hub);
+	if (!base)
+		return TFS_OK; /* no cache */
+	snprintf(cur, sizeof cur, "%s/%s", base, slash + 1);
+	free(base);
+	/* Links from the repository's entry on: only the user's or root's. */
+	struct stat st;
+	for (int links = 0; !e; links++) {
+		if (lstat(cur, &st) != 0)
+			return TFS_OK; /* no cache of the repository */
+		if (!S_ISLNK(st.st_mode))
+			break;
+		ssize_t k = readlink(cur, target, sizeof target - 1);
+		if (st.st_uid != geteuid() && st.st_uid != 0)
+			snprintf(
+				why, sizeof why,
+				"%s is a symbolic link of uid %u: only the mounting user's or root's is followed",
+				cur, (unsigned)st.st_uid);
+		else if (links >= 40 || k <= 0)
+			snprintf(why, sizeof why, "%s: too many symbolic links, or one that cannot be read",
+				 cur);
+		else
+			why[0] = 0;
+		if (*why)
+			e = TFS_ERR_OPEN;
+		else if ((target[k] = 0, target[0] == '/'))
+			snprintf(cur, sizeof cur, "%s", target);
+		else
+			snprintf(strrchr(cur, '/') + 1, sizeof cur - (size_t)(strrchr(cur, '/') + 1 - cur),
+				 "%s", target);
+	}
+	char *real = e ? NULL : realpath(cur, NULL);
+	if (!e && (!real || stat(real, &st) != 0)) {
+		snprintf(why, sizeof why, "cannot be resolved");
+		e = TFS_ERR_OPEN;
+	} else if (!e && untrusted(&st, real, why, sizeof why)) {
+		e = TFS_ERR_OPEN;
+	}
+	if (e) {
+		free(real);
+		return tfs_fail(d, e, "the Hugging Face cache's %s: refused: %s",
+				tfs_quote_path(q, sizeof q, dir), why);
+	}
+	*tree = real;
+	return TFS_OK;
 }
 
 /* A file of the cached snapshot: a complete regular file (downloads are

@@ -844,8 +844,13 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 	tfs_err e = TFS_ERR_IO;
 	int again = 0;
 	for (unsigned n = 0;;) {
-		enum tfs_http_fail f =
-			creds_for(rq, &cr[0], d) ? TFS_HTTP_NET : attempt(h, rq, rs, &cr[0], d);
+		enum tfs_http_fail f = TFS_HTTP_CREDS;
+		tfs_err ce = creds_for(rq, &cr[0], d);
+		if (ce == TFS_OK)
+			f = attempt(h, rq, rs, &cr[0], d);
+		else
+			memset(rs, 0, sizeof *rs); /* no answer to look at */
+		e = ce ? ce : e;
 		*fail = f;
 		if (f == TFS_HTTP_OK) {
 			e = TFS_OK;

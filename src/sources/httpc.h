@@ -108,6 +108,7 @@ enum tfs_http_fail {
 	TFS_HTTP_ABORTED,   /* tfs_http_abort() was called */
 	TFS_HTTP_REFUSED,   /* req.accept refused the answer */
 	TFS_HTTP_ENCODED,   /* a 2xx with a Content-Encoding: not the file's bytes */
+	TFS_HTTP_CREDS,     /* req.authorize failed: nothing sent, not retried */
 };
 
 struct tfs_http_policy {

@@ -379,6 +379,22 @@ def test_token_sources_accepted_and_refused(hub, tmp):
     assert r.returncode == EXIT_USAGE and "HF_TOKEN: refused: the token holds a space" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("var", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"])
+def test_hub_token_too_long_for_a_request_is_refused_not_cut(hub, tmp, var):
+    """A token in the environment longer than a request's Authorization
+    line holds (8169 bytes) is refused in one line naming the variable,
+    exit 2; it was cut, and the cut token sent. The longest one is sent
+    whole (the Hub double refuses it: not its token)."""
+    for n, code in ((8170, EXIT_USAGE), (8169, EXIT_SOURCE)):
+        r = subprocess.run([BIN, "--inspect", "hf://org/gated"], capture_output=True, text=True, timeout=60,
+                           env=clean_env(tmp, HF_ENDPOINT=hub.endpoint, **{var: "t" * n}))
+        assert r.returncode == code and r.stderr.count("\n") == 1, r.stderr
+        assert "t" * 20 not in r.stderr, r.stderr
+    r = subprocess.run([BIN, "--inspect", "hf://org/gated"], capture_output=True, text=True, timeout=60,
+                       env=clean_env(tmp, HF_ENDPOINT=hub.endpoint, **{var: "t" * 8170}))
+    assert f"{var}: refused: the token is 8170 bytes, longer than a request carries (8169)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("bad", ["control character", "too long", "too long in the environment"])
 def test_aws_key_refused_not_cut(tmp, bad):
     """An AWS key holding a control character, or longer than tensorfs
@@ -787,6 +803,9 @@ def test_hugging_face_cache_blobs_link_planted_by_another_user(tmp):
         r = as_nobody("/usr/bin/python3", "-c", PLANT, hub_dir, C1, secret_model, secret_text, input=own)
         assert r.returncode == 0, r.stderr
         assert os.lstat(os.path.join(hub_dir, "models--org--tensor", "blobs")).st_uid == NOBODY
+        for name in ("tensor", "files"):  # a repository's own directory nobody's is refused whole (below)
+            os.chown(os.path.join(hub_dir, "models--org--" + name), 0, 0)
+            os.chmod(os.path.join(hub_dir, "models--org--" + name), 0o755)
         env = clean_env(tmp, HF_HUB_CACHE=hub_dir, HF_HUB_OFFLINE="1")
         log = os.path.join(tmp, "log")
 
@@ -818,3 +837,66 @@ def test_hugging_face_cache_blobs_link_planted_by_another_user(tmp):
         shutil.rmtree(shared)
     said = open(log).read()
     assert "config.json: cannot open it" in said and "refused: a symbolic link out of" in said, said
+
+
+# Run as nobody: a repository's directory of a shared cache, planted.
+PLANT_REPO = r"""
+import os, sys
+hub, theirs, commit = sys.argv[1:4]
+snap = os.path.join(theirs, "snapshots", commit)
+os.makedirs(snap)
+os.makedirs(os.path.join(theirs, "refs"))
+with open(os.path.join(theirs, "refs", "main"), "w") as f:
+    f.write(commit)
+with open(os.path.join(snap, "model.safetensors"), "wb") as f:
+    f.write(sys.stdin.buffer.read())
+os.symlink(theirs, os.path.join(hub, "models--org--linked"))
+os.symlink(os.path.join(hub, "models--org--linked"), os.path.join(hub, "models--org--chain"))
+"""
+
+
+def test_hugging_face_cache_repository_planted_by_another_user(tmp):
+    """In a Hugging Face cache others may write, nobody plants a
+    repository's directory: a link models--org--linked to a directory of
+    theirs, a chain of links to it, a directory of theirs; root mounts
+    hf://org/NAME. Each is refused in one line, exit 3, naming the
+    directory and why, and nothing of nobody's is served (it was: the
+    tensor read as nobody wrote it). A link of root's to a directory of
+    root's is followed; a directory of root's others may write is refused."""
+    need_root()
+    if not shutil.which("setpriv"):
+        missing("setpriv (to act as another user)")
+    own = open(model(os.path.join(tmp, "own"), "m.safetensors", b"evil"), "rb").read()
+    shared = tempfile.mkdtemp(prefix="tfs-shared-hf-", dir="/tmp")
+    try:
+        os.chmod(shared, 0o755)
+        hub_dir = os.path.join(shared, "hub")
+        os.mkdir(hub_dir)
+        os.chmod(hub_dir, 0o1777)
+        theirs = os.path.join(shared, "theirs")
+        os.mkdir(theirs)
+        os.chown(theirs, NOBODY, NOBODY)
+        r = as_nobody("/usr/bin/python3", "-c", PLANT_REPO, hub_dir, os.path.join(theirs, "repo"), C1, input=own)
+        assert r.returncode == 0, r.stderr
+        r = as_nobody("cp", "-a", os.path.join(theirs, "repo"), os.path.join(hub_dir, "models--org--owned"))
+        assert r.returncode == 0, r.stderr
+        env = clean_env(tmp, HF_HUB_CACHE=hub_dir, HF_HUB_OFFLINE="1")
+        for name, why in (("linked", "is a symbolic link of uid 65534: only the mounting user's or root's is followed"),
+                          ("chain", "is a symbolic link of uid 65534"),
+                          ("owned", "belongs to uid 65534, not to the mounting user (uid 0) nor root")):
+            r = subprocess.run([BIN, "--inspect", "hf://org/" + name], capture_output=True, text=True, timeout=60,
+                               env=env)
+            assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, (name, r.stderr)
+            assert f"the Hugging Face cache's {hub_dir}/models--org--{name}: refused: " in r.stderr, r.stderr
+            assert why in r.stderr and "w " not in r.stdout, (name, r.stderr)
+        # root's own: a link to root's directory is followed; others may not write it
+        mine = hf_cache(os.path.join(shared, "root"), "org/mine", C1, {"model.safetensors": own})
+        os.symlink(mine, os.path.join(hub_dir, "models--org--mine"))
+        r = subprocess.run([BIN, "--inspect", "hf://org/mine"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0 and "w " in r.stdout, r.stderr
+        os.chmod(mine, 0o777)
+        r = subprocess.run([BIN, "--inspect", "hf://org/mine"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == EXIT_SOURCE and r.stderr.count("\n") == 1, r.stderr
+        assert f"{os.path.realpath(mine)} may be written by others (and is not sticky)" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(shared)

@@ -84,6 +84,7 @@ def layout(root):
         "org/lfs": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self"},
         "org/tampered": {"refs": {"main": C1}, "commits": {C1: "v2"}, "cdn": "self", "tamper": True},
         "org/rotate": {"gated": True, "refs": {"main": C1}, "commits": {C1: "rotate"}, "cdn": "self"},
+        "org/login": {"refs": {"main": C1}, "commits": {C1: "rotate"}, "cdn": "self"},
     }
     return repos
 
@@ -415,3 +416,55 @@ def test_a_token_rotated_during_a_mount_is_sent_from_the_next_request(hub, env, 
         assert "not a token" not in open(log).read() and new not in open(log).read()
     finally:
         subprocess.run(["curl", "-sf", "-o", "/dev/null", hub.endpoint + "/__token?set=" + TOKEN], check=True)
+
+
+def test_a_login_during_a_mount_is_followed(hub, env, tmp):
+    """$HF_HOME/token, not there at mount, is watched all the same: once a
+    `huggingface-cli login` writes it, the next request to the Hub's host
+    carries its token (the file was looked at only when it was there at
+    mount); once a logout removes it, none does."""
+    home = os.environ["HF_HOME"]
+    data = rotate_bytes()
+
+    def hub_reads(n):
+        return [r for r in hub.seen()[n:] if r["path"].startswith("/__cdn/org/login/")]
+
+    with mounted("hf://org/login", "-o", "direct_io,cache_size=4M,retries=0") as m:
+        fd = os.open(os.path.join(m, "w"), os.O_RDONLY)
+        try:
+            n = len(hub.seen())
+            assert os.pread(fd, 1 << 20, 0) == data[:1 << 20]
+            assert hub_reads(n) and not any(r["auth"] for r in hub_reads(n))
+            os.makedirs(home, exist_ok=True)
+            _write_token(os.path.join(home, "token"), TOKEN)  # the login
+            n = len(hub.seen())
+            assert os.pread(fd, 3 << 20, 2 << 20) == data[2 << 20:5 << 20]
+            assert hub_reads(n) and hub_reads(n)[-1]["token_ok"], hub_reads(n)
+            os.unlink(os.path.join(home, "token"))  # the logout
+            n = len(hub.seen())
+            assert os.pread(fd, 3 << 20, 5 << 20) == data[5 << 20:]
+            assert hub_reads(n) and not hub_reads(n)[-1]["auth"], hub_reads(n)
+        finally:
+            os.close(fd)
+
+
+def test_default_token_file_refused_in_one_line_naming_it(hub, env, tmp):
+    """$HF_HOME/token that cannot be used stops the mount in one line
+    naming the file as every path is named (quoted when it holds a
+    newline: the line was split in two), exit 2."""
+    home = os.path.join(tmp, "hf\nhome")
+    os.environ["HF_HOME"] = home
+    os.makedirs(home)
+    with open(os.path.join(home, "token"), "w") as f:
+        f.write("hf_two words\n")
+    r = run(["--inspect", "hf://org/versions"])
+    assert r.returncode == EXIT_USAGE and r.stderr.count("\n") == 1, r.stderr
+    assert "the Hub token file '" in r.stderr and "\\x0ahome/token': refused: the token holds a space (byte 7)" \
+        in r.stderr, r.stderr
+    assert "words" not in r.stderr
+    os.unlink(os.path.join(home, "token"))
+    os.mkdir(os.path.join(home, "token"))
+    r = run(["--inspect", "hf://org/versions"])
+    assert r.returncode == EXIT_USAGE and r.stderr.count("\n") == 1, r.stderr
+    assert "the Hub token file '" in r.stderr and "/token': refused: a directory, not a regular file" in r.stderr, \
+        r.stderr

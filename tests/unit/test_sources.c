@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "sources/aws.h"
+#include "sources/hfapi.h"
+#include "sources/hflocal.h"
 #include "sources/httpc.h"
 #include "sources/hub.h"
 #include "core/url.h"
@@ -373,6 +375,103 @@ static void test_url_secrets(void)
 	CHECK(!strcmp(kept, "hf://org/repo@main and http://h:1/"), "nothing else: %s", kept);
 }
 
+/* ---- the Hub token wiped when dropped ---- */
+
+/* Every block freed is looked at first (not under ASan, whose free this
+ * would replace): whether it still holds the marked token. */
+#ifndef __SANITIZE_ADDRESS__
+#include <malloc.h>
+void __libc_free(void *p);
+static int freed_with_token;
+void free(void *p)
+{
+	if (p && memmem(p, malloc_usable_size(p), "hf_WIPE_", 8))
+		freed_with_token++;
+	__libc_free(p);
+}
+
+static void test_hf_token_wiped(void)
+{
+	char path[] = "/tmp/tfs-unit-tok-XXXXXX";
+	int fd = mkstemp(path);
+	const char line[] = "hf_WIPE_0123456789abcdef0123456789abcdef\n";
+	CHECK(fd >= 0 && write(fd, line, sizeof line - 1) == (ssize_t)(sizeof line - 1), "a token file");
+	close(fd);
+	struct tfs_diag d = {""};
+	char *auth = NULL, *from = NULL, *auth2 = NULL;
+	struct tfs_hf_api a = {0};
+	pthread_mutex_init(&a.auth_lock, NULL);
+	freed_with_token = 0;
+	CHECK(tfs_hf_token(NULL, path, &auth, &from, NULL, &d) == TFS_OK && auth && strstr(auth, "hf_WIPE_"),
+	      "read: %s", d.msg);
+	CHECK(freed_with_token == 0, "the file's bytes freed unwiped (%d)", freed_with_token);
+	CHECK(tfs_hf_token(NULL, path, &auth2, NULL, NULL, &d) == TFS_OK, "read again: %s", d.msg);
+	tfs_hf_set_token(&a, auth, from, 0);
+	tfs_hf_set_token(&a, auth2, NULL, 0); /* the first one replaced */
+	CHECK(freed_with_token == 0, "a replaced token freed unwiped (%d)", freed_with_token);
+	tfs_hf_api_free(&a);
+	CHECK(freed_with_token == 0, "the token freed unwiped at the end (%d)", freed_with_token);
+	auth = strdup("Authorization: Bearer hf_WIPE_x");
+	tfs_hf_token_free(auth);
+	tfs_hf_token_free(NULL);
+	CHECK(freed_with_token == 0, "tfs_hf_token_free (%d)", freed_with_token);
+	unlink(path);
+}
+#else
+static void test_hf_token_wiped(void)
+{
+}
+#endif
+
+/* ---- the Hub token's length ---- */
+
+/* A token longer than a request's Authorization line holds is refused
+ * where it is read, naming where it came from; and were one held, the
+ * credentials of a request to the Hub fail rather than carry it cut. */
+static void test_hf_token_length(void)
+{
+	struct tfs_diag d = {""};
+	char *auth = NULL, *from = NULL;
+	size_t max = TFS_HF_TOKEN_MAX;
+	char *tok = malloc(max + 2);
+	memset(tok, 'a', max + 1);
+	tok[max] = 0;
+	setenv("HF_TOKEN", tok, 1);
+	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, NULL, &d) == TFS_OK && auth &&
+		      strlen(auth) == max + strlen("Authorization: Bearer ") &&
+		      strlen(auth) < TFS_HTTP_CRED_MAX,
+	      "the longest token: %s", d.msg);
+	free(auth);
+	free(from);
+	tok[max] = 'a';
+	tok[max + 1] = 0;
+	setenv("HF_TOKEN", tok, 1);
+	auth = NULL;
+	CHECK(tfs_hf_token("/nonexistent", NULL, &auth, &from, NULL, &d) == TFS_ERR_INVAL && !auth &&
+		      strstr(d.msg, "HF_TOKEN: refused: the token is 8170 bytes") && !strstr(d.msg, "aaaa"),
+	      "one byte more: %s", d.msg);
+	unsetenv("HF_TOKEN");
+
+	struct tfs_hf_api a = {0};
+	struct tfs_http_creds *c = calloc(1, sizeof *c);
+	snprintf(a.origin, sizeof a.origin, "http://hub");
+	pthread_mutex_init(&a.auth_lock, NULL);
+	a.auth = malloc(TFS_HTTP_CRED_MAX + 16);
+	memset(a.auth, 'b', TFS_HTTP_CRED_MAX + 15);
+	a.auth[TFS_HTTP_CRED_MAX + 15] = 0;
+	d.msg[0] = 0;
+	CHECK(tfs_hf_authorize(&a, "http://hub/x", c, &d) != TFS_OK && !c->auth[0] &&
+		      strstr(d.msg, "longer than a request carries"),
+	      "a held token too long: %s", d.msg);
+	memset(c, 0, sizeof *c);
+	CHECK(tfs_hf_authorize(&a, "http://cdn/x", c, &d) == TFS_OK && !c->auth[0], "not the Hub's host");
+	a.auth[100] = 0;
+	CHECK(tfs_hf_authorize(&a, "http://hub/x", c, &d) == TFS_OK && strlen(c->auth) == 100, "a short one");
+	tfs_hf_api_free(&a);
+	free(c);
+	free(tok);
+}
+
 int main(int argc, char **argv)
 {
 	check_args(argc, argv);
@@ -380,6 +479,8 @@ int main(int argc, char **argv)
 	RUN(test_credentials);
 	RUN(test_s3_listing);
 	RUN(test_hub_and_http);
+	RUN(test_hf_token_length);
+	RUN(test_hf_token_wiped);
 	RUN(test_url_secrets);
 	return check_report();
 }
