@@ -107,27 +107,118 @@ static int wrong_answer(const struct tfs_http_req *rq, const struct tfs_http_res
 	       rs->range_end != rq->off + rq->len - 1;
 }
 
+/* An error's body: its start is kept (S3 says what went wrong in it). */
+static size_t error_body(struct xfer *x, const char *p, size_t n)
+{
+	size_t k = ERRBODY_MAX - x->errlen < n ? ERRBODY_MAX - x->errlen : n;
+	memcpy(x->errbody + x->errlen, p, k);
+	x->errlen += k;
+	return n;
+}
+
+/* Into rq->buf, which holds exactly the range. */
+static size_t buf_body(struct xfer *x, const char *p, size_t n)
+{
+	const struct tfs_http_req *rq = x->rq;
+	if (n > rq->buflen - x->got) {
+		x->why = TFS_HTTP_BADRANGE;
+		return 0;
+	}
+	memcpy((char *)rq->buf + x->got, p, n);
+	x->got += n;
+	return n;
+}
+
+/* Before the first byte lands in an iov: the range asked for, of the
+ * version the caller pinned (a byte of another version must never reach a
+ * block a reader may be served). 0 when it is. */
+static int iov_refused(struct xfer *x)
+{
+	const struct tfs_http_req *rq = x->rq;
+	if (x->checked)
+		return 0;
+	if (wrong_answer(rq, x->rs, x->rs->status)) {
+		x->why = TFS_HTTP_BADRANGE;
+		x->other_range = 1;
+		return 1;
+	}
+	if (rq->accept && rq->accept(rq->arg, x->rs)) {
+		x->why = TFS_HTTP_REFUSED;
+		return 1;
+	}
+	x->checked = 1;
+	return 0;
+}
+
+/* Spread over rq->iov in order, the caller told of the progress. */
+static size_t iov_body(struct xfer *x, const char *p, size_t n)
+{
+	const struct tfs_http_req *rq = x->rq;
+	if (iov_refused(x))
+		return 0;
+	size_t left = n;
+	while (left) {
+		if (x->iv >= rq->niov) {
+			x->why = TFS_HTTP_BADRANGE;
+			return 0;
+		}
+		const struct tfs_iov *v = &rq->iov[x->iv];
+		size_t k = v->len - x->ivoff < left ? v->len - x->ivoff : left;
+		/* What an earlier try put in place may be being read. */
+		if (x->got + k > x->kept) {
+			size_t skip = x->got < x->kept ? x->kept - x->got : 0;
+			memcpy((char *)v->p + x->ivoff + skip, p + skip, k - skip);
+		}
+		p += k;
+		left -= k;
+		x->ivoff += k;
+		x->got += k;
+		if (x->ivoff == v->len) {
+			x->iv++;
+			x->ivoff = 0;
+		}
+	}
+	if (rq->progress && x->got > x->kept)
+		rq->progress(rq->arg, x->got);
+	return n;
+}
+
+/* Into a growing *rq->body of at most rq->body_max bytes. */
+static size_t grown_body(struct xfer *x, const char *p, size_t n)
+{
+	const struct tfs_http_req *rq = x->rq;
+	if (n > rq->body_max - x->got) {
+		x->why = TFS_HTTP_TOOBIG;
+		return 0;
+	}
+	char *b = realloc(*rq->body, x->got + n + 1);
+	if (!b) {
+		x->why = TFS_HTTP_TOOBIG;
+		return 0;
+	}
+	*rq->body = b;
+	memcpy(b + x->got, p, n);
+	x->got += n;
+	b[x->got] = 0;
+	*rq->bodylen = x->got;
+	return n;
+}
+
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
 	struct xfer *x = ud;
 	const struct tfs_http_req *rq = x->rq;
 	size_t n = size * nmemb;
 	long st = x->rs->status;
-	if (st >= 200 && st <= 299 && *x->rs->encoding) {
+	if (st < 200 || st > 299)
+		return error_body(x, p, n);
+	if (*x->rs->encoding) {
 		/* Compressed bytes (a proxy that gzips whatever it passes on):
 		 * refused before one of them lands anywhere. */
 		x->why = TFS_HTTP_ENCODED;
 		return 0;
 	}
-	if (st >= 200 && st <= 299)
-		__atomic_fetch_add(&x->h->nbytes, (uint64_t)n, __ATOMIC_RELAXED);
-	if (st < 200 || st > 299) {
-		/* An error's body: keep the start (S3 says what in it). */
-		size_t k = ERRBODY_MAX - x->errlen < n ? ERRBODY_MAX - x->errlen : n;
-		memcpy(x->errbody + x->errlen, p, k);
-		x->errlen += k;
-		return n;
-	}
+	__atomic_fetch_add(&x->h->nbytes, (uint64_t)n, __ATOMIC_RELAXED);
 	if (rq->has_range && st == 200) {
 		if (rq->whole_ok)
 			return whole_body(x, p, n);
@@ -135,75 +226,12 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 		x->why = TFS_HTTP_NORANGE;
 		return 0;
 	}
-	if (rq->buf) {
-		if (n > rq->buflen - x->got) {
-			x->why = TFS_HTTP_BADRANGE;
-			return 0;
-		}
-		memcpy((char *)rq->buf + x->got, p, n);
-		x->got += n;
-		return n;
-	}
-	if (rq->iov) {
-		if (!x->checked) {
-			/* Before the first byte lands: the range asked for, of the
-			 * version the caller pinned (a byte of another version
-			 * must never reach a block a reader may be served). */
-			const struct tfs_http_resp *rs = x->rs;
-			if (wrong_answer(rq, rs, st)) {
-				x->why = TFS_HTTP_BADRANGE;
-				x->other_range = 1;
-				return 0;
-			}
-			if (rq->accept && rq->accept(rq->arg, rs)) {
-				x->why = TFS_HTTP_REFUSED;
-				return 0;
-			}
-			x->checked = 1;
-		}
-		size_t left = n;
-		while (left) {
-			if (x->iv >= rq->niov) {
-				x->why = TFS_HTTP_BADRANGE;
-				return 0;
-			}
-			const struct tfs_iov *v = &rq->iov[x->iv];
-			size_t k = v->len - x->ivoff < left ? v->len - x->ivoff : left;
-			/* What an earlier try put in place may be being read. */
-			if (x->got + k > x->kept) {
-				size_t skip = x->got < x->kept ? x->kept - x->got : 0;
-				memcpy((char *)v->p + x->ivoff + skip, p + skip, k - skip);
-			}
-			p += k;
-			left -= k;
-			x->ivoff += k;
-			x->got += k;
-			if (x->ivoff == v->len) {
-				x->iv++;
-				x->ivoff = 0;
-			}
-		}
-		if (rq->progress && x->got > x->kept)
-			rq->progress(rq->arg, x->got);
-		return n;
-	}
-	if (rq->body) {
-		if (n > rq->body_max - x->got) {
-			x->why = TFS_HTTP_TOOBIG;
-			return 0;
-		}
-		char *b = realloc(*rq->body, x->got + n + 1);
-		if (!b) {
-			x->why = TFS_HTTP_TOOBIG;
-			return 0;
-		}
-		*rq->body = b;
-		memcpy(b + x->got, p, n);
-		x->got += n;
-		b[x->got] = 0;
-		*rq->bodylen = x->got;
-		return n;
-	}
+	if (rq->buf)
+		return buf_body(x, p, n);
+	if (rq->iov)
+		return iov_body(x, p, n);
+	if (rq->body)
+		return grown_body(x, p, n);
 	return n; /* a body nobody wants */
 }
 
@@ -334,46 +362,74 @@ static enum tfs_http_fail encoded(const struct tfs_http_resp *rs, struct tfs_dia
 	return TFS_HTTP_ENCODED;
 }
 
+/* Why a callback stopped the transfer (x->why), said for people. */
+static enum tfs_http_fail stop_verdict(const struct xfer *x, struct tfs_diag *d)
+{
+	const struct tfs_http_req *rq = x->rq;
+	switch (x->why) {
+	case TFS_HTTP_NORANGE:
+		tfs_fail(
+			d, TFS_ERR_IO,
+			"the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
+		return TFS_HTTP_NORANGE;
+	case TFS_HTTP_TOOBIG:
+		tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
+		return TFS_HTTP_TOOBIG;
+	case TFS_HTTP_REFUSED:
+		tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
+		return TFS_HTTP_REFUSED;
+	case TFS_HTTP_ENCODED:
+		return encoded(x->rs, d);
+	default:
+		if (x->other_range)
+			tfs_fail(d, TFS_ERR_IO,
+				 "asked for bytes %llu-%llu, the server answered another range",
+				 (unsigned long long)rq->off, (unsigned long long)(rq->off + rq->len - 1));
+		else
+			tfs_fail(d, TFS_ERR_IO, "the server sent more bytes than the range asked for");
+		return TFS_HTTP_BADRANGE;
+	}
+}
+
+/* No answer came (c, not CURLE_OK): which way, then libcurl's words. */
+static enum tfs_http_fail network_verdict(CURLcode c, const struct xfer *x, const char *errbuf,
+					  struct tfs_diag *d)
+{
+	const char *lib = *errbuf ? errbuf : curl_easy_strerror(c);
+	char stalled[64];
+	snprintf(stalled, sizeof stalled, "no answer for %u s", x->h->policy.stall_seconds);
+	const char *how = c == CURLE_COULDNT_RESOLVE_HOST ? "the host name does not resolve"
+			  : c == CURLE_COULDNT_CONNECT    ? "the connection was refused or failed"
+			  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
+			  : c == CURLE_OPERATION_TIMEDOUT                            ? "it timed out"
+										     : NULL;
+	/* libcurl's words name the proxy's address, or the origin's, without
+	 * saying which. */
+	char via[TFS_HTTP_URL_MAX + 32] = "";
+	if (x->h->policy.proxy_shown && *x->h->policy.proxy_shown)
+		snprintf(via, sizeof via, " (through the proxy %s)", x->h->policy.proxy_shown);
+	if (how)
+		tfs_fail(d, TFS_ERR_OPEN, "%s (%s)%s", how, lib, via);
+	else
+		tfs_fail(d, TFS_ERR_OPEN, "%s%s", lib, via);
+	/* A name that does not resolve will not resolve on retry. */
+	return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_NONAME : TFS_HTTP_NET;
+}
+
 /* What libcurl's own result says (a callback's stop, a limit, a redirect,
  * an answer that is not HTTP, the network); TFS_HTTP_OK when the transfer
  * itself went through. */
 static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfer *x, const char *errbuf,
 					   struct tfs_diag *d)
 {
-	const struct tfs_http_req *rq = x->rq;
 	if (c == CURLE_ABORTED_BY_CALLBACK || (c != CURLE_OK && tfs_http_aborted(x->h))) {
 		tfs_fail(d, TFS_ERR_IO, "stopped: the mount is going away");
 		return TFS_HTTP_ABORTED;
 	}
 	if (c == CURLE_WRITE_ERROR && x->done && !x->why)
 		return TFS_HTTP_OK; /* whole_body took what it wanted */
-	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x->why)) {
-		switch (x->why) {
-		case TFS_HTTP_NORANGE:
-			tfs_fail(
-				d, TFS_ERR_IO,
-				"the server ignores Range requests (it answered 200 with the whole file); tensorfs needs byte ranges");
-			return TFS_HTTP_NORANGE;
-		case TFS_HTTP_TOOBIG:
-			tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
-			return TFS_HTTP_TOOBIG;
-		case TFS_HTTP_REFUSED:
-			tfs_fail(d, TFS_ERR_IO, "the answer is of another version of the file");
-			return TFS_HTTP_REFUSED;
-		case TFS_HTTP_ENCODED:
-			return encoded(x->rs, d);
-		default:
-			if (x->other_range)
-				tfs_fail(d, TFS_ERR_IO,
-					 "asked for bytes %llu-%llu, the server answered another range",
-					 (unsigned long long)rq->off,
-					 (unsigned long long)(rq->off + rq->len - 1));
-			else
-				tfs_fail(d, TFS_ERR_IO,
-					 "the server sent more bytes than the range asked for");
-			return TFS_HTTP_BADRANGE;
-		}
-	}
+	if (c == CURLE_WRITE_ERROR || (c != CURLE_OK && x->why))
+		return stop_verdict(x, d);
 	if (c == CURLE_FILESIZE_EXCEEDED) {
 		tfs_fail(d, TFS_ERR_IO, "the answer is larger than tensorfs accepts");
 		return TFS_HTTP_TOOBIG;
@@ -401,29 +457,7 @@ static enum tfs_http_fail transfer_verdict(CURL *h, CURLcode c, const struct xfe
 			 *errbuf ? errbuf : curl_easy_strerror(c));
 		return TFS_HTTP_NOTHTTP;
 	}
-	if (c != CURLE_OK) {
-		/* No answer came: say which way, then libcurl's words. */
-		const char *lib = *errbuf ? errbuf : curl_easy_strerror(c);
-		char stalled[64];
-		snprintf(stalled, sizeof stalled, "no answer for %u s", x->h->policy.stall_seconds);
-		const char *how = c == CURLE_COULDNT_RESOLVE_HOST ? "the host name does not resolve"
-				  : c == CURLE_COULDNT_CONNECT    ? "the connection was refused or failed"
-				  : c == CURLE_OPERATION_TIMEDOUT && strstr(lib, "too slow") ? stalled
-				  : c == CURLE_OPERATION_TIMEDOUT                            ? "it timed out"
-											     : NULL;
-		/* libcurl's words name the proxy's address, or the origin's,
-		 * without saying which. */
-		char via[TFS_HTTP_URL_MAX + 32] = "";
-		if (x->h->policy.proxy_shown && *x->h->policy.proxy_shown)
-			snprintf(via, sizeof via, " (through the proxy %s)", x->h->policy.proxy_shown);
-		if (how)
-			tfs_fail(d, TFS_ERR_OPEN, "%s (%s)%s", how, lib, via);
-		else
-			tfs_fail(d, TFS_ERR_OPEN, "%s%s", lib, via);
-		/* A name that does not resolve will not resolve on retry. */
-		return c == CURLE_COULDNT_RESOLVE_HOST ? TFS_HTTP_NONAME : TFS_HTTP_NET;
-	}
-	return TFS_HTTP_OK;
+	return c != CURLE_OK ? network_verdict(c, x, errbuf, d) : TFS_HTTP_OK;
 }
 
 /* What the answer says: its status, and for a body the range and length
