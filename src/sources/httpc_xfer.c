@@ -325,32 +325,46 @@ static void set_options(CURL *h, const struct tfs_http_req *rq, const struct tfs
 	}
 }
 
-static int append(struct curl_slist **hl, const char *line)
+/* A request's header lines as libcurl takes them, linked by hand in
+ * storage the try owns: curl_slist_append would copy each line, a
+ * credential among them, into memory freed without being wiped. The nodes
+ * point at the lines where they are (the try's credentials, the request's
+ * own line), which libcurl only reads, and the list lives as long as the
+ * transfer. */
+struct header_list {
+	struct curl_slist node[3 + TFS_HTTP_CRED_HEADERS];
+	unsigned n;
+	char if_match[512];
+};
+
+static void link_line(struct header_list *hl, char *line)
 {
-	struct curl_slist *t = curl_slist_append(*hl, line);
-	if (t)
-		*hl = t;
-	return t != NULL;
+	struct curl_slist *v = &hl->node[hl->n];
+	v->data = line;
+	v->next = NULL;
+	if (hl->n)
+		hl->node[hl->n - 1].next = v;
+	hl->n++;
 }
 
-/* If-Match, the credentials' header lines and the request's own, as libcurl takes them; 0
- * when out of memory. */
-static int add_headers(const struct tfs_http_req *rq, const struct tfs_http_creds *cr, struct curl_slist **hl)
+/* If-Match, the credentials' header lines and the request's own into hl:
+ * its first node, or NULL for none. */
+static struct curl_slist *add_headers(const struct tfs_http_req *rq, struct tfs_http_creds *cr,
+				      struct header_list *hl)
 {
-	char line[512];
+	hl->n = 0;
 	if (rq->if_match) {
-		snprintf(line, sizeof line, "If-Match: %s", rq->if_match);
-		if (!append(hl, line))
-			return 0;
+		snprintf(hl->if_match, sizeof hl->if_match, "If-Match: %s", rq->if_match);
+		link_line(hl, hl->if_match);
 	}
-	if (*cr->auth && !append(hl, cr->auth))
-		return 0;
-	if (rq->header && !append(hl, rq->header))
-		return 0;
+	if (*cr->auth)
+		link_line(hl, cr->auth);
+	if (rq->header)
+		link_line(hl, (char *)rq->header); /* (read only, as every line) */
 	for (int i = 0; i < TFS_HTTP_CRED_HEADERS; i++)
-		if (*cr->header[i] && !append(hl, cr->header[i]))
-			return 0;
-	return 1;
+		if (*cr->header[i])
+			link_line(hl, cr->header[i]);
+	return hl->n ? &hl->node[0] : NULL;
 }
 
 static enum tfs_http_fail encoded(const struct tfs_http_resp *rs, struct tfs_diag *d)
@@ -526,15 +540,15 @@ static enum tfs_http_fail answer_verdict(const struct xfer *x, const struct tfs_
 	return TFS_HTTP_OK;
 }
 
-/* One try, with the credentials cr. */
+/* One try, with the credentials cr (storage the try owns, which its
+ * caller wipes once the try is over). */
 static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req *rq,
-				  struct tfs_http_resp *rs, const struct tfs_http_creds *cr,
-				  struct tfs_diag *d)
+				  struct tfs_http_resp *rs, struct tfs_http_creds *cr, struct tfs_diag *d)
 {
 	struct xfer x;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char range[64];
-	struct curl_slist *hl = NULL;
+	struct header_list hl;
 	memset(&x, 0, sizeof x);
 	x.h = hc;
 	x.rq = rq;
@@ -553,27 +567,22 @@ static enum tfs_http_fail attempt(struct tfs_http *hc, const struct tfs_http_req
 	if (rq->body)
 		*rq->bodylen = 0;
 	set_options(h, rq, cr, &x, errbuf, range, sizeof range);
-	enum tfs_http_fail f = TFS_HTTP_NET;
-	if (!add_headers(rq, cr, &hl)) {
-		tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	} else {
-		if (hl)
-			curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-		__atomic_fetch_add(&hc->nrequests, 1, __ATOMIC_RELAXED);
-		CURLcode c = curl_easy_perform(h);
-		if (x.errlen)
-			error_code(&x, rs);
-		if (rq->in_place && x.checked && x.got > *rq->in_place)
-			*rq->in_place = x.got;
-		f = transfer_verdict(h, c, &x, errbuf, d);
-		if (f == TFS_HTTP_OK)
-			f = answer_verdict(&x, rs, d);
-	}
+	struct curl_slist *lines = add_headers(rq, cr, &hl);
+	if (lines)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, lines);
+	__atomic_fetch_add(&hc->nrequests, 1, __ATOMIC_RELAXED);
+	CURLcode c = curl_easy_perform(h);
+	if (x.errlen)
+		error_code(&x, rs);
+	if (rq->in_place && x.checked && x.got > *rq->in_place)
+		*rq->in_place = x.got;
+	enum tfs_http_fail f = transfer_verdict(h, c, &x, errbuf, d);
+	if (f == TFS_HTTP_OK)
+		f = answer_verdict(&x, rs, d);
 	/* (The handle keeps no pointer into what goes now: reset drops the
 	 * header list and the password before the next request sets its own.) */
 	curl_easy_reset(h);
 	tfs_http_handle_put(hc, h);
-	curl_slist_free_all(hl);
 	return f;
 }
 
@@ -634,8 +643,9 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 {
 	double backoff = 0.2;
 	const struct tfs_http_policy *policy = &h->policy;
-	/* Two tries' credentials (a few kilobytes each), wiped after: they
-	 * may be secrets. */
+	/* A try's credentials and the ones asked anew after a refusal (a
+	 * few kilobytes each): they may be secrets, wiped as each try ends,
+	 * and the header lines libcurl reads point into them. */
 	struct tfs_http_creds *cr = malloc(2 * sizeof *cr);
 	if (!cr) {
 		*fail = TFS_HTTP_NET;
@@ -647,11 +657,15 @@ tfs_err tfs_http_fetch(struct tfs_http *h, const struct tfs_http_req *rq, struct
 		enum tfs_http_fail f =
 			creds_for(rq, &cr[0], d) ? TFS_HTTP_NET : attempt(h, rq, rs, &cr[0], d);
 		*fail = f;
+		int renew = f != TFS_HTTP_OK && !again && renewed(rq, f, rs, &cr[0], &cr[1]);
+		/* The try is over: its credentials go now, not after the
+		 * backoff (the next try asks for them anew). */
+		explicit_bzero(cr, 2 * sizeof *cr);
 		if (f == TFS_HTTP_OK) {
 			e = TFS_OK;
 			break;
 		}
-		if (!again && renewed(rq, f, rs, &cr[0], &cr[1])) {
+		if (renew) {
 			again = 1;
 			continue;
 		}
