@@ -70,69 +70,58 @@ static void set_tool(struct cli *c, const struct tfs_tool *t)
 		c->tool = t;
 }
 
-int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+/* An option that starts with a dash: of these, libfuse's command line
+ * takes some (--help lists them); any other is a mistake to say at once,
+ * before the source is looked at. */
+static int dash_option(struct cli *c, const char *arg)
 {
-	struct cli *c = data;
-	(void)out;
-	if (key == KEY_STATS || key == KEY_INSPECT || key == KEY_VERIFY) {
-		set_tool(c, tfs_tool_named(key == KEY_STATS     ? "--stats"
-					   : key == KEY_INSPECT ? "--inspect"
-								: "--verify"));
-		return 0;
-	}
-	if (key == KEY_JSON || key == KEY_XXH64) {
-		*(key == KEY_JSON ? &c->json : &c->xxh64) = 1;
-		return 0;
-	}
-	if (key == FUSE_OPT_KEY_OPT && arg[0] == '-') {
-		/* Of the options that start with a dash, libfuse's command line
-		 * takes these (--help lists them); any other is a mistake to
-		 * say at once, before the source is looked at. */
-		static const char *const fuse_cmdline[] = {"-h", "--help", "-V", "--version",
-							   "-d", "-f",     "-s", NULL};
-		for (const char *const *f = fuse_cmdline; *f; f++)
-			if (strcmp(arg, *f) == 0) {
-				c->help |= f - fuse_cmdline < 4;
-				return 1;
-			}
-		if (!c->unknown)
-			c->unknown = arg;
-		return 0;
-	}
-	if (key == FUSE_OPT_KEY_OPT) {
-		/* A source driver's option is the driver's; the rest go on to
-		 * libfuse, which refuses what it does not know. */
-		const char *eq = strchr(arg, '=');
-		size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
-		/* libfuse would take it and the kernel mount would stay
-		 * read-only: say so rather than accept it in silence. */
-		if (strcmp(arg, "rw") == 0) {
-			fprintf(stderr,
-				"tensorfs: -o rw: the mount is read-only (the source is never written); "
+	static const char *const fuse_cmdline[] = {"-h", "--help", "-V", "--version", "-d", "-f", "-s", NULL};
+	for (const char *const *f = fuse_cmdline; *f; f++)
+		if (strcmp(arg, *f) == 0) {
+			c->help |= f - fuse_cmdline < 4;
+			return 1;
+		}
+	if (!c->unknown)
+		c->unknown = arg;
+	return 0;
+}
+
+/* An -o option: a source driver's or a view's is theirs; the rest go on
+ * to libfuse, which refuses what it does not know. */
+static int o_option(struct cli *c, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+	/* libfuse would take it and the kernel mount would stay read-only:
+	 * say so rather than accept it in silence. */
+	if (strcmp(arg, "rw") == 0) {
+		fprintf(stderr, "tensorfs: -o rw: the mount is read-only (the source is never written); "
 				"say ro (in an fstab line: ro, as defaults means rw)\n");
-			return -1;
-		}
-		const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
-		if (!spec)
-			spec = tfs_view_opt(arg, klen);
-		if (!spec || spec->takes_value != (eq != NULL)) {
-			/* libfuse's, or a mistake: tfs_cli_check_options says
-			 * which before anything is opened. */
-			char *copy = strdup(arg);
-			if (!copy || tfs_grow((void **)&c->odd, &c->odd_cap, c->nodd + 1, sizeof *c->odd))
-				c->nomem = 1;
-			else
-				c->odd[c->nodd++] = copy;
-			if (c->nomem)
-				free(copy);
-			return spec ? 0 : 1;
-		}
-		if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
-			c->nomem = 1;
-		return 0;
+		return -1;
 	}
-	if (key != FUSE_OPT_KEY_NONOPT)
-		return 1;
+	const struct tfs_opt_spec *spec = tfs_source_opt(arg, klen);
+	if (!spec)
+		spec = tfs_view_opt(arg, klen);
+	if (!spec || spec->takes_value != (eq != NULL)) {
+		/* libfuse's, or a mistake: tfs_cli_check_options says which
+		 * before anything is opened. */
+		char *copy = strdup(arg);
+		if (!copy || tfs_grow((void **)&c->odd, &c->odd_cap, c->nodd + 1, sizeof *c->odd))
+			c->nomem = 1;
+		else
+			c->odd[c->nodd++] = copy;
+		if (c->nomem)
+			free(copy);
+		return spec ? 0 : 1;
+	}
+	if (tfs_opts_add(&c->driver_opts, arg, klen, eq ? eq + 1 : NULL))
+		c->nomem = 1;
+	return 0;
+}
+
+/* A word that is no option: a tool's name, a SOURCE, the mount point. */
+static int non_option(struct cli *c, const char *arg)
+{
 	/* tensorfs diff A B (a SOURCE named diff is ./diff) */
 	if (c->nonopt == 0 && c->tool != tfs_tool_named("diff") && strcmp(arg, "diff") == 0) {
 		set_tool(c, tfs_tool_named("diff"));
@@ -162,6 +151,27 @@ int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		c->extra = arg;
 		return 0;
 	}
+}
+
+int tfs_cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct cli *c = data;
+	(void)out;
+	if (key == KEY_STATS || key == KEY_INSPECT || key == KEY_VERIFY) {
+		set_tool(c, tfs_tool_named(key == KEY_STATS     ? "--stats"
+					   : key == KEY_INSPECT ? "--inspect"
+								: "--verify"));
+		return 0;
+	}
+	if (key == KEY_JSON || key == KEY_XXH64) {
+		*(key == KEY_JSON ? &c->json : &c->xxh64) = 1;
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_OPT)
+		return arg[0] == '-' ? dash_option(c, arg) : o_option(c, arg);
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	return non_option(c, arg);
 }
 
 /* A paragraph of --help, its words in lines of at most 76 columns. */

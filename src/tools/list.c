@@ -42,6 +42,87 @@ static void unescape(char *s)
 	*w = 0;
 }
 
+/* In the child: the daemon's answer to the question, written to w as
+ * "PID\nCOUNTERS", "-ERRNO" or "-covered". dev: the mount's device number
+ * in mountinfo, which what the path reaches must have. */
+_Noreturn static void ask_in_child(const char *mnt, dev_t dev, int w)
+{
+	char v[768];
+	struct stat st;
+	/* The descriptor, not the path again: what is asked is what was
+	 * checked. */
+	int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT && errno != ENOTDIR) {
+		dprintf(w, "-%d", errno);
+		_exit(0);
+	}
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != dev) {
+		dprintf(w, "-covered");
+		_exit(0);
+	}
+	ssize_t n = fgetxattr(fd, "user.pid", v, sizeof v - 1);
+	if (n < 0) {
+		dprintf(w, "-%d", errno);
+		_exit(0);
+	}
+	v[n] = 0;
+	dprintf(w, "%s\n", v);
+	n = fgetxattr(fd, "user.counters", v, sizeof v - 1);
+	if (n > 0) {
+		v[n] = 0;
+		dprintf(w, "%s", v);
+	}
+	_exit(0);
+}
+
+/* The child's answer from r into buf (a string): its length, or -1 when
+ * none came within a second. */
+static long read_answer(int r, char *buf, size_t sz)
+{
+	size_t len = 0;
+	for (;;) {
+		struct pollfd pf = {.fd = r, .events = POLLIN};
+		int k = poll(&pf, 1, 1000);
+		if (k == 0) {
+			buf[len] = 0;
+			return -1;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		ssize_t n = k > 0 ? read(r, buf + len, sz - 1 - len) : -1;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == sz - 1)
+			break;
+	}
+	buf[len] = 0;
+	return (long)len;
+}
+
+/* What the child's answer says: 0 for "PID\nCOUNTERS", or -1 with why in
+ * buf. */
+static int answer_said(char *buf, size_t len, size_t sz)
+{
+	if (strcmp(buf, "-covered") == 0) {
+		snprintf(buf, sz,
+			 "covered by another mount on top of it: unmount that one first to reach this "
+			 "one's daemon");
+		return -1;
+	}
+	if (buf[0] == '-' || !len) {
+		int e = len ? atoi(buf + 1) : EIO;
+		snprintf(buf, sz, "%s",
+			 e == ENOTCONN  ? "gone (the daemon ended: fusermount3 -u the mount point)"
+			 : e == ENODATA ? "does not say its PID (a tensorfs from before --list)"
+					: strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
 /* What the daemon answers: "PID\nCOUNTERS" into buf. 0, or -1 with why
  * in buf (not answering, gone, covered). dev: the mount's device number
  * in mountinfo, which what the path reaches must have. */
@@ -60,80 +141,21 @@ static int ask_daemon(const char *mnt, dev_t dev, char *buf, size_t sz)
 		return -1;
 	}
 	if (child == 0) {
-		char v[768];
-		struct stat st;
 		close(p[0]);
-		/* The descriptor, not the path again: what is asked is what
-		 * was checked. */
-		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 && errno != ENOENT && errno != ENOTDIR) {
-			dprintf(p[1], "-%d", errno);
-			_exit(0);
-		}
-		if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != dev) {
-			dprintf(p[1], "-covered");
-			_exit(0);
-		}
-		ssize_t n = fgetxattr(fd, "user.pid", v, sizeof v - 1);
-		if (n < 0) {
-			dprintf(p[1], "-%d", errno);
-			_exit(0);
-		}
-		v[n] = 0;
-		dprintf(p[1], "%s\n", v);
-		n = fgetxattr(fd, "user.counters", v, sizeof v - 1);
-		if (n > 0) {
-			v[n] = 0;
-			dprintf(p[1], "%s", v);
-		}
-		_exit(0);
+		ask_in_child(mnt, dev, p[1]);
 	}
 	close(p[1]);
-	size_t len = 0;
-	int timed_out = 0;
-	for (;;) {
-		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		int k = poll(&pf, 1, 1000);
-		if (k == 0) {
-			timed_out = 1;
-			break;
-		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		ssize_t n = k > 0 ? read(p[0], buf + len, sz - 1 - len) : -1;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (len == sz - 1)
-			break;
-	}
-	buf[len] = 0;
+	long len = read_answer(p[0], buf, sz);
 	close(p[0]);
-	if (timed_out)
+	if (len < 0)
 		kill(child, SIGKILL);
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 		;
-	if (timed_out) {
+	if (len < 0) {
 		snprintf(buf, sz, "not answering (stopped or hung?)");
 		return -1;
 	}
-	if (strcmp(buf, "-covered") == 0) {
-		snprintf(buf, sz,
-			 "covered by another mount on top of it: unmount that one first to reach this "
-			 "one's daemon");
-		return -1;
-	}
-	if (buf[0] == '-' || !len) {
-		int e = len ? atoi(buf + 1) : EIO;
-		snprintf(buf, sz, "%s",
-			 e == ENOTCONN  ? "gone (the daemon ended: fusermount3 -u the mount point)"
-			 : e == ENODATA ? "does not say its PID (a tensorfs from before --list)"
-					: strerror(e));
-		return -1;
-	}
-	return 0;
+	return answer_said(buf, (size_t)len, sz);
 }
 
 /* The -o options on the daemon's command line, joined with ','. */
