@@ -498,9 +498,14 @@ static tfs_err from_network(struct xfile *x, struct sink *s, uint64_t end, int *
 	int wrong_file = 0, damaged = 0;
 	*again = 0;
 	tfs_err e = tfs_xet_cas_plan(x->cas, x->hex, s->pos, end - 1, x->base.id.size, 0, &r, &status, d);
-	if (e)
-		return e;
 	*again = 1;
+	if (e) {
+		/* An answer that does not fit the range asked (for another
+		 * range, past the file) may be followed by a good one; a
+		 * failed request was retried already. */
+		*again = e == TFS_ERR_FORMAT;
+		return e;
+	}
 	struct got *got = calloc(r.nfetch, sizeof *got);
 	struct part *parts = calloc(r.nterm, sizeof *parts);
 	if (!got || !parts)

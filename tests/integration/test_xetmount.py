@@ -205,6 +205,19 @@ def test_a_fault_once_is_a_retry_that_succeeds(world, env, fault, count):
     assert not log_lines(log, "over Xet")
 
 
+def test_an_answer_for_another_range_at_the_files_end_is_asked_again(world, env):
+    """The last bytes of a file read alone, the CAS answering once for
+    bytes from 0 (terms that would end past the file): the read asks again
+    and gets the right bytes, with nothing in the log."""
+    want = original(world, 2)
+    ctx, log = fault_mount("-o", "originals")
+    with ctx as mnt:
+        world.double.faults(wrong_range=1)
+        with open(os.path.join(mnt, "__files__", "model.safetensors"), "rb") as f:
+            assert os.pread(f.fileno(), 1000, len(want) - 1000) == want[-1000:]
+    assert not log_lines(log, "over Xet")
+
+
 @pytest.mark.parametrize("fault", ["url_ttl", "short", "corrupt", "wrong_range"])
 def test_a_lasting_fault_is_a_failed_read_and_nothing_is_cached(world, env, tmp, fault):
     """The same faults on every answer: the read fails with EIO and one
