@@ -11,6 +11,7 @@ import os
 import subprocess
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -383,6 +384,18 @@ def _write_token(path, token):
     os.replace(path + ".new", path)
 
 
+def settled(hub):
+    """Until the double has seen no new request for 0.3 s (at most 10 s)."""
+    n, quiet = len(hub.seen()), 0
+    for _ in range(100):
+        time.sleep(0.1)
+        m = len(hub.seen())
+        quiet = quiet + 1 if m == n else 0
+        n = m
+        if quiet >= 3:
+            return
+
+
 def test_a_token_rotated_during_a_mount_is_sent_from_the_next_request(hub, env, tmp):
     """The Hub token file is read again when it changes, before the next
     request to the Hub's host: a read that runs while the token is rotated
@@ -402,7 +415,13 @@ def test_a_token_rotated_during_a_mount_is_sent_from_the_next_request(hub, env, 
                 assert os.pread(fd, 1 << 20, 0) == data[:1 << 20]
                 _write_token(tok, "not a token")  # refused: the old one stays
                 assert os.pread(fd, 1 << 20, 1 << 20) == data[1 << 20:2 << 20]
+                # As a real rotation: the new token valid at the Hub, then
+                # written, then (the read-ahead's requests with the old one
+                # answered) the old one revoked.
+                subprocess.run(["curl", "-sf", "-o", "/dev/null", f"{hub.endpoint}/__token?set={new}&also={TOKEN}"],
+                               check=True)
                 _write_token(tok, new)
+                settled(hub)
                 subprocess.run(["curl", "-sf", "-o", "/dev/null", hub.endpoint + "/__token?set=" + new], check=True)
                 n_before = len(hub.seen())
                 got = os.pread(fd, ROTATE_BYTES, 2 << 20)

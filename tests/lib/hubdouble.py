@@ -36,7 +36,8 @@ usage: hubdouble.py CONFIG.json (prints its port, then serves). CONFIG:
                                  X-Linked-Etag the file's SHA-256, as the Hub)}},
    "renamed": {"old/name": "org/name"}}
 GET /__seen lists every request: its method, path and whether it carried the token.
-GET /__token?set=NEW makes NEW the one valid token from then on (a token rotated).
+GET /__token?set=NEW makes NEW the one valid token from then on (a token rotated);
+with &also=OLD, OLD stays valid too until the next set (a rotation's overlap).
 A gated repository with "cdn": "self" asks for the token on its CDN path too,
 as the Hub's own host does.
 """
@@ -103,10 +104,13 @@ class Handler(loopback.Handler):
     def json(self, obj, headers=None):
         self.send(200, json.dumps(obj).encode(), dict(headers or {}, **{"Content-Type": "application/json"}))
 
+    def token_ok(self):
+        return self.headers.get("Authorization") in [f"Bearer {t}" for t in [CONFIG["token"]] + CONFIG.get("also", [])]
+
     def authorized(self, repo):
         if not repo.get("gated"):
             return True
-        return self.headers.get("Authorization") == f"Bearer {CONFIG['token']}"
+        return self.token_ok()
 
     def repo_commit(self, name, rev):
         repo = CONFIG["repos"].get(name)
@@ -128,13 +132,14 @@ class Handler(loopback.Handler):
         url = urllib.parse.urlsplit(self.path)
         with LOCK:
             SEEN.append({"method": self.command, "path": url.path, "auth": self.headers.get("Authorization") is not None,
-                         "token_ok": self.headers.get("Authorization") == f"Bearer {CONFIG['token']}"})
+                         "token_ok": self.token_ok()})
         if url.path == "/__seen":
             with LOCK:
                 return self.json(list(SEEN))
         if url.path == "/__token":
             with LOCK:
-                CONFIG["token"] = urllib.parse.parse_qs(url.query)["set"][0]
+                q = urllib.parse.parse_qs(url.query)
+                CONFIG["token"], CONFIG["also"] = q["set"][0], q.get("also", [])
             return self.json({"token": "set"})
         m = re.fullmatch(r"/api/(models|datasets)/([^/]+/[^/]+)/(revision|tree)/([^/]+)(/.*)?", url.path)
         if m:
