@@ -26,6 +26,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver listens with a backlog of 5: a client opening 32
+    # connections at once (tensorfs's requests in flight) lost SYNs, each
+    # sent again a second later (a cold Xet load stalled 0.9 s now and then)
+    request_queue_size = 1024
 
 
 def serve(handler):
