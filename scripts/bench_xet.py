@@ -8,7 +8,8 @@ CAPPED). bench.py runs them; each timed repetition runs the baseline and
 tensorfs back to back (and the binary before, TENSORFS_BENCH_BEFORE).
 
   xet-stream    a cold load of revision a (every tensor file in name order, fresh mount) / aria2c -x16
-                -s16 -k1M fetching the same 4 files through the LFS route (the bridge, capped alike)
+                -s16 -k1M fetching the same 4 files through the LFS route (the bridge, capped alike);
+                the detail gives the daemon's CPU seconds per GiB of the load
   xet-bytes     xorb bytes nginx sent for xet-stream's cold load / the files' xorb bytes (their chunks
                 as stored); the detail gives one tensor read (its user.hash.sha256 on a fresh mount:
                 the tensor read alone, in 4 MiB pieces) against its covering chunks and one chunk
@@ -32,7 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
 import xetstore  # noqa: E402
-from benchlib import CAPPED, before_note, fixture, read_files, tensors, triple  # noqa: E402
+from benchlib import CAPPED, before_note, cpu_seconds, fixture, read_files, tensors, triple  # noqa: E402
 from xetfix import SECRET, Served  # noqa: E402
 
 MiB = 1 << 20
@@ -120,13 +121,18 @@ def xorb_bytes(ng):
     return sum(r["bytes"] for r in ng.requests() if r["uri"].startswith("/xorbs/"))
 
 
-def load(b, spec, *opts, binary=None):
-    """Every tensor file of spec in name order through a fresh mount: seconds."""
+def load(b, spec, *opts, binary=None, cpu=None):
+    """Every tensor file of spec in name order through a fresh mount:
+    seconds (and the daemon's CPU seconds appended to cpu)."""
     with b.Mount(spec, *opts, binary=binary) as m:
         names = tensors(m.mnt)
+        c0 = cpu_seconds(m.pid)
         t0 = time.perf_counter()
         read_files(os.path.join(m.mnt, x) for x in names)
-        return time.perf_counter() - t0
+        t = time.perf_counter() - t0
+        if cpu is not None:
+            cpu.append(cpu_seconds(m.pid) - c0)
+        return t
 
 
 def rows(b, reps, want):
@@ -171,18 +177,25 @@ def stream_rows(b, reps, want, sv, meta, files, a_files):
         shutil.rmtree(out)
         return t
 
+    cpu = {"ours": [], "before": []}
+
     def ours(binary=None):
         ng.clear_log()
-        t = load(b, "hf://org/bench@a", binary=binary)
-        if binary in (None, b.BIN):
+        mine = binary in (None, b.BIN)
+        t = load(b, "hf://org/bench@a", binary=binary, cpu=cpu["ours" if mine else "before"])
+        if mine:
             fetched.append(xorb_bytes(ng))
         return t
 
     out = []
     bt, ot, r, bf = triple(b, reps, aria2c, ours, ours)
     if "xet-stream" in want:
+        gib = total / (1 << 30)
+        daemon = f"; the daemon's CPU {b.median(cpu['ours']) / gib:.2f} s/GiB"
+        if cpu["before"]:
+            daemon += f" (before {b.median(cpu['before']) / gib:.2f})"
         out.append(("xet-stream", 1 / r, f"{total / ot / MiB:.0f} MiB/s vs {total / bt / MiB:.0f} MiB/s"
-                    f"{before_note(bf, total)}", "higher"))
+                    f"{before_note(bf, total)}{daemon}", "higher"))
     if "xet-bytes" in want:
         ratio = b.median(fetched) / stored
         out.append(("xet-bytes", ratio, f"{b.median(fetched) / MiB:.1f} MiB of xorbs for {stored / MiB:.1f} MiB "
