@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include <xxh_x86dispatch.h>
 
 #include "core/hash.h"
+#include "sources/cachedir.h"
 #include "core/table.h"
 
 /* Seeds the block files' checksums and the name of a file's directory. */
@@ -46,22 +46,6 @@ struct disk_file {
 	size_t memo_len;
 	size_t *memo_slot, memo_cap, memo_n;
 	int memo_read;
-};
-
-/* A block file found by a scan, for the eviction order. */
-struct old {
-	int64_t mtime;
-	uint64_t size;
-	char *path;
-};
-
-/* What a scan of the cache directory finds: the bytes under it, and with
- * collect, every block file (not the memos). */
-struct scan {
-	int collect;
-	uint64_t total;
-	struct old *olds;
-	size_t nolds, cold;
 };
 
 /* Made for the user alone: the blocks of a gated model are no one
@@ -189,56 +173,6 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 	return ok;
 }
 
-static void scan_file(struct scan *sc, const char *p, const struct stat *st)
-{
-	/* Allocated bytes: the chunk cache's xorb files beside the blocks
-	 * (sources/xorbcache.h) are sparse. */
-	uint64_t size = (uint64_t)st->st_blocks * 512;
-	sc->total += size;
-	/* A memo (a few bytes a tensor) outlives the blocks it was worked out
-	 * from: that is what it is for. */
-	size_t pl = strlen(p);
-	if (!sc->collect || (pl >= 5 && strcmp(p + pl - 5, "/memo") == 0))
-		return;
-	if (sc->nolds == sc->cold && tfs_grow((void **)&sc->olds, &sc->cold, sc->nolds + 1, sizeof *sc->olds))
-		return;
-	sc->olds[sc->nolds].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-	sc->olds[sc->nolds].size = size;
-	sc->olds[sc->nolds].path = strdup(p);
-	if (sc->olds[sc->nolds].path)
-		sc->nolds++;
-}
-
-/* The regular files under dir, at most depth levels down (the layout is
- * DIR/xx/HASH/file), never following a link. */
-static void scan_dir(struct scan *sc, const char *dir, int depth)
-{
-	DIR *dd = opendir(dir);
-	if (!dd)
-		return;
-	struct dirent *de;
-	while ((de = readdir(dd))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		struct stat st;
-		char p[4096];
-		if (fstatat(dirfd(dd), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    (size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
-			continue;
-		if (S_ISREG(st.st_mode))
-			scan_file(sc, p, &st);
-		else if (S_ISDIR(st.st_mode) && depth > 0)
-			scan_dir(sc, p, depth - 1);
-	}
-	closedir(dd);
-}
-
-static int old_cmp(const void *a, const void *b)
-{
-	const struct old *x = a, *y = b;
-	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
-}
-
 /* Over the limit: remove the oldest block files until 90% of it is used.
  * The directory may be shared by other mounts, so it is measured again
  * rather than trusted. One thread at a time (the others go on), which is
@@ -258,16 +192,7 @@ static void disk_evict(struct disk_store *s)
 	for (int pass = 0; pass < 4 && s->used > s->base.max; pass++) {
 		uint64_t written = s->written;
 		pthread_mutex_unlock(&s->lock);
-		struct scan sc = {.collect = 1};
-		scan_dir(&sc, s->dir, 3);
-		uint64_t measured = sc.total;
-		qsort(sc.olds, sc.nolds, sizeof *sc.olds, old_cmp);
-		for (size_t i = 0; i < sc.nolds; i++) {
-			if (measured > s->base.max / 10 * 9 && unlink(sc.olds[i].path) == 0)
-				measured -= sc.olds[i].size;
-			free(sc.olds[i].path);
-		}
-		free(sc.olds);
+		uint64_t measured = tfs_cachedir_trim(s->dir, 3, s->base.max / 10 * 9);
 		pthread_mutex_lock(&s->lock);
 		s->used = measured + (s->written - written);
 	}
@@ -560,9 +485,7 @@ tfs_err tfs_disk_store_open(const char *dir, uint64_t max, struct tfs_bstore **o
 		disk_free(&s->base);
 		return e;
 	}
-	struct scan sc = {.collect = 0};
-	scan_dir(&sc, s->dir, 3);
-	s->used = sc.total;
+	s->used = tfs_cachedir_used(s->dir, 3);
 	*out = &s->base;
 	return TFS_OK;
 }

@@ -1,6 +1,5 @@
 #include "sources/xorbcache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,6 +15,7 @@
 #include <xxh_x86dispatch.h>
 
 #include "compute/xetchunk.h"
+#include "sources/cachedir.h"
 #include "core/table.h"
 
 #define REC 64u
@@ -43,20 +43,6 @@ struct tfs_xorbcache {
 	int evicting;
 };
 
-/* A file found by a scan, for the eviction order. */
-struct old {
-	int64_t mtime;
-	uint64_t size;
-	char *path;
-};
-
-struct scan {
-	int collect;
-	uint64_t total;
-	struct old *v;
-	size_t n, cap;
-};
-
 /* A xorb's seed: records and slots of another xorb's file, or of
  * another chunk, never check out here. */
 static uint64_t seed_of(const uint8_t xorb[TFS_XET_HASH_LEN], uint32_t c)
@@ -82,50 +68,6 @@ static void xorb_path(const struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_
 
 /* ---- the room it takes ---- */
 
-static void scan_file(struct scan *sc, const char *p, const struct stat *st)
-{
-	/* Allocated bytes: a xorb's file is sparse. */
-	uint64_t size = (uint64_t)st->st_blocks * 512;
-	size_t pl = strlen(p);
-	sc->total += size;
-	if (!sc->collect || (pl >= 5 && strcmp(p + pl - 5, "/memo") == 0))
-		return;
-	if (sc->n == sc->cap && tfs_grow((void **)&sc->v, &sc->cap, sc->n + 1, sizeof *sc->v))
-		return;
-	sc->v[sc->n].mtime = st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-	sc->v[sc->n].size = size;
-	if ((sc->v[sc->n].path = strdup(p)))
-		sc->n++;
-}
-
-/* The regular files under dir, depth levels down, never through a link. */
-static void scan_dir(struct scan *sc, const char *dir, int depth)
-{
-	DIR *dd = opendir(dir);
-	struct dirent *de;
-	if (!dd)
-		return;
-	while ((de = readdir(dd))) {
-		struct stat st;
-		char p[4096];
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-		    fstatat(dirfd(dd), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    (size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
-			continue;
-		if (S_ISREG(st.st_mode))
-			scan_file(sc, p, &st);
-		else if (S_ISDIR(st.st_mode) && depth > 0)
-			scan_dir(sc, p, depth - 1);
-	}
-	closedir(dd);
-}
-
-static int old_cmp(const void *a, const void *b)
-{
-	const struct old *p = a, *q = b;
-	return (p->mtime > q->mtime) - (p->mtime < q->mtime);
-}
-
 /* Over the limit: the oldest files of the whole cache directory go (xorbs
  * and the block cache's blocks alike) until 90% of it is used, measured
  * again each time (other mounts share it), one thread at a time. */
@@ -140,16 +82,7 @@ static void evict(struct tfs_xorbcache *x)
 	for (int pass = 0; pass < 4 && x->used > x->max; pass++) {
 		uint64_t written = x->written;
 		pthread_mutex_unlock(&x->lock);
-		struct scan sc = {.collect = 1};
-		scan_dir(&sc, x->top, 3);
-		uint64_t measured = sc.total;
-		qsort(sc.v, sc.n, sizeof *sc.v, old_cmp);
-		for (size_t i = 0; i < sc.n; i++) {
-			if (measured > x->max / 10 * 9 && unlink(sc.v[i].path) == 0)
-				measured -= sc.v[i].size;
-			free(sc.v[i].path);
-		}
-		free(sc.v);
+		uint64_t measured = tfs_cachedir_trim(x->top, 3, x->max / 10 * 9);
 		pthread_mutex_lock(&x->lock);
 		x->used = measured + (x->written - written);
 	}
@@ -348,9 +281,7 @@ tfs_err tfs_xorbcache_open(const char *dir, uint64_t max, struct tfs_xorbcache *
 		tfs_xorbcache_free(x);
 		return e;
 	}
-	struct scan sc = {.collect = 0};
-	scan_dir(&sc, x->top, 3);
-	x->used = sc.total;
+	x->used = tfs_cachedir_used(x->top, 3);
 	*out = x;
 	return TFS_OK;
 }
