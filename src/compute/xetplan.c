@@ -207,8 +207,7 @@ static tfs_err read_term(struct parse *x)
 		} else if (bit == 2) {
 			e = read_pair(x, TFS_XET_XORB_CHUNKS_MAX, &a, &b, "a term's range");
 		} else if (bit == 4) {
-			e = read_uint(x, (uint64_t)TFS_XET_XORB_CHUNKS_MAX * TFS_XET_CHUNK_MAX, &len,
-				      "unpacked_length");
+			e = read_uint(x, UINT32_MAX, &len, "unpacked_length");
 		} else {
 			e = tfs_js_skip(&x->s);
 		}
@@ -263,6 +262,8 @@ static tfs_err set_fetch(struct parse *x, struct tfs_xet_fetch *f, uint64_t a, u
 	if (bytes < n * (TFS_XET_CHUNK_HEADER + 1) ||
 	    bytes > n * (TFS_XET_CHUNK_HEADER + TFS_XET_CHUNK_COMP_MAX))
 		return tfs_js_err(&x->s, "a fetch's byte range cannot hold its chunks");
+	if (bytes > TFS_XET_XORB_BYTES_MAX)
+		return tfs_js_err(&x->s, "a fetch's byte range is larger than a xorb");
 	f->start = (uint32_t)a;
 	f->end = (uint32_t)b;
 	f->first = first;

@@ -18,12 +18,15 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "compute/xetchunk.h"
 #include "compute/xethash.h"
 
 #define TFS_XET_TERMS_MAX (1u << 20)
 #define TFS_XET_URL_MAX 16384
-/* The chunks a xorb can hold (xet-core writes at most 8,192). */
+/* The chunks a xorb can hold (xet-core writes at most 8,192), and its
+ * bytes: 64 MiB serialized, and room for one more chunk past that. */
 #define TFS_XET_XORB_CHUNKS_MAX 65536u
+#define TFS_XET_XORB_BYTES_MAX ((64ull << 20) + TFS_XET_CHUNK_HEADER + TFS_XET_CHUNK_COMP_MAX)
 
 struct tfs_xet_term {
 	uint8_t xorb[TFS_XET_HASH_LEN];

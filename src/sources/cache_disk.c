@@ -149,9 +149,10 @@ static int disk_get(struct tfs_bfile *bf, uint64_t idx, uint32_t len, char *buf)
 	struct disk_file *f = (struct disk_file *)bf;
 	char path[4096];
 	blk_path(f, idx, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 && errno == EPERM)
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* O_NOATIME needs the owner */
+		fd = open(path,
+			  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* O_NOATIME needs the owner */
 	if (fd < 0)
 		return 0;
 	struct disk_hdr h;
@@ -321,7 +322,7 @@ static void memo_read(struct disk_file *f)
 	char path[4096];
 	f->memo_read = 1;
 	memo_path(f, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* (a FIFO never blocks) */
 	struct stat st;
 	if (fd < 0)
 		return;

@@ -82,7 +82,9 @@ uint64_t tfs_cachedir_trim(const char *dir, int depth, uint64_t keep)
 	uint64_t measured = sc.total;
 	qsort(sc.v, sc.n, sizeof *sc.v, old_cmp);
 	for (size_t i = 0; i < sc.n; i++) {
-		if (measured > keep && unlink(sc.v[i].path) == 0)
+		/* (A file another mount removed meanwhile is gone too.) */
+		struct stat st;
+		if (measured > keep && (unlink(sc.v[i].path) == 0 || lstat(sc.v[i].path, &st) != 0))
 			measured -= sc.v[i].size;
 		free(sc.v[i].path);
 	}

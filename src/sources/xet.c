@@ -180,8 +180,10 @@ static void learn_index(struct xfile *x, uint32_t k, struct tfs_diag *d)
 	}
 	if (wrong)
 		tfs_xorbcache_drop(x->l->xcache, t->xorb);
-	if (differs)
+	if (differs) {
+		__atomic_store_n(&x->distrust, 1, __ATOMIC_SEQ_CST);
 		drop_all(x);
+	}
 	free(lens);
 	free(hashes);
 	free(has);
@@ -194,8 +196,8 @@ static int known(struct xfile *x, uint32_t k, uint64_t g, uint32_t *len, uint64_
 {
 	pthread_mutex_lock(&x->lock);
 	int ok = g < x->map->first[k + 1] && x->map->len[g] && x->map->at[g] != TFS_XET_AT_UNKNOWN;
-	*len = x->map->len[g];
-	*at = x->map->at[g];
+	*len = ok ? x->map->len[g] : 0;
+	*at = ok ? x->map->at[g] : 0;
 	pthread_mutex_unlock(&x->lock);
 	return ok;
 }
@@ -259,6 +261,12 @@ static void from_cache(struct xfile *x, struct sink *s, uint64_t end, uint8_t *b
 struct got {
 	uint8_t *body, *raw;
 	size_t body_cap, raw_cap;
+	/* The chunks of the fetch (from its start) that the answer's terms
+	 * use, all within [lo, hi): only those are decoded, hashed and kept
+	 * (the others' headers are walked, their bytes checked by nothing,
+	 * and a fetch may name far more chunks than its terms). */
+	uint8_t *use;
+	uint32_t lo, hi;
 	const uint8_t **ptr;
 	uint32_t *lens;
 	uint8_t (*hash)[TFS_XET_HASH_LEN];
@@ -271,13 +279,15 @@ static void got_free(struct tfs_xet_cas *cas, struct got *g)
 	free(g->ptr);
 	free(g->lens);
 	free(g->hash);
+	free(g->use);
 	memset(g, 0, sizeof *g);
 }
 
 /* The bytes n chunks serialized in buf decode to, but for the stored
  * ones (read in place), from their headers, each checked; and that they
  * fill buf exactly. */
-static tfs_err raw_size(const uint8_t *buf, size_t len, uint32_t n, size_t *out, struct tfs_diag *d)
+static tfs_err raw_size(const uint8_t *buf, size_t len, uint32_t n, const uint8_t *use, size_t *out,
+			struct tfs_diag *d)
 {
 	size_t at = 0;
 	*out = 0;
@@ -290,25 +300,33 @@ static tfs_err raw_size(const uint8_t *buf, size_t len, uint32_t n, size_t *out,
 			return tfs_fail(d, e, "chunk %u of %u: %.900s", i, n, why);
 		}
 		at += TFS_XET_CHUNK_HEADER + h.comp_len;
-		*out += h.type == TFS_XET_STORED ? 0 : h.raw_len;
+		if (use[i])
+			*out += h.type == TFS_XET_STORED ? 0 : h.raw_len;
 	}
 	if (at != len)
 		return tfs_fail(d, TFS_ERR_FORMAT, "%zu bytes follow the %u chunks of a fetch", len - at, n);
 	return TFS_OK;
 }
 
-/* Each of g's nc chunks in place: a stored one where it is in the body,
- * the others decoded into raw (room checked by raw_size), then hashed. */
-static tfs_err decode(struct got *g, size_t n, uint32_t nc, struct tfs_diag *d)
+/* Each of g's chunks [lo, hi) in place: a stored one where it is in the
+ * body, the others decoded into raw (room checked by raw_size), then
+ * hashed. */
+static tfs_err decode(struct got *g, size_t n, struct tfs_diag *d)
 {
 	struct tfs_xet_dec *dec = tfs_xet_dec_new();
 	size_t at = 0, ro = 0;
 	tfs_err e = dec ? TFS_OK : tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
-	for (uint32_t i = 0; !e && i < nc; i++) {
+	for (uint32_t i = 0; !e && i < g->hi; i++) {
 		struct tfs_xet_chunk_hdr h;
 		size_t used = 0, got = 0;
 		if ((e = tfs_xet_chunk_header(g->body + at, n - at, &h, d)))
 			break;
+		if (!g->use[i]) {
+			g->ptr[i] = NULL;
+			g->lens[i] = 0;
+			at += TFS_XET_CHUNK_HEADER + h.comp_len;
+			continue;
+		}
 		if (h.type == TFS_XET_STORED) {
 			g->ptr[i] = g->body + at + TFS_XET_CHUNK_HEADER;
 			used = TFS_XET_CHUNK_HEADER + h.comp_len;
@@ -323,8 +341,9 @@ static tfs_err decode(struct got *g, size_t n, uint32_t nc, struct tfs_diag *d)
 		at += used;
 	}
 	tfs_xet_dec_free(dec);
-	for (uint32_t i = 0; !e && i < nc; i++)
-		tfs_xet_chunk_hash(g->ptr[i], g->lens[i], g->hash[i]);
+	for (uint32_t i = g->lo; !e && i < g->hi; i++)
+		if (g->use[i])
+			tfs_xet_chunk_hash(g->ptr[i], g->lens[i], g->hash[i]);
 	return e;
 }
 
@@ -346,12 +365,12 @@ static tfs_err fetch_run(struct xfile *x, const struct tfs_xet_plan *r, uint32_t
 	if (!e)
 		e = tfs_xet_cas_xorb(x->cas, r->url[fe->url], fe->first, fe->last, g->body, expired, d);
 	if (!e)
-		*damaged = (e = raw_size(g->body, n, nc, &raw, d)) != TFS_OK;
+		*damaged = (e = raw_size(g->body, n, nc, g->use, &raw, d)) != TFS_OK;
 	if (!e && raw && !(g->raw = tfs_xet_cas_buffer(x->cas, raw, &g->raw_cap)))
 		e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
 	if (!e)
-		*damaged = (e = decode(g, n, nc, d)) != TFS_OK;
-	for (uint32_t i = 0; !e && i < nc; i++)
+		*damaged = (e = decode(g, n, d)) != TFS_OK;
+	for (uint32_t i = g->lo; !e && i < g->hi; i++)
 		count(&x->l->xet.chunk_fetched, g->lens[i]);
 	return e;
 }
@@ -473,6 +492,19 @@ static tfs_err gather(struct xfile *x, const struct tfs_xet_plan *r, struct got 
 {
 	int expired = 0;
 	tfs_err e = TFS_OK;
+	for (uint32_t f = 0; f < r->nfetch; f++)
+		got[f].lo = UINT32_MAX;
+	for (uint32_t i = 0; !e && i < r->nterm; i++) {
+		const struct tfs_xet_term *t = &r->term[i];
+		struct got *g = &got[t->fetch];
+		uint32_t a = t->start - r->fetch[t->fetch].start, b = t->end - r->fetch[t->fetch].start;
+		if (!g->use && !(g->use = calloc(r->fetch[t->fetch].end - r->fetch[t->fetch].start, 1)))
+			e = tfs_fail(d, TFS_ERR_NOMEM, "out of memory");
+		for (uint32_t c = a; !e && c < b; c++)
+			g->use[c] = 1;
+		g->lo = a < g->lo ? a : g->lo;
+		g->hi = b > g->hi ? b : g->hi;
+	}
 	for (uint32_t i = 0; !e && i < r->nterm; i++) {
 		const struct tfs_xet_term *t = &r->term[i];
 		if (cached_term(x, t, &parts[i]))
@@ -483,6 +515,25 @@ static tfs_err gather(struct xfile *x, const struct tfs_xet_plan *r, struct got 
 			fetched_term(t, &r->fetch[t->fetch], &got[t->fetch], &parts[i]);
 	}
 	return e;
+}
+
+/* The runs of fetch fe's chunks its answer's terms used, into the chunk
+ * cache; non-zero when any went in. */
+static int keep_used(struct xfile *x, const struct tfs_xet_fetch *fe, const struct got *g)
+{
+	int put = 0;
+	for (uint32_t a = g->lo; g->body && a < g->hi;) {
+		uint32_t b = a;
+		while (b < g->hi && g->use[b])
+			b++;
+		if (b > a) {
+			tfs_xorbcache_put(x->l->xcache, fe->xorb, fe->start + a, b - a, g->lens + a,
+					  g->ptr + a, (const uint8_t(*)[TFS_XET_HASH_LEN])g->hash + a);
+			put = 1;
+		}
+		a = b + 1; /* (past a chunk not used, or the end) */
+	}
+	return put;
 }
 
 /* Bytes [s->pos, end) from the network: the reconstruction of that range
@@ -518,14 +569,15 @@ static tfs_err from_network(struct xfile *x, struct sink *s, uint64_t end, int *
 		e = learn_answer(x, &r, parts, &wrong_file, d);
 	if (wrong_file)
 		*again = 0;
-	if ((wrong_file || damaged) && !__atomic_exchange_n(&x->distrust, 1, __ATOMIC_RELAXED))
+	if ((wrong_file || damaged) && !__atomic_exchange_n(&x->distrust, 1, __ATOMIC_SEQ_CST))
 		drop_all(x);
-	int keep = !__atomic_load_n(&x->distrust, __ATOMIC_RELAXED);
+	int keep = !__atomic_load_n(&x->distrust, __ATOMIC_SEQ_CST), put = 0;
 	for (uint32_t f = 0; !e && keep && x->l->xcache && f < r.nfetch; f++)
-		if (got[f].body)
-			tfs_xorbcache_put(x->l->xcache, r.fetch[f].xorb, r.fetch[f].start,
-					  r.fetch[f].end - r.fetch[f].start, got[f].lens, got[f].ptr,
-					  (const uint8_t(*)[TFS_XET_HASH_LEN])got[f].hash);
+		put |= keep_used(x, &r.fetch[f], &got[f]);
+	/* Another reader may have found the file damaged while these went
+	 * in, after it dropped the file's chunks: they go too. */
+	if (put && __atomic_load_n(&x->distrust, __ATOMIC_SEQ_CST))
+		drop_all(x);
 	for (uint32_t i = 0; !e && i < r.nterm; i++) {
 		uint64_t at = r.term[i].at;
 		for (uint32_t j = 0; j < r.term[i].end - r.term[i].start; at += parts[i].lens[j], j++)

@@ -198,9 +198,6 @@ tfs_err tfs_xet_cas_plan(struct tfs_xet_cas *c, const char *hex, uint64_t first,
 			 int whole, struct tfs_xet_plan *p, long *status, struct tfs_diag *d)
 {
 	char url[TFS_XET_CAS_URL_MAX + 128], range[64];
-	pthread_mutex_lock(&c->lock);
-	snprintf(url, sizeof url, "%s/v1/reconstructions/%s", c->tok.cas, hex);
-	pthread_mutex_unlock(&c->lock);
 	snprintf(range, sizeof range, "Range: bytes=%llu-%llu", (unsigned long long)first,
 		 (unsigned long long)last);
 	char *body = NULL;
@@ -209,8 +206,10 @@ tfs_err tfs_xet_cas_plan(struct tfs_xet_cas *c, const char *hex, uint64_t first,
 	enum tfs_http_fail f = TFS_HTTP_OK;
 	tfs_err e = TFS_OK;
 	for (int renewed = 0;; renewed = 1) {
+		/* (A renewed token may name another CAS.) */
 		pthread_mutex_lock(&c->lock);
 		unsigned gen = c->gen;
+		snprintf(url, sizeof url, "%s/v1/reconstructions/%s", c->tok.cas, hex);
 		pthread_mutex_unlock(&c->lock);
 		struct tfs_http_req rq = {.url = url,
 					  .body = &body,

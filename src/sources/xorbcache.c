@@ -66,6 +66,19 @@ static void xorb_path(const struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_
 		snprintf(out, n, "%s/%.2s/%s", x->dir, hex, hex);
 }
 
+/* A xorb's file: a regular file of the user's, opened without blocking
+ * (a FIFO or a device in its place is refused, never waited on). */
+static int open_xorb(const char *path, int flags)
+{
+	struct stat st;
+	int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* ---- the room it takes ---- */
 
 /* Over the limit: the oldest files of the whole cache directory go (xorbs
@@ -106,7 +119,7 @@ unsigned tfs_xorbcache_index(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET
 	memset(lens, 0, (b - a) * sizeof *lens);
 	memset(has, 0, b - a);
 	xorb_path(x, xorb, path, sizeof path, 0);
-	int fd = b <= CHUNKS_MAX ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	int fd = b <= CHUNKS_MAX ? open_xorb(path, O_RDONLY) : -1;
 	if (fd < 0)
 		return 0;
 	struct rec buf[64];
@@ -138,9 +151,9 @@ int tfs_xorbcache_open_xorb(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_
 {
 	char path[4096];
 	xorb_path(x, xorb, path, sizeof path, 0);
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
+	int fd = open_xorb(path, O_RDWR | O_NOATIME);
 	if (fd < 0 && errno == EPERM)
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		fd = open_xorb(path, O_RDWR);
 	return fd;
 }
 
@@ -199,6 +212,7 @@ static int mkdir_own(const char *path)
 	struct stat st;
 	if (mkdir(path, 0700) != 0 && errno != EEXIST)
 		return -1;
+	errno = 0; /* (not "File exists": the message says what is wrong) */
 	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
 			       !(st.st_mode & (S_IWGRP | S_IWOTH))
 		       ? 0
@@ -216,7 +230,7 @@ void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_
 	if (mkdir_own(path) != 0)
 		return;
 	xorb_path(x, xorb, path, sizeof path, 0);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = open_xorb(path, O_RDWR | O_CREAT);
 	if (fd < 0)
 		return;
 	uint64_t wrote = 0;

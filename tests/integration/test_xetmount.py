@@ -346,6 +346,60 @@ def test_a_damaged_chunk_in_the_cache_is_fetched_again(world, env, tmp):
     assert xorb_requests(world)
 
 
+def test_a_fetch_wider_than_its_terms_decodes_and_keeps_only_their_chunks(world, env, tmp):
+    """A CAS whose fetch_info names whole xorbs for a small read: the bytes
+    are right, and only the chunks the answer's terms use are decoded,
+    counted and kept in the chunk cache, as many as for the same read
+    answered plainly (the rest were checked by nothing, and decoding them
+    would let a few bytes of answer cost gigabytes)."""
+    want = hashlib.sha256(dict((n, d) for n, _, _, d in tensors(2))["c.random"]).hexdigest()
+
+    def one_read(cache, wide):
+        with mounted("hf://org/xet", "-o", f"cache_dir={cache}") as mnt:
+            xet = os.path.join(cache, "tensorfs-v1", "xet")
+            held0 = sum(os.stat(os.path.join(r, f)).st_blocks for r, _, fs in os.walk(xet) for f in fs) * 512
+            c0 = counters(mnt)
+            world.double.faults(wide_fetch=wide)
+            # (a hash reads the tensor alone, in pieces, with no read-ahead)
+            assert os.getxattr(os.path.join(mnt, "c.random"), "user.hash.sha256").decode() == want
+            c = counters(mnt)
+            world.double.faults()
+            held = sum(os.stat(os.path.join(r, f)).st_blocks for r, _, fs in os.walk(xet) for f in fs) * 512
+        return (c["chunk_bytes_fetched"] - c0["chunk_bytes_fetched"], c["xorb_bytes"] - c0["xorb_bytes"],
+                held - held0)
+
+    plain = one_read(os.path.join(tmp, "plain"), False)
+    wide = one_read(os.path.join(tmp, "wide"), True)
+    assert wide[1] > plain[1], (plain, wide)  # the double did widen the fetches
+    assert 0 < wide[0] <= plain[0] and 0 < wide[2] <= plain[2] + (64 << 10), (plain, wide)
+
+
+def test_a_fifo_or_a_link_in_the_chunk_cache_is_refused_not_waited_on(world, env, tmp):
+    """A FIFO in place of a xorb's file is never opened to wait on (the
+    chunks are fetched again); a tensorfs-v1/xet that is a link is refused
+    with one line saying why."""
+    want = dict((n, d) for n, _, _, d in tensors(2))
+    cache = os.path.join(tmp, "cache")
+    with mounted("hf://org/xet", "-o", f"cache_dir={cache}") as mnt:
+        assert read(os.path.join(mnt, "c.random")) == want["c.random"]
+    xet = os.path.join(cache, "tensorfs-v1", "xet")
+    files = [os.path.join(r, f) for r, _, fs in os.walk(xet) for f in fs]
+    assert files
+    for f in files:
+        os.unlink(f)
+        os.mkfifo(f, 0o600)
+    with mounted("hf://org/xet", "-o", f"cache_dir={cache}") as mnt:
+        r = subprocess.run(["timeout", "20", "cat", os.path.join(mnt, "c.random")], capture_output=True)
+        assert r.returncode == 0 and r.stdout == want["c.random"], r.returncode
+        c = counters(mnt)
+        assert c["chunk_bytes_cached"] == 0 and c["chunk_bytes_fetched"] > 0, c
+    shutil.rmtree(xet)
+    os.symlink(tmp, xet)
+    r = run(["-o", f"cache_dir={cache}", "hf://org/xet", os.path.join(tmp, "nowhere")])
+    assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot use its tensorfs-v1/xet: not a directory of the user's alone" in r.stderr, r.stderr
+
+
 def test_the_cache_dir_stays_within_cache_max(world, env, tmp):
     """Xorb files (sparse) are counted by what they hold on disk, with the
     block cache's files, and the oldest go past -o cache_max."""

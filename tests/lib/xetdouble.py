@@ -36,6 +36,8 @@ Faults (POST /__faults {...}, cleared by {}), each in the tests:
   "corrupt": "payload"|"header"   a byte of the first chunk served flipped
                       (of every range; with "corrupt_count": N, the next N)
   "wrong_range": true|N  a reconstruction for the asked length from byte 0
+  "wide_fetch": true  every fetch_info entry (v1) widened to its whole xorb:
+                      its terms need a few of the chunks fetched
   "status": {"code": 429|503, "retry_after": S, "count": N,
              "where": "cas"|"xorb"|"token"}   N answers of that status
 A repository with "xet_token": false names its files' Xet hashes but has
@@ -273,6 +275,13 @@ class Handler(hubdouble.Handler):
         if first > 0 and take_fault("wrong_range"):
             first, last = 0, last - first
         plan = xetstore.plan(META, fh, first, last, self.xorb_url, v2)
+        if take_fault("wide_fetch"):
+            for xorb, entries in plan.get("fetch_info", {}).items():
+                chunks = META["xorbs"][xorb]["chunks"]
+                end = chunks[-1][0] + chunks[-1][1] - 1
+                for e in entries:
+                    e.update({"range": {"start": 0, "end": len(chunks)}, "url": self.xorb_url(xorb, [(0, end)]),
+                              "url_range": {"start": 0, "end": end}})
         self.json(plan)
 
     def xorb_url(self, xorb, ranges):

@@ -378,6 +378,14 @@ static void test_plan_hostile(void)
 		{PLAN(TERM,
 		      FETCH("{\"range\":{\"start\":0,\"end\":2},\"url_range\":{\"start\":0,\"end\":99}}")),
 		 "no url"},
+		{PLAN(TERM,
+		      FETCH("{\"range\":{\"start\":0,\"end\":65536},\"url\":\"http://h/x\",\"url_range\":{"
+			    "\"start\":0,\"end\":68000000}}")),
+		 "a fetch of more bytes than a xorb holds"},
+		{PLAN("{\"hash\":" X ",\"range\":{\"start\":0,\"end\":32769},\"unpacked_length\":4294967396}",
+		      FETCH("{\"range\":{\"start\":0,\"end\":32769},\"url\":\"http://h/x\",\"url_range\":{"
+			    "\"start\":0,\"end\":999999}}")),
+		 "an unpacked_length past 32 bits"},
 		{"{\"offset_into_first_range\":100,\"terms\":[" TERM "]," FETCH(E) "}",
 		 "a skip past the term"},
 		{"{\"offset_into_first_range\":0,\"terms\":[]," FETCH(E) "}", "no terms"},
