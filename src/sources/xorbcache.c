@@ -252,7 +252,8 @@ void tfs_xorbcache_put(struct tfs_xorbcache *x, const uint8_t xorb[TFS_XET_HASH_
 			    (ssize_t)lens[i] ||
 		    pwrite(fd, &r, REC, (off_t)(c + i) * REC) != (ssize_t)REC)
 			break;
-		wrote += lens[i] + REC;
+		wrote += ((uint64_t)lens[i] + 4095) / 4096 * 4096 +
+			 REC; /* (a slot takes whole pages on disk) */
 	}
 	close(fd);
 	pthread_mutex_lock(&x->lock);
