@@ -349,9 +349,8 @@ def test_a_damaged_chunk_in_the_cache_is_fetched_again(world, env, tmp):
 def test_a_fetch_wider_than_its_terms_decodes_and_keeps_only_their_chunks(world, env, tmp):
     """A CAS whose fetch_info names whole xorbs for a small read: the bytes
     are right, and only the chunks the answer's terms use are decoded,
-    counted and kept in the chunk cache, as many as for the same read
-    answered plainly (the rest were checked by nothing, and decoding them
-    would let a few bytes of answer cost gigabytes)."""
+    counted and kept in the chunk cache (the rest were checked by nothing,
+    and decoding them would let a few bytes of answer cost gigabytes)."""
     want = hashlib.sha256(dict((n, d) for n, _, _, d in tensors(2))["c.random"]).hexdigest()
 
     def one_read(cache, wide):
@@ -368,10 +367,13 @@ def test_a_fetch_wider_than_its_terms_decodes_and_keeps_only_their_chunks(world,
         return (c["chunk_bytes_fetched"] - c0["chunk_bytes_fetched"], c["xorb_bytes"] - c0["xorb_bytes"],
                 held - held0)
 
-    plain = one_read(os.path.join(tmp, "plain"), False)
+    meta = json.load(open(os.path.join(world.root, "store", "store.json")))
+    raw = sum(c[2] for v in meta["xorbs"].values() for c in v["chunks"])
     wide = one_read(os.path.join(tmp, "wide"), True)
-    assert wide[1] > plain[1], (plain, wide)  # the double did widen the fetches
-    assert 0 < wide[0] <= plain[0] and 0 < wide[2] <= plain[2] + (64 << 10), (plain, wide)
+    # the wire carried whole xorbs; what was decoded and kept is the
+    # tensor's chunks and the read-ahead's (how many varies with the
+    # workers' timing), never the xorbs it came with
+    assert wide[1] > raw // 2 > wide[0] > 0 and raw // 2 > wide[2] > 0, (wide, raw)
 
 
 def test_a_fifo_or_a_link_in_the_chunk_cache_is_refused_not_waited_on(world, env, tmp):
