@@ -64,6 +64,10 @@ struct tfs_source_ops {
 	/* Reading s to its end is followed by reading next (the next shard):
 	 * a source that reads ahead may go on into it. Optional. */
 	void (*then)(struct tfs_source *s, struct tfs_source *next);
+	/* Bytes [off, off + len) will be read soon (the read-ahead across
+	 * files says so): a source that caches may start fetching them.
+	 * Optional. */
+	void (*prefetch)(struct tfs_source *s, uint64_t off, uint64_t len);
 	/* Its bytes are read by readers that keep no copy of them (direct
 	 * I/O, a generated file whose pages are dropped behind its reader),
 	 * so the same bytes come to be read again: a source that caches

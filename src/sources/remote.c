@@ -302,24 +302,13 @@ static tfs_err whole_setup(struct remote *r, const struct tfs_http_resp *rs, str
 
 static const struct tfs_source_ops remote_ops;
 
-/* ---- The read-ahead across files (sources/readahead.h): told of every
- * read of a tensor, it names what the reader will read next wherever it
- * lies (prefetched here) and where this file's own read-ahead should
- * stop. Returns that fence. ---- */
-static uint64_t follow_order(struct remote *r, uint64_t off, uint64_t len, uint64_t limit)
+/* Told by the read-ahead across files that the reader will read these
+ * bytes next. */
+static void remote_prefetch(struct tfs_source *s, uint64_t off, uint64_t len)
 {
-	struct tfs_ra_range next[8];
-	struct timespec ts;
-	uint64_t fence;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	unsigned n = tfs_ra_read(r->l->ra, &r->base, off, len, limit,
-				 (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, next, 8, &fence);
-	for (unsigned i = 0; i < n; i++) {
-		struct tfs_source *s = (struct tfs_source *)next[i].file;
-		if (s->ops == &remote_ops && ((struct remote *)s)->cache)
-			tfs_cfile_prefetch(((struct remote *)s)->cache, next[i].off, next[i].len);
-	}
-	return fence;
+	struct remote *r = (struct remote *)s;
+	if (r->cache)
+		tfs_cfile_prefetch(r->cache, off, len);
 }
 
 static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
@@ -339,7 +328,8 @@ static tfs_err remote_pread_within(struct tfs_source *s, void *buf, size_t len, 
 		return TFS_OK;
 	if (r->whole)
 		return tfs_cwhole_read(r->whole, buf, len, off, &d);
-	return tfs_cfile_read_fenced(r->cache, buf, len, off, limit, follow_order(r, off, len, limit), &d);
+	return tfs_cfile_read_fenced(r->cache, buf, len, off, limit,
+				     tfs_rlayer_follow(r->l, &r->base, off, len, limit), &d);
 }
 
 static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t limit, struct tfs_iov *iov,
@@ -362,8 +352,9 @@ static tfs_err remote_map(struct tfs_source *s, uint64_t off, size_t len, uint64
 		off += part;
 	}
 	unsigned m = 0;
-	tfs_err e = len ? tfs_cfile_map_fenced(r->cache, off, len, limit, follow_order(r, off, len, limit),
-					       iov + k, &m, (struct tfs_cmap **)token, &d)
+	tfs_err e = len ? tfs_cfile_map_fenced(r->cache, off, len, limit,
+					       tfs_rlayer_follow(r->l, &r->base, off, len, limit), iov + k,
+					       &m, (struct tfs_cmap **)token, &d)
 			: TFS_OK;
 	*n = k + m;
 	return e;
@@ -432,6 +423,7 @@ static void remote_keep(struct tfs_source *s)
 
 static const struct tfs_source_ops remote_ops = {
 	.then = remote_then,
+	.prefetch = remote_prefetch,
 	.keep = remote_keep,
 	.pread = remote_pread,
 	.pread_within = remote_pread_within,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "core/url.h"
 #include "sources/bstore.h"
@@ -239,6 +240,23 @@ int tfs_rlayer_notice(struct tfs_rlayer *l, char *buf, size_t cap)
  * a local shard is never asked about). Its names are the model's, kept
  * until the next call; a failure leaves no prediction, the file
  * read-ahead alone. */
+uint64_t tfs_rlayer_follow(struct tfs_rlayer *l, struct tfs_source *s, uint64_t off, uint64_t len,
+			   uint64_t limit)
+{
+	struct tfs_ra_range next[8];
+	struct timespec ts;
+	uint64_t fence;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	unsigned n = tfs_ra_read(l->ra, s, off, len, limit, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+				 next, 8, &fence);
+	for (unsigned i = 0; i < n; i++) {
+		struct tfs_source *f = (struct tfs_source *)next[i].file;
+		if (f->ops->prefetch)
+			f->ops->prefetch(f, next[i].off, next[i].len);
+	}
+	return fence;
+}
+
 void tfs_rlayer_objects(struct tfs_rlayer *l, const struct tfs_object *objs, size_t n)
 {
 	tfs_ra_reset(l->ra);

@@ -73,6 +73,12 @@ int tfs_rlayer_notice(struct tfs_rlayer *l, char *buf, size_t cap);
 /* The model's tensors, for the read-ahead across files (see
  * tfs_sources_objects). */
 void tfs_rlayer_objects(struct tfs_rlayer *l, const struct tfs_object *objs, size_t n);
+/* A read of [off, off + len) of s (within an object ending at limit)
+ * told to the read-ahead across files: what the reader reads next, in
+ * any of the mount's files, is prefetched (each file's `prefetch`), and
+ * the result is where s's own read-ahead stops. */
+uint64_t tfs_rlayer_follow(struct tfs_rlayer *l, struct tfs_source *s, uint64_t off, uint64_t len,
+			   uint64_t limit);
 
 /* The options every remote driver takes (listed once, for the drivers
  * whose `remote` is set). */

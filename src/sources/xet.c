@@ -636,24 +636,11 @@ static tfs_err fetch(void *ctx, const struct tfs_iov *iov, unsigned niov, uint64
 
 static const struct tfs_source_ops xet_ops;
 
-/* The read-ahead across files (sources/readahead.h), as for any remote
- * file: told of every read, it names what the reader reads next (the
- * next tensor, in another Xet file too) and where this file's own
- * read-ahead stops. */
-static uint64_t follow_order(struct xfile *x, uint64_t off, uint64_t len, uint64_t limit)
+/* Told by the read-ahead across files that the reader will read these
+ * bytes next. */
+static void xet_prefetch(struct tfs_source *s, uint64_t off, uint64_t len)
 {
-	struct tfs_ra_range next[8];
-	struct timespec ts;
-	uint64_t fence;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	unsigned n = tfs_ra_read(x->l->ra, &x->base, off, len, limit,
-				 (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, next, 8, &fence);
-	for (unsigned i = 0; i < n; i++) {
-		struct tfs_source *s = (struct tfs_source *)next[i].file;
-		if (s->ops == &xet_ops)
-			tfs_cfile_prefetch(((struct xfile *)s)->cache, next[i].off, next[i].len);
-	}
-	return fence;
+	tfs_cfile_prefetch(((struct xfile *)s)->cache, off, len);
 }
 
 static tfs_err xet_pread_within(struct tfs_source *s, void *buf, size_t len, uint64_t off, uint64_t limit)
@@ -664,7 +651,8 @@ static tfs_err xet_pread_within(struct tfs_source *s, void *buf, size_t len, uin
 		return TFS_ERR_SHORT;
 	if (!len)
 		return TFS_OK;
-	return tfs_cfile_read_fenced(x->cache, buf, len, off, limit, follow_order(x, off, len, limit), &d);
+	return tfs_cfile_read_fenced(x->cache, buf, len, off, limit,
+				     tfs_rlayer_follow(x->l, &x->base, off, len, limit), &d);
 }
 
 static tfs_err xet_pread(struct tfs_source *s, void *buf, size_t len, uint64_t off)
@@ -684,7 +672,8 @@ static tfs_err xet_map(struct tfs_source *s, uint64_t off, size_t len, uint64_t 
 	*n = 0;
 	if (!len)
 		return TFS_OK;
-	return tfs_cfile_map_fenced(x->cache, off, len, limit, follow_order(x, off, len, limit), iov, n,
+	return tfs_cfile_map_fenced(x->cache, off, len, limit,
+				    tfs_rlayer_follow(x->l, &x->base, off, len, limit), iov, n,
 				    (struct tfs_cmap **)token, &d);
 }
 
@@ -726,6 +715,7 @@ static void xet_close(struct tfs_source *s)
 
 static const struct tfs_source_ops xet_ops = {
 	.then = xet_then,
+	.prefetch = xet_prefetch,
 	.keep = xet_keep,
 	.pread = xet_pread,
 	.pread_within = xet_pread_within,
